@@ -1,0 +1,30 @@
+"""skiplake: a lakehouse table layer for PySpark on the Delta Lake protocol."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["BucketSpec", "Lake", "Table", "local_spark", "errors", "__version__"]
+
+from skiplake import errors  # noqa: E402  (no pyspark)
+
+
+def __getattr__(name: str) -> Any:
+    # pyspark is imported on first use of the Spark-facing names, so `import skiplake.log` stays light.
+    if name == "local_spark":
+        from skiplake.spark.session import local_spark
+        return local_spark
+    if name in ("Table", "BucketSpec"):
+        from skiplake import table
+        return getattr(table, name)
+    if name == "Lake":
+        from skiplake.lake import Lake
+        return Lake
+    raise AttributeError(name)
+
+
+if TYPE_CHECKING:
+    from skiplake.lake import Lake
+    from skiplake.spark.session import local_spark
+    from skiplake.table import BucketSpec, Table

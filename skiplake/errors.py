@@ -1,0 +1,195 @@
+"""Every exception a skiplake user can see.
+
+Each message says what was wrong, where (table path, column, version), and how to fix it.
+A raised error never leaves a partial commit behind: the log is only ever changed by one
+atomic put-if-absent of a complete commit file.
+"""
+from __future__ import annotations
+
+
+class SkiplakeError(Exception):
+    """Base class of every skiplake error."""
+
+
+# ---------------------------------------------------------------- tables and paths
+
+
+class NotATableError(SkiplakeError):
+    """The path holds no Delta log (`_delta_log/` with at least one commit)."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        self.path = path
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"{path} is not a skiplake/Delta table: no commit found under {path}/_delta_log{extra}. "
+            "Create it with Lake.create_table(...) or check the path."
+        )
+
+
+class TableAlreadyExistsError(SkiplakeError):
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(
+            f"a table already exists at {path} (its _delta_log/00000000000000000000.json is taken). "
+            "Open it with Lake.table(...)/Table.open(...), or pick another name."
+        )
+
+
+class VersionNotFoundError(SkiplakeError):
+    def __init__(self, path: str, version: int, earliest: int | None, latest: int | None) -> None:
+        self.path = path
+        self.version = version
+        if latest is None:
+            avail = "the table has no readable versions"
+        else:
+            avail = f"readable versions are {earliest}..{latest}"
+        super().__init__(f"version {version} of {path} does not exist: {avail}.")
+
+
+class TimestampNotFoundError(SkiplakeError):
+    def __init__(self, path: str, timestamp: str, earliest: str | None) -> None:
+        self.path = path
+        super().__init__(
+            f"no version of {path} existed at {timestamp}: the earliest commit is at {earliest}. "
+            "Use a later timestamp."
+        )
+
+
+class FilesVacuumedError(SkiplakeError):
+    """A version is in the log but some of its data files were deleted by VACUUM."""
+
+    def __init__(self, path: str, version: int, missing: list[str]) -> None:
+        self.path = path
+        self.version = version
+        self.missing = missing
+        shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+        super().__init__(
+            f"version {version} of {path} cannot be read: {len(missing)} of its data files were removed "
+            f"by VACUUM ({shown}). Read a newer version, or vacuum with a longer retention."
+        )
+
+
+class CorruptLogError(SkiplakeError):
+    def __init__(self, file: str, detail: str) -> None:
+        self.file = file
+        super().__init__(
+            f"the Delta log file {file} is corrupt: {detail}. A commit file is written whole or not at all "
+            "by skiplake, so another writer or a manual edit damaged it; restore it from a backup or "
+            "remove it if it is the newest commit and nothing depends on it."
+        )
+
+
+class ProtocolNotSupportedError(SkiplakeError):
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        super().__init__(
+            f"the table at {path} needs {detail}, which skiplake does not support; "
+            "read it with a reader that supports that protocol feature."
+        )
+
+
+# ---------------------------------------------------------------- schema and data
+
+
+class SchemaMismatchError(SkiplakeError):
+    def __init__(self, path: str, differences: list[str], hint: str = "") -> None:
+        self.path = path
+        self.differences = differences
+        how = hint or (
+            "Cast or rename the DataFrame's columns to the table schema, or pass merge_schema=True "
+            "to add new nullable columns."
+        )
+        super().__init__(
+            f"the DataFrame does not match the schema of {path}: " + "; ".join(differences) + f". {how}"
+        )
+
+
+class PartitionValueError(SkiplakeError):
+    def __init__(self, path: str, column: str, value: object, detail: str) -> None:
+        self.path = path
+        self.column = column
+        super().__init__(
+            f"partition column {column!r} of {path} has a value that cannot be stored as a partition "
+            f"value: {value!r} ({detail}). Partition by a column of type string, integer, date, "
+            "timestamp, boolean or decimal, or cast the column first."
+        )
+
+
+class InvalidPredicateError(SkiplakeError):
+    def __init__(self, text: str, detail: str) -> None:
+        self.text = text
+        super().__init__(f"cannot use the predicate {text!r}: {detail}")
+
+
+class InvalidArgumentError(SkiplakeError):
+    pass
+
+
+class MergeConflictError(SkiplakeError):
+    """Several source rows of a MERGE matched the same target row."""
+
+    def __init__(self, path: str, file: str) -> None:
+        self.path = path
+        super().__init__(
+            f"MERGE into {path} cannot proceed: several source rows matched the same target row (in {file}), "
+            "so it is ambiguous which one updates or deletes it. Deduplicate the source on the join keys.")
+
+
+class ReplaceWhereViolationError(SkiplakeError):
+    def __init__(self, path: str, where: str) -> None:
+        self.path = path
+        super().__init__(
+            f"overwrite of {path} with where={where!r}: the DataFrame holds rows that do not satisfy the "
+            "condition, so they would land outside the part of the table being replaced. Filter the "
+            "DataFrame with the same condition, or widen the condition.")
+
+
+class RetentionTooShortError(SkiplakeError):
+    def __init__(self, path: str, hours: float, minimum: float) -> None:
+        self.path = path
+        super().__init__(
+            f"vacuum of {path} with retention_hours={hours} is shorter than the table's minimum of "
+            f"{minimum} hours: files still needed by running readers or time travel could be deleted. "
+            "Use a longer retention, or pass force=True if no reader or writer is running."
+        )
+
+
+# ---------------------------------------------------------------- concurrency
+
+
+class ConcurrentModificationError(SkiplakeError):
+    """A concurrent commit conflicts with this transaction; nothing of this transaction was written."""
+
+    def __init__(self, message: str, *, winning_version: int | None = None,
+                 winning_operation: str | None = None) -> None:
+        self.winning_version = winning_version
+        self.winning_operation = winning_operation
+        super().__init__(message)
+
+
+class ConcurrentAppendException(ConcurrentModificationError):
+    pass
+
+
+class ConcurrentDeleteReadException(ConcurrentModificationError):
+    pass
+
+
+class ConcurrentDeleteDeleteException(ConcurrentModificationError):
+    pass
+
+
+class MetadataChangedException(ConcurrentModificationError):
+    pass
+
+
+class ConcurrentTransactionException(ConcurrentModificationError):
+    pass
+
+
+class ProtocolChangedException(ConcurrentModificationError):
+    pass
+
+
+class CommitFailedError(SkiplakeError):
+    """A commit could not be written after retries (not a logical conflict)."""

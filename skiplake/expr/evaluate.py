@@ -1,0 +1,222 @@
+"""Three-valued evaluation of a predicate over what is known about a file or partition.
+
+Each evaluation returns the set of outcomes the predicate *may* take on some row: a subset of
+{True, False, None} (None is SQL NULL). A file can be skipped exactly when True is not in that
+set. Tracking False and NULL too is what makes NOT correct: NOT(x < 5) may be true unless every
+row is known to satisfy x < 5, which a min/max range proves only when max < 5.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
+from skiplake.expr.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
+from skiplake.log.schema import Schema
+
+Outcomes = frozenset
+ALL: Outcomes = frozenset({True, False, None})
+NONE: Outcomes = frozenset()
+T, F, N = True, False, None
+
+# Delta truncates string stats to this many characters; a max that long may be a prefix.
+STRING_PREFIX_LENGTH = 32
+MAX_CHAR = "\U0010ffff"
+
+
+@dataclass(frozen=True)
+class ColumnRange:
+    """What is known of one column's values in a file: bounds, nulls, and whether bounds are exact."""
+    min: Any = None           # lower bound of the non-null values, None if unknown
+    max: Any = None           # upper bound of the non-null values, None if unknown
+    may_null: bool = True     # some value may be NULL
+    all_null: bool = False    # every value is NULL (or there are no rows)
+    exact: bool = False       # min and max are actual values, not widened bounds
+
+
+UNKNOWN = ColumnRange()
+
+
+def exact_value(value: Any) -> ColumnRange:
+    if value is None:
+        return ColumnRange(None, None, True, True, True)
+    return ColumnRange(value, value, False, False, True)
+
+
+Lookup = Callable[[str], ColumnRange]
+
+
+def evaluate(node: Node, lookup: Lookup) -> Outcomes:
+    if isinstance(node, And):
+        acc: Outcomes = frozenset({T})
+        for child in node.children:
+            acc = _and(acc, evaluate(child, lookup))
+            if not acc:
+                return acc
+        return acc
+    if isinstance(node, Or):
+        acc = frozenset({F})
+        for child in node.children:
+            acc = _or(acc, evaluate(child, lookup))
+        return acc
+    if isinstance(node, Not):
+        return frozenset(_not(v) for v in evaluate(node.child, lookup))
+    if isinstance(node, Const):
+        return frozenset({node.value})
+    if isinstance(node, Opaque):
+        return ALL
+    rng = lookup(node.col.name)
+    if rng.all_null:
+        return frozenset({T}) if isinstance(node, IsNull) else (
+            frozenset({F}) if isinstance(node, Cmp) and node.op == "<=>" else frozenset({N}))
+    try:
+        if isinstance(node, Cmp):
+            base = _compare(node.op, rng, node.value)
+        elif isinstance(node, InList):
+            base = _in_list(rng, node)
+        elif isinstance(node, IsNull):
+            return frozenset({T, F}) if rng.may_null else frozenset({F})
+        elif isinstance(node, StartsWith):
+            base = _starts_with(rng, node.prefix)
+        else:
+            return ALL
+    except TypeError:  # a value that does not compare with the literal: assume anything
+        base = frozenset({T, F})
+    if rng.may_null:
+        if isinstance(node, Cmp) and node.op == "<=>":
+            return base | {F}
+        return base | {N}
+    return base
+
+
+def may_match(node: Node, lookup: Lookup) -> bool:
+    return T in evaluate(node, lookup)
+
+
+def _not(v: bool | None) -> bool | None:
+    return None if v is None else not v
+
+
+def _and(a: Outcomes, b: Outcomes) -> Outcomes:
+    out = set()
+    for x in a:
+        for y in b:
+            if x is F or y is F:
+                out.add(F)
+            elif x is N or y is N:
+                out.add(N)
+            else:
+                out.add(T)
+    return frozenset(out)
+
+
+def _or(a: Outcomes, b: Outcomes) -> Outcomes:
+    out = set()
+    for x in a:
+        for y in b:
+            if x is T or y is T:
+                out.add(T)
+            elif x is N or y is N:
+                out.add(N)
+            else:
+                out.add(F)
+    return frozenset(out)
+
+
+def _compare(op: str, r: ColumnRange, v: Any) -> Outcomes:
+    lo, hi = r.min, r.max
+    single = r.exact and lo is not None and hi is not None and lo == hi
+    if op in ("=", "<=>"):
+        can_t = (lo is None or lo <= v) and (hi is None or v <= hi)
+        can_f = not (single and lo == v)
+    elif op == "<>":
+        can_f = (lo is None or lo <= v) and (hi is None or v <= hi)
+        can_t = not (single and lo == v)
+    elif op == "<":
+        can_t = lo is None or lo < v
+        can_f = hi is None or hi >= v
+    elif op == "<=":
+        can_t = lo is None or lo <= v
+        can_f = hi is None or hi > v
+    elif op == ">":
+        can_t = hi is None or hi > v
+        can_f = lo is None or lo <= v
+    elif op == ">=":
+        can_t = hi is None or hi >= v
+        can_f = lo is None or lo < v
+    else:
+        return frozenset({T, F})
+    return frozenset(x for x, ok in ((T, can_t), (F, can_f)) if ok)
+
+
+def _in_list(r: ColumnRange, node: InList) -> Outcomes:
+    lo, hi = r.min, r.max
+    can_t = any((lo is None or lo <= v) and (hi is None or v <= hi) for v in node.values)
+    single = r.exact and lo is not None and lo == hi
+    can_f = not (single and lo in node.values)
+    out = set()
+    if can_t:
+        out.add(T)
+    if can_f:
+        out.add(N if node.has_null else F)
+    return frozenset(out)
+
+
+def _starts_with(r: ColumnRange, prefix: str) -> Outcomes:
+    lo, hi = r.min, r.max
+    if not isinstance(lo, (str, type(None))) or not isinstance(hi, (str, type(None))):
+        return frozenset({T, F})
+    can_t = (hi is None or hi >= prefix) and (lo is None or lo[: len(prefix)] <= prefix)
+    can_f = not (lo is not None and hi is not None and lo.startswith(prefix) and hi.startswith(prefix))
+    return frozenset(x for x, ok in ((T, can_t), (F, can_f)) if ok)
+
+
+# ------------------------------------------------------------------ lookups over the log
+
+
+def partition_lookup(schema: Schema, partition_values: Mapping[str, str | None]) -> Lookup:
+    """Exact values for partition columns; every other column unknown."""
+    lowered = {k.lower(): v for k, v in partition_values.items()}
+
+    def lookup(name: str) -> ColumnRange:
+        key = name.lower()
+        if key not in lowered:
+            return UNKNOWN
+        return exact_value(parse_partition_value(lowered[key], schema.field(name).type))
+    return lookup
+
+
+def file_lookup(schema: Schema, partition_values: Mapping[str, str | None], stats: str | dict | None) -> Lookup:
+    """Partition columns exactly, data columns from the file's min/max/nullCount stats."""
+    parts = partition_lookup(schema, partition_values)
+    lowered_parts = {k.lower() for k in partition_values}
+    parsed: dict[str, Any] = (json.loads(stats) if isinstance(stats, str) else stats) or {}
+    num_records = parsed.get("numRecords")
+    mins, maxs, nulls = parsed.get("minValues") or {}, parsed.get("maxValues") or {}, parsed.get("nullCount") or {}
+
+    def lookup(name: str) -> ColumnRange:
+        if name.lower() in lowered_parts:
+            return parts(name)
+        if num_records == 0:
+            return ColumnRange(None, None, True, True, True)
+        type_ = schema.field(name).type
+        null_count = nulls.get(name)
+        lo = parse_stat_value(mins.get(name), type_)
+        hi = parse_stat_value(maxs.get(name), type_)
+        exact = True
+        if type_ == "string" and isinstance(hi, str) and len(hi) >= STRING_PREFIX_LENGTH:
+            exact = False
+            if not hi.endswith(MAX_CHAR):
+                hi = None  # a bare truncated prefix is not an upper bound
+        if type_ in TIMESTAMP_TYPES and hi is not None:
+            # Delta stores timestamp stats at millisecond precision, truncated.
+            hi = hi + dt.timedelta(milliseconds=1)
+            exact = False
+        if type_ == "string" and isinstance(lo, str) and len(lo) >= STRING_PREFIX_LENGTH:
+            exact = False
+        may_null = null_count is None or null_count > 0
+        all_null = null_count is not None and num_records is not None and null_count >= num_records
+        return ColumnRange(lo, hi, may_null, all_null, exact and lo is not None and hi is not None)
+    return lookup

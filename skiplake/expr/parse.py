@@ -1,0 +1,232 @@
+"""SQL boolean text (Spark dialect) to a predicate tree bound to a table schema.
+
+Binding resolves every column against the schema (case-insensitively, as Spark does) and casts
+literals to the column's type. A literal that cannot be cast safely makes its leaf Opaque: it
+is still a valid predicate for Spark, it just never prunes.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from skiplake.errors import InvalidPredicateError
+from skiplake.expr.tree import (FLIPPED, And, Cmp, Col, Const, InList, IsNull, Node, Not, Opaque, Or,
+                                StartsWith)
+from skiplake.expr.values import TIMESTAMP_TYPES, parse_timestamp
+from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal
+
+_CMP_NODES: dict[type, str] = {
+    exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
+    exp.NullSafeEQ: "<=>",
+}
+
+_NOT_A_LITERAL = object()
+
+
+def parse_sql(text: str) -> exp.Expression:
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except (ParseError, TokenError) as e:
+        raise InvalidPredicateError(text, f"it is not valid Spark SQL ({e})") from None
+    if tree is None:
+        raise InvalidPredicateError(text, "it is empty")
+    return tree
+
+
+def bind(text: str, schema: Schema) -> Node:
+    """Parse `text` and bind it to `schema`; unknown columns are an InvalidPredicateError."""
+    return _Binder(text, schema).bind(parse_sql(text))
+
+
+class _Binder:
+    def __init__(self, text: str, schema: Schema) -> None:
+        self.text = text
+        self.schema = schema
+
+    def col(self, node: exp.Column) -> Col:
+        name = node.name
+        field = self.schema.find(name)
+        if field is None:
+            raise InvalidPredicateError(
+                self.text, f"unknown column {name!r}; the table's columns are {', '.join(self.schema.names)}")
+        return Col(field.name, field.type)
+
+    def opaque(self, node: exp.Expression) -> Opaque:
+        cols = tuple(sorted({self.col(c).name for c in node.find_all(exp.Column)}))
+        return Opaque(node.sql(dialect="spark"), cols)
+
+    def bind(self, node: exp.Expression) -> Node:
+        if isinstance(node, exp.Paren):
+            return self.bind(node.this)
+        if isinstance(node, exp.And):
+            return And((self.bind(node.left), self.bind(node.right)))
+        if isinstance(node, exp.Or):
+            return Or((self.bind(node.left), self.bind(node.right)))
+        if isinstance(node, exp.Not):
+            return Not(self.bind(node.this))
+        if isinstance(node, exp.Boolean):
+            return Const(bool(node.this))
+        if isinstance(node, exp.Null):
+            return Const(None)
+        if type(node) in _CMP_NODES:
+            return self.comparison(node, _CMP_NODES[type(node)])
+        if isinstance(node, exp.Between):
+            col, low, high = node.this, node.args.get("low"), node.args.get("high")
+            lo = self.comparison_parts(col, low, ">=", node)
+            hi = self.comparison_parts(col, high, "<=", node)
+            return And((lo, hi))
+        if isinstance(node, exp.In):
+            return self.in_list(node)
+        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
+            if isinstance(node.this, exp.Column):
+                return IsNull(self.col(node.this))
+            return self.opaque(node)
+        if isinstance(node, exp.Like):
+            return self.like(node)
+        if isinstance(node, exp.Column):
+            c = self.col(node)
+            if c.type == "boolean":
+                return Cmp("=", c, True)
+            return self.opaque(node)
+        return self.opaque(node)
+
+    def comparison(self, node: exp.Expression, op: str) -> Node:
+        left, right = node.this, node.expression
+        if isinstance(right, exp.Column) and not isinstance(left, exp.Column):
+            left, right, op = right, left, FLIPPED[op]
+        return self.comparison_parts(left, right, op, node)
+
+    def comparison_parts(self, left: exp.Expression, right: exp.Expression, op: str, whole: exp.Expression) -> Node:
+        if not isinstance(left, exp.Column):
+            return self.opaque(whole)
+        col = self.col(left)
+        raw = literal_value(right)
+        if raw is _NOT_A_LITERAL:
+            return self.opaque(whole)
+        if raw is None:
+            return IsNull(col) if op == "<=>" else Const(None)
+        value = cast_literal(raw, col.type)
+        if value is _NOT_A_LITERAL:
+            return self.opaque(whole)
+        return Cmp(op, col, value)
+
+    def in_list(self, node: exp.In) -> Node:
+        if not isinstance(node.this, exp.Column) or node.args.get("query") or not node.expressions:
+            return self.opaque(node)
+        col = self.col(node.this)
+        values: list[Any] = []
+        has_null = False
+        for e in node.expressions:
+            raw = literal_value(e)
+            if raw is _NOT_A_LITERAL:
+                return self.opaque(node)
+            if raw is None:
+                has_null = True
+                continue
+            v = cast_literal(raw, col.type)
+            if v is _NOT_A_LITERAL:
+                return self.opaque(node)
+            values.append(v)
+        return InList(col, tuple(dict.fromkeys(values)), has_null)
+
+    def like(self, node: exp.Like) -> Node:
+        if not isinstance(node.this, exp.Column):
+            return self.opaque(node)
+        col = self.col(node.this)
+        pattern = literal_value(node.expression)
+        if col.type != "string" or not isinstance(pattern, str):
+            return self.opaque(node)
+        # Only 'prefix%' with no other wildcard or escape is a range test.
+        body = pattern[:-1] if pattern.endswith("%") else None
+        if body is None or any(ch in body for ch in "%_\\"):
+            return self.opaque(node)
+        return StartsWith(col, body)
+
+
+def literal_value(node: exp.Expression) -> Any:
+    """The Python value of a literal expression, or _NOT_A_LITERAL."""
+    if isinstance(node, exp.Paren):
+        return literal_value(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        return _number(node.this)
+    if isinstance(node, exp.Neg):
+        inner = literal_value(node.this)
+        if isinstance(inner, (int, Decimal, float)) and not isinstance(inner, bool):
+            return -inner
+        return _NOT_A_LITERAL
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        target = node.to.this
+        try:
+            if target == exp.DataType.Type.DATE:
+                return dt.date.fromisoformat(node.this.this.strip())
+            if target in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ,
+                          exp.DataType.Type.DATETIME):
+                return parse_timestamp(node.this.this)
+        except ValueError:
+            return _NOT_A_LITERAL
+    return _NOT_A_LITERAL
+
+
+def _number(text: str) -> Any:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return _NOT_A_LITERAL
+
+
+def cast_literal(value: Any, type_: Any) -> Any:
+    """Cast a literal to the column's value domain as Spark's comparison would; _NOT_A_LITERAL if unsure."""
+    if isinstance(value, bool):
+        return value if type_ == "boolean" else _NOT_A_LITERAL
+    if type_ in INTEGER_TYPES or is_decimal(type_) or type_ in ("float", "double"):
+        if isinstance(value, (int, Decimal, float)):
+            # Kept numeric as written: 5.5 against an int column must not become 5.
+            return float(value) if type_ in ("float", "double") else value
+        if isinstance(value, str):
+            try:
+                return Decimal(value.strip()) if type_ not in ("float", "double") else float(value)
+            except (InvalidOperation, ValueError):
+                return _NOT_A_LITERAL
+        return _NOT_A_LITERAL
+    if type_ == "string":
+        return value if isinstance(value, str) else _NOT_A_LITERAL
+    if type_ == "date":
+        if isinstance(value, dt.datetime):
+            return _NOT_A_LITERAL
+        if isinstance(value, dt.date):
+            return value
+        if isinstance(value, str):
+            try:
+                return dt.date.fromisoformat(value.strip())
+            except ValueError:
+                return _NOT_A_LITERAL
+        return _NOT_A_LITERAL
+    if type_ in TIMESTAMP_TYPES:
+        if isinstance(value, dt.datetime):
+            return value
+        if isinstance(value, dt.date):
+            return dt.datetime(value.year, value.month, value.day)
+        if isinstance(value, str):
+            try:
+                return parse_timestamp(value)
+            except ValueError:
+                return _NOT_A_LITERAL
+        return _NOT_A_LITERAL
+    if type_ == "boolean":
+        return _NOT_A_LITERAL
+    return _NOT_A_LITERAL

@@ -1,0 +1,98 @@
+"""The predicate tree: immutable nodes bound to a table schema.
+
+A leaf compares one column with literal values already cast to the column's type. What cannot
+be analysed (a function of columns, a column compared with a column, a subquery) becomes an
+`Opaque` leaf, which may evaluate to anything, so it never causes a file to be skipped.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+COMPARISONS = ("=", "<>", "<", "<=", ">", ">=", "<=>")
+FLIPPED = {"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<=", "<=>": "<=>"}
+
+
+@dataclass(frozen=True)
+class Col:
+    name: str   # the schema's spelling of the column
+    type: Any   # the column's Delta type
+
+
+@dataclass(frozen=True)
+class Cmp:
+    op: str     # one of COMPARISONS, column on the left
+    col: Col
+    value: Any  # never None: comparisons with NULL are folded to Const(None) when bound
+
+
+@dataclass(frozen=True)
+class InList:
+    col: Col
+    values: tuple[Any, ...]  # non-null literals
+    has_null: bool = False   # the list also holds NULL (then a non-match is NULL, not FALSE)
+
+
+@dataclass(frozen=True)
+class IsNull:
+    col: Col
+
+
+@dataclass(frozen=True)
+class StartsWith:
+    col: Col
+    prefix: str
+
+
+@dataclass(frozen=True)
+class And:
+    children: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    children: tuple["Node", ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    child: "Node"
+
+
+@dataclass(frozen=True)
+class Const:
+    value: bool | None
+
+
+@dataclass(frozen=True)
+class Opaque:
+    sql: str
+    columns: tuple[str, ...]
+
+
+Node = Union[Cmp, InList, IsNull, StartsWith, And, Or, Not, Const, Opaque]
+
+
+def columns_of(node: Node) -> set[str]:
+    """Names of the columns a predicate refers to."""
+    if isinstance(node, (Cmp, InList, IsNull, StartsWith)):
+        return {node.col.name}
+    if isinstance(node, (And, Or)):
+        out: set[str] = set()
+        for c in node.children:
+            out |= columns_of(c)
+        return out
+    if isinstance(node, Not):
+        return columns_of(node.child)
+    if isinstance(node, Opaque):
+        return set(node.columns)
+    return set()
+
+
+def conjuncts(node: Node) -> list[Node]:
+    if isinstance(node, And):
+        out: list[Node] = []
+        for c in node.children:
+            out.extend(conjuncts(c))
+        return out
+    return [node]

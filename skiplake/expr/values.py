@@ -1,0 +1,87 @@
+"""Typed Python values from the strings the log stores: partition values and stats, by Delta type.
+
+Values come out as int, float, Decimal, str, bool, datetime.date or naive-UTC datetime, so the
+evaluators can compare them with the literals of a predicate.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from skiplake.log.schema import INTEGER_TYPES, is_decimal
+
+TIMESTAMP_TYPES = ("timestamp", "timestamp_ntz")
+
+
+def parse_timestamp(text: str) -> dt.datetime:
+    """Timestamps as Delta writes them: '2021-01-01 00:00:00[.ffffff]' or ISO-8601 with 'T' and 'Z'/offset."""
+    t = text.strip().replace("T", " ")
+    if t.endswith("Z"):
+        t = t[:-1] + "+00:00"
+    value = dt.datetime.fromisoformat(t)
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value
+
+
+def parse_partition_value(text: str | None, type_: Any) -> Any:
+    """A partition value string of the log to a typed value; None stays None."""
+    if text is None:
+        return None
+    if type_ == "string":
+        return text
+    if text == "":
+        return None
+    if type_ in INTEGER_TYPES:
+        return int(text)
+    if type_ in ("float", "double"):
+        return float(text)
+    if is_decimal(type_):
+        return Decimal(text)
+    if type_ == "boolean":
+        return text.lower() == "true"
+    if type_ == "date":
+        return dt.date.fromisoformat(text[:10])
+    if type_ in TIMESTAMP_TYPES:
+        return parse_timestamp(text)
+    return text
+
+
+def format_partition_value(value: Any, type_: Any) -> str | None:
+    """A typed value to the partition value string Delta writers store."""
+    if value is None:
+        return None
+    if type_ == "boolean":
+        return "true" if value else "false"
+    if isinstance(value, dt.datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def parse_stat_value(value: Any, type_: Any) -> Any:
+    """A min/max value from stats JSON to a typed value; None when it cannot be used for skipping."""
+    if value is None:
+        return None
+    try:
+        if type_ in INTEGER_TYPES:
+            return int(value)
+        if type_ in ("float", "double"):
+            f = float(value)
+            return None if math.isnan(f) else f
+        if is_decimal(type_):
+            return Decimal(str(value))
+        if type_ == "string":
+            return value if isinstance(value, str) else None
+        if type_ == "date":
+            return dt.date.fromisoformat(str(value)[:10])
+        if type_ in TIMESTAMP_TYPES:
+            return parse_timestamp(str(value))
+    except (ValueError, InvalidOperation):
+        return None
+    return None

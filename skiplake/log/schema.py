@@ -1,0 +1,100 @@
+"""Table schemas as the Delta protocol writes them (Spark's StructType JSON), without pyspark.
+
+A schema is kept as the parsed JSON of `metaData.schemaString`; this module gives typed access
+to its top-level fields and the few type facts the log, stats and predicates need.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+PRIMITIVE_TYPES = {
+    "string", "long", "integer", "short", "byte", "float", "double", "boolean",
+    "binary", "date", "timestamp", "timestamp_ntz",
+}
+INTEGER_TYPES = {"long", "integer", "short", "byte"}
+_DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
+
+
+def is_decimal(type_: Any) -> bool:
+    return isinstance(type_, str) and bool(_DECIMAL.match(type_))
+
+
+def decimal_scale(type_: str) -> int:
+    m = _DECIMAL.match(type_)
+    if not m:
+        raise ValueError(f"not a decimal type: {type_}")
+    return int(m.group(2))
+
+
+def is_primitive(type_: Any) -> bool:
+    return isinstance(type_, str) and (type_ in PRIMITIVE_TYPES or is_decimal(type_))
+
+
+def type_name(type_: Any) -> str:
+    """A short readable name of a (possibly nested) type, for error messages."""
+    if isinstance(type_, str):
+        return type_
+    kind = type_.get("type")
+    if kind == "array":
+        return f"array<{type_name(type_['elementType'])}>"
+    if kind == "map":
+        return f"map<{type_name(type_['keyType'])},{type_name(type_['valueType'])}>"
+    if kind == "struct":
+        return "struct<" + ",".join(f"{f['name']}:{type_name(f['type'])}" for f in type_["fields"]) + ">"
+    return str(kind)
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: Any  # a primitive type name ("long", "decimal(7,2)") or a nested type's JSON dict
+    nullable: bool = True
+    metadata: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type, "nullable": self.nullable, "metadata": self.metadata}
+
+
+@dataclass(frozen=True)
+class Schema:
+    fields: tuple[Field, ...]
+
+    @staticmethod
+    def from_json(text: str | dict[str, Any]) -> "Schema":
+        obj = json.loads(text) if isinstance(text, str) else text
+        if obj.get("type") != "struct":
+            raise ValueError("a table schema must be a struct")
+        return Schema(tuple(
+            Field(f["name"], f["type"], bool(f.get("nullable", True)), dict(f.get("metadata") or {}))
+            for f in obj["fields"]
+        ))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": "struct", "fields": [f.to_json() for f in self.fields]}
+
+    def json_string(self) -> str:
+        return json.dumps(self.to_json(), separators=(",", ":"))
+
+    @property
+    def names(self) -> list[str]:
+        return [f.name for f in self.fields]
+
+    def find(self, name: str) -> Field | None:
+        """Case-insensitive lookup, as Spark resolves column names by default."""
+        low = name.lower()
+        for f in self.fields:
+            if f.name.lower() == low:
+                return f
+        return None
+
+    def field(self, name: str) -> Field:
+        found = self.find(name)
+        if found is None:
+            raise KeyError(name)
+        return found
+
+    def __len__(self) -> int:
+        return len(self.fields)

@@ -1,0 +1,351 @@
+"""A snapshot: the state of a table at one version, by replaying the log from the newest checkpoint.
+
+Snapshots are immutable. Live files are held as an Arrow table (see arrow_schema), so loading a
+table with 100,000 files costs one Parquet read plus the few JSON commits after it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
+from skiplake.log.actions import (Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn,
+                                  parse_action)
+from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
+from skiplake.log.schema import Schema
+from skiplake.log.storage import FileInfo, LocalStorage, Storage
+
+LOG_DIR = "_delta_log"
+COMMIT_RE = re.compile(r"^(\d{20})\.json$")
+CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+
+# Protocol features this implementation reads and writes correctly.
+SUPPORTED_READER_FEATURES = {"timestampNtz"}
+SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz"}
+
+
+def commit_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+def checkpoint_name(version: int) -> str:
+    return f"{version:020d}.checkpoint.parquet"
+
+
+def log_storage(table_path: str) -> Storage:
+    return LocalStorage(os.path.join(table_path, LOG_DIR))
+
+
+@dataclass(frozen=True)
+class LogListing:
+    commits: dict[int, FileInfo]
+    checkpoints: dict[int, list[str]]  # version -> file names, complete checkpoints only
+
+    @property
+    def latest(self) -> int | None:
+        versions = list(self.commits) + list(self.checkpoints)
+        return max(versions) if versions else None
+
+    def earliest_readable(self) -> int | None:
+        """The oldest version that can be rebuilt: 0 if every commit is there, else the oldest checkpoint."""
+        if 0 in self.commits:
+            return 0
+        return min(self.checkpoints) if self.checkpoints else None
+
+
+def list_log(storage: Storage) -> LogListing:
+    commits: dict[int, FileInfo] = {}
+    parts: dict[int, dict[int, list[str]]] = {}
+    for info in storage.list():
+        m = COMMIT_RE.match(info.name)
+        if m:
+            commits[int(m.group(1))] = info
+            continue
+        m = CHECKPOINT_RE.match(info.name)
+        if m:
+            total = int(m.group(3)) if m.group(3) else 1
+            parts.setdefault(int(m.group(1)), {}).setdefault(total, []).append(info.name)
+    checkpoints: dict[int, list[str]] = {}
+    for version, by_total in parts.items():
+        for total, names in by_total.items():
+            if len(names) == total:  # a multi-part checkpoint counts only when every part is there
+                checkpoints[version] = sorted(names)
+                break
+    return LogListing(commits, checkpoints)
+
+
+def read_commit(storage: Storage, version: int) -> list[Action]:
+    """The actions of one commit file; a truncated or unparsable file is a CorruptLogError."""
+    name = commit_name(version)
+    where = os.path.join(getattr(storage, "root", ""), name)
+    data = storage.read(name)
+    if not data.strip():
+        raise CorruptLogError(where, "the file is empty")
+    actions: list[Action] = []
+    for i, line in enumerate(data.decode("utf-8", errors="strict").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CorruptLogError(where, f"line {i} is not valid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(obj, dict):
+            raise CorruptLogError(where, f"line {i} is not a JSON object")
+        try:
+            action = parse_action(obj)
+        except (KeyError, TypeError, ValueError) as e:
+            raise CorruptLogError(where, f"line {i} lacks a required field ({e})") from None
+        if action is not None:
+            actions.append(action)
+    return actions
+
+
+def read_checkpoint(storage: Storage, names: list[str]) -> pa.Table:
+    parts = []
+    for name in names:
+        try:
+            parts.append(pq.read_table(pa.BufferReader(storage.read(name))))
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CorruptLogError(os.path.join(getattr(storage, "root", ""), name),
+                                  f"the checkpoint cannot be read ({e})") from None
+    return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+
+
+def check_readable(path: str, protocol: Protocol) -> None:
+    if protocol.minReaderVersion > 3:
+        raise ProtocolNotSupportedError(path, f"reader version {protocol.minReaderVersion}")
+    if protocol.minReaderVersion == 2:
+        raise ProtocolNotSupportedError(path, "reader version 2 (column mapping)")
+    unsupported = set(protocol.readerFeatures or ()) - SUPPORTED_READER_FEATURES
+    if unsupported:
+        raise ProtocolNotSupportedError(path, "reader features " + ", ".join(sorted(unsupported)))
+
+
+def check_writable(path: str, protocol: Protocol) -> None:
+    check_readable(path, protocol)
+    if protocol.minWriterVersion > 7 or protocol.minWriterVersion in (3, 4, 5, 6):
+        raise ProtocolNotSupportedError(path, f"writer version {protocol.minWriterVersion}")
+    unsupported = set(protocol.writerFeatures or ()) - SUPPORTED_WRITER_FEATURES
+    if unsupported:
+        raise ProtocolNotSupportedError(path, "writer features " + ", ".join(sorted(unsupported)))
+
+
+def _struct_column(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
+    """The non-null rows of checkpoint struct column `name`, flattened to `schema` (missing fields null)."""
+    if name not in table.column_names:
+        return schema.empty_table()
+    col = table.column(name).combine_chunks()
+    col = col.filter(col.is_valid())
+    columns = []
+    for fld in schema:
+        idx = col.type.get_field_index(fld.name)
+        if idx < 0:
+            columns.append(pa.nulls(len(col), fld.type))
+            continue
+        child = pc.struct_field(col, [idx])
+        if child.type != fld.type:
+            child = child.cast(fld.type)
+        columns.append(child)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _adds_to_arrow(adds: Iterable[AddFile]) -> pa.Table:
+    adds = list(adds)
+    return pa.Table.from_pydict({
+        "path": [a.path for a in adds],
+        "partitionValues": [map_items(a.partitionValues) for a in adds],
+        "size": [a.size for a in adds],
+        "modificationTime": [a.modificationTime for a in adds],
+        "dataChange": [a.dataChange for a in adds],
+        "stats": [a.stats for a in adds],
+        "tags": [map_items(a.tags) for a in adds],
+    }, schema=FILES_SCHEMA)
+
+
+def _removes_to_arrow(removes: Iterable[RemoveFile]) -> pa.Table:
+    removes = list(removes)
+    return pa.Table.from_pydict({
+        "path": [r.path for r in removes],
+        "deletionTimestamp": [r.deletionTimestamp for r in removes],
+        "dataChange": [r.dataChange for r in removes],
+        "extendedFileMetadata": [r.extendedFileMetadata for r in removes],
+        "partitionValues": [map_items(r.partitionValues) for r in removes],
+        "size": [r.size for r in removes],
+        "tags": [map_items(r.tags) for r in removes],
+    }, schema=TOMBSTONES_SCHEMA)
+
+
+def _without_paths(table: pa.Table, paths: set[str]) -> pa.Table:
+    if not paths or table.num_rows == 0:
+        return table
+    mask = pc.is_in(table.column("path"), value_set=pa.array(list(paths), pa.string()))
+    return table.filter(pc.invert(mask))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    table_path: str
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: pa.Table         # live add actions, FILES_SCHEMA
+    tombstones: pa.Table    # remove actions still within retention, TOMBSTONES_SCHEMA
+    txns: dict[str, Txn]
+    timestamp: int          # commit time of this version, ms since the epoch
+    storage: Storage = field(repr=False, compare=False)
+
+    # -------------------------------------------------------------- loading
+
+    @staticmethod
+    def load(table_path: str, version: int | None = None, storage: Storage | None = None,
+             listing: LogListing | None = None) -> "Snapshot":
+        storage = storage or log_storage(table_path)
+        listing = listing or list_log(storage)
+        latest = listing.latest
+        if latest is None:
+            raise NotATableError(table_path)
+        target = latest if version is None else version
+        earliest = listing.earliest_readable()
+        if target < 0 or target > latest or earliest is None or target < earliest:
+            raise VersionNotFoundError(table_path, target, earliest, latest)
+        cp_versions = [v for v in listing.checkpoints if v <= target]
+        start = max(cp_versions) if cp_versions else -1
+        missing = [v for v in range(start + 1, target + 1) if v not in listing.commits]
+        if missing:
+            raise VersionNotFoundError(table_path, target, earliest, latest)
+
+        protocol: Protocol | None = None
+        metadata: Metadata | None = None
+        txns: dict[str, Txn] = {}
+        base_files = FILES_SCHEMA.empty_table()
+        base_tombstones = TOMBSTONES_SCHEMA.empty_table()
+        timestamp = 0
+        if start >= 0:
+            cp = read_checkpoint(storage, listing.checkpoints[start])
+            base_files = _struct_column(cp, "add", FILES_SCHEMA)
+            base_tombstones = _struct_column(cp, "remove", TOMBSTONES_SCHEMA)
+            protocol, metadata, txns = _checkpoint_singletons(cp)
+            timestamp = listing.commits[start].mtime_ms if start in listing.commits else 0
+
+        added: dict[str, AddFile] = {}
+        removed: dict[str, RemoveFile] = {}
+        for v in range(start + 1, target + 1):
+            commit_ts: int | None = None
+            for action in read_commit(storage, v):
+                if isinstance(action, AddFile):
+                    added[action.path] = action
+                    removed.pop(action.path, None)
+                elif isinstance(action, RemoveFile):
+                    removed[action.path] = action
+                    added.pop(action.path, None)
+                elif isinstance(action, Metadata):
+                    metadata = action
+                elif isinstance(action, Protocol):
+                    protocol = action
+                elif isinstance(action, Txn):
+                    txns[action.appId] = action
+                elif isinstance(action, CommitInfo):
+                    commit_ts = action.timestamp or None
+            timestamp = commit_ts or listing.commits[v].mtime_ms
+
+        if protocol is None or metadata is None:
+            raise CorruptLogError(os.path.join(table_path, LOG_DIR),
+                                  f"no protocol or metaData action up to version {target}")
+        check_readable(table_path, protocol)
+        touched = set(added) | set(removed)
+        files = pa.concat_tables([_without_paths(base_files, touched), _adds_to_arrow(added.values())])
+        tombstones = pa.concat_tables([_without_paths(base_tombstones, touched),
+                                       _removes_to_arrow(removed.values())])
+        return Snapshot(table_path, target, protocol, metadata, files, tombstones, txns, timestamp, storage)
+
+    # -------------------------------------------------------------- views
+
+    @property
+    def schema(self) -> Schema:
+        return self.metadata.schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partitionColumns)
+
+    @property
+    def configuration(self) -> dict[str, str]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    @property
+    def size_bytes(self) -> int:
+        return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+
+    @cached_property
+    def add_files(self) -> list[AddFile]:
+        """The live files as AddFile records (built on first use; planning at scale uses `files`)."""
+        out = []
+        for row in self.files.to_pylist():
+            out.append(AddFile(row["path"], dict(row["partitionValues"] or []), row["size"],
+                               row["modificationTime"] or 0, bool(row["dataChange"]), row["stats"],
+                               dict(row["tags"]) if row["tags"] is not None else None))
+        return out
+
+    @cached_property
+    def tombstone_list(self) -> list[RemoveFile]:
+        out = []
+        for row in self.tombstones.to_pylist():
+            out.append(RemoveFile(row["path"], row["deletionTimestamp"], bool(row["dataChange"]),
+                                  row["extendedFileMetadata"],
+                                  dict(row["partitionValues"]) if row["partitionValues"] is not None else None,
+                                  row["size"], dict(row["tags"]) if row["tags"] is not None else None))
+        return out
+
+    def txn_version(self, app_id: str) -> int | None:
+        t = self.txns.get(app_id)
+        return t.version if t else None
+
+
+def _checkpoint_singletons(cp: pa.Table) -> tuple[Protocol | None, Metadata | None, dict[str, Txn]]:
+    protocol = metadata = None
+    txns: dict[str, Txn] = {}
+    names = cp.column_names
+    if "protocol" in names:
+        for row in cp.column("protocol").filter(cp.column("protocol").is_valid()).to_pylist():
+            protocol = Protocol.from_json(row)
+    if "metaData" in names:
+        for row in cp.column("metaData").filter(cp.column("metaData").is_valid()).to_pylist():
+            row = dict(row)
+            for key in ("configuration",):
+                row[key] = dict(row.get(key) or [])
+            fmt = dict(row.get("format") or {})
+            fmt["options"] = dict(fmt.get("options") or [])
+            row["format"] = fmt
+            metadata = Metadata.from_json(row)
+    if "txn" in names:
+        for row in cp.column("txn").filter(cp.column("txn").is_valid()).to_pylist():
+            t = Txn.from_json(row)
+            txns[t.appId] = t
+    return protocol, metadata, txns
+
+
+def commit_timestamps(storage: Storage, listing: LogListing) -> dict[int, int]:
+    """Commit time of every version still in the log: commitInfo.timestamp, else the file's mtime."""
+    out: dict[int, int] = {}
+    for v, info in sorted(listing.commits.items()):
+        ts = None
+        try:
+            for action in read_commit(storage, v):
+                if isinstance(action, CommitInfo) and action.timestamp:
+                    ts = action.timestamp
+        except CorruptLogError:
+            pass
+        out[v] = ts or info.mtime_ms
+    return out

@@ -1,0 +1,1 @@
+"""The only package that imports pyspark: sessions, writing files with stats, reading planned files."""

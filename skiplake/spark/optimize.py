@@ -1,0 +1,71 @@
+"""OPTIMIZE: bin-pack small files of each partition into files near a target size (dataChange=false).
+
+All bins of all partitions are rewritten by one Spark job: the rows of each partition are spread
+over ceil(bytes / target) output tasks, so each partition ends with that many files of about the
+target size. The removes and adds are marked dataChange=false: readers see the same rows.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Sequence
+
+from pyspark.sql import functions as F
+
+from skiplake.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from skiplake.table import Table
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    version: int | None       # None when there was nothing to compact
+    files_removed: int
+    files_added: int
+    bytes_removed: int
+    bytes_added: int
+    partitions_optimized: int
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None, target_file_size: int,
+             min_files: int) -> OptimizeResult:
+    if zorder_by:
+        raise InvalidArgumentError(
+            "optimize(zorder_by=...) is not supported by this release yet; run optimize() to bin-pack.")
+    if target_file_size <= 0:
+        raise InvalidArgumentError("target_file_size must be positive")
+    txn = table.begin()
+    plan = txn.scan(where)
+    if where is not None and set(plan.report.data_filters):
+        raise InvalidArgumentError(
+            f"optimize(where={where!r}) may only filter on partition columns {table.partition_by}")
+    by_partition = defaultdict(list)
+    for f in plan.files:
+        by_partition[tuple(sorted((f.partitionValues or {}).items()))].append(f)
+    chosen: list = []
+    tasks_per_partition: list[int] = []
+    for files in by_partition.values():
+        small = [f for f in files if f.size < target_file_size * 0.75]
+        if len(small) >= min_files:
+            chosen.extend(small)
+            tasks_per_partition.append(max(1, math.ceil(sum(f.size for f in small) / target_file_size)))
+    if not chosen:
+        return OptimizeResult(None, 0, 0, 0, 0, 0)
+    df = txn.read_files(chosen)
+    parts = [F.col(f"`{p}`") for p in table.partition_by]
+    tasks = sum(tasks_per_partition)
+    if max(tasks_per_partition) > 1:
+        # A partition bigger than the target is spread over several tasks by a random salt.
+        df = df.repartition(tasks, *parts, (F.rand(seed=17) * 1_000_000).cast("int"))
+    else:
+        df = df.repartition(tasks, *parts) if parts else df.repartition(1)
+    adds = txn.write(df, data_change=False)
+    txn.remove(chosen, data_change=False)
+    version = txn.commit("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
+    return OptimizeResult(version, len(chosen), len(adds), sum(f.size for f in chosen), sum(a.size for a in adds),
+                          len(tasks_per_partition))

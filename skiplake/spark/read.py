@@ -1,0 +1,107 @@
+"""Reading a planned list of data files with Spark's native Parquet reader.
+
+Partition values come from the log, never from guessing at folder names. When every file sits
+in the Hive-style folder that spells its logged partition values (always so for files skiplake
+or delta-spark wrote), Spark reads them in one scan with `basePath`, and the schema we pass gives
+the partition columns their types. Otherwise files are read per partition with the values as
+literals.
+"""
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from typing import Sequence
+from urllib.parse import urlparse
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from skiplake.expr.values import parse_partition_value
+from skiplake.layout.partitioning import from_log_path, parse_partition_dir
+from skiplake.log.actions import AddFile
+from skiplake.log.schema import Schema
+from skiplake.spark.types import spark_type, to_spark
+
+
+FILE_COLUMN = "__skiplake_file"
+ROW_COLUMN = "__skiplake_row"
+
+
+def _file_info(wanted: bool) -> list:
+    if not wanted:
+        return []
+    return [F.col("_metadata.file_path").alias(FILE_COLUMN), F.col("_metadata.row_index").alias(ROW_COLUMN)]
+
+
+def path_from_spark(file_path: str) -> str:
+    """A local path from the file URI Spark reports for a row (`_metadata.file_path`)."""
+    return from_log_path(urlparse(file_path).path) if file_path.startswith("file:") else file_path
+
+
+def absolute_path(table_path: str, log_path: str) -> str:
+    """The local path of a file named in the log (relative URI, absolute path or file: URI)."""
+    if "://" in log_path or log_path.startswith("file:"):
+        return from_log_path(urlparse(log_path).path)
+    path = from_log_path(log_path)
+    return path if os.path.isabs(path) else os.path.join(table_path, path)
+
+
+def _same_values(from_dir: dict[str, str | None], logged: dict[str, str | None], columns: list[str]) -> bool:
+    for c in columns:
+        a, b = from_dir.get(c), logged.get(c)
+        if (a or None) != (b or None):
+            return False
+    return True
+
+
+def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
+               files: Sequence[AddFile], columns: Sequence[str] | None = None,
+               with_file_info: bool = False) -> DataFrame:
+    """A DataFrame over exactly `files`, with the table's columns (partition columns included).
+
+    with_file_info adds FILE_COLUMN (the file's path as Spark names it) and ROW_COLUMN (the
+    row's index in its file), which identify every target row of a DELETE/UPDATE/MERGE."""
+    full_schema = to_spark(schema)
+    if not files:
+        df = spark.createDataFrame([], full_schema)
+        return df.select(*columns) if columns else df
+    root = os.path.abspath(table_path)
+    paths = [absolute_path(root, f.path) for f in files]
+    hive_layout = all(
+        p.startswith(root + os.sep)
+        and _same_values(parse_partition_dir(os.path.relpath(os.path.dirname(p), root)), f.partitionValues,
+                         partition_columns)
+        for p, f in zip(paths, files)
+    ) if partition_columns else True
+    if hive_layout:
+        reader = spark.read.schema(full_schema)
+        if partition_columns:
+            reader = reader.option("basePath", root)
+        df = reader.parquet(*paths).select(*[f"`{n}`" for n in schema.names], *_file_info(with_file_info))
+    else:
+        df = _read_by_partition(spark, schema, partition_columns, files, paths, with_file_info)
+    return df.select(*[f"`{c}`" for c in columns]) if columns else df
+
+
+def _read_by_partition(spark: SparkSession, schema: Schema, partition_columns: list[str],
+                       files: Sequence[AddFile], paths: list[str], with_file_info: bool) -> DataFrame:
+    part_lower = {c.lower() for c in partition_columns}
+    data_schema = Schema(tuple(f for f in schema.fields if f.name.lower() not in part_lower))
+    groups: dict[tuple, list[str]] = defaultdict(list)
+    for f, p in zip(files, paths):
+        key = tuple((f.partitionValues or {}).get(c) for c in partition_columns)
+        groups[key].append(p)
+    frames = []
+    for key, group_paths in groups.items():
+        df = spark.read.schema(to_spark(data_schema)).parquet(*group_paths)
+        df = df.select("*", *_file_info(with_file_info))
+        for col, raw in zip(partition_columns, key):
+            type_ = schema.field(col).type
+            value = parse_partition_value(raw, type_)
+            df = df.withColumn(col, F.lit(None if value is None else raw).cast(spark_type(type_)))
+        extra = [FILE_COLUMN, ROW_COLUMN] if with_file_info else []
+        frames.append(df.select(*[f"`{n}`" for n in schema.names], *extra))
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out

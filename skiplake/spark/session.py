@@ -1,0 +1,65 @@
+"""A local SparkSession with the settings skiplake relies on."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+from pyspark.sql import SparkSession
+
+from skiplake.errors import SkiplakeError
+
+# Settings skiplake's stats and partition values depend on; applied to any session it is given.
+REQUIRED_CONF = {
+    # Stats and partition values are in UTC; literals in predicates are read in UTC too.
+    "spark.sql.session.timeZone": "UTC",
+    # INT96 timestamps carry no Parquet min/max statistics; micros do, and every Delta reader reads them.
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+}
+
+
+def _check_java() -> None:
+    home = os.environ.get("JAVA_HOME")
+    if home and os.path.exists(os.path.join(home, "bin", "java")):
+        return
+    if shutil.which("java"):
+        return
+    raise SkiplakeError(
+        "Spark needs Java 17 or 21 and none was found: set JAVA_HOME, or run `make test`/`make demo`, "
+        "which find or install one (scripts/ensure_java.sh).")
+
+
+def java_version() -> str:
+    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+    out = subprocess.run([java, "-version"], capture_output=True, text=True)
+    return (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else "unknown"
+
+
+def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_partitions: int = 4,
+                driver_memory: str = "4g", packages: list[str] | None = None,
+                conf: dict[str, str] | None = None) -> SparkSession:
+    """A local SparkSession: `master` cores, few shuffle partitions, no UI, UTC, micros timestamps."""
+    _check_java()
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+               .config("spark.driver.memory", driver_memory)
+               .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
+               .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
+    for k, v in REQUIRED_CONF.items():
+        builder = builder.config(k, v)
+    if packages:
+        builder = builder.config("spark.jars.packages", ",".join(packages))
+    for k, v in (conf or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def ensure_conf(spark: SparkSession) -> None:
+    """Apply REQUIRED_CONF to a session skiplake did not create."""
+    for k, v in REQUIRED_CONF.items():
+        if spark.conf.get(k, None) != v:
+            spark.conf.set(k, v)

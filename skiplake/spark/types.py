@@ -1,0 +1,88 @@
+"""Converting between skiplake's schema model and Spark's StructType, and checking writes against it."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType, StructType
+
+from skiplake.log.schema import Field, Schema, type_name
+
+# Lossless widenings accepted on write (the DataFrame column is cast to the table's type).
+_WIDENING = {
+    ("byte", "short"), ("byte", "integer"), ("byte", "long"), ("short", "integer"), ("short", "long"),
+    ("integer", "long"), ("float", "double"),
+}
+
+
+def to_spark(schema: Schema) -> StructType:
+    return StructType.fromJson(schema.to_json())
+
+
+def from_spark(struct: StructType) -> Schema:
+    return Schema.from_json(json.loads(struct.json()))
+
+
+def spark_type(type_: Any) -> DataType:
+    return StructType.fromJson({"type": "struct", "fields": [
+        {"name": "x", "type": type_, "nullable": True, "metadata": {}}]}).fields[0].dataType
+
+
+def _strip(type_: Any) -> Any:
+    """A type with nullability and metadata removed, for comparing shapes."""
+    if isinstance(type_, dict):
+        kind = type_.get("type")
+        if kind == "struct":
+            return {"type": "struct", "fields": [(f["name"].lower(), _strip(f["type"])) for f in type_["fields"]]}
+        if kind == "array":
+            return {"type": "array", "elementType": _strip(type_["elementType"])}
+        if kind == "map":
+            return {"type": "map", "keyType": _strip(type_["keyType"]), "valueType": _strip(type_["valueType"])}
+    return type_
+
+
+def schema_differences(table: Schema, incoming: Schema, merge_schema: bool) -> tuple[list[str], list[Field]]:
+    """(differences that refuse the write, new columns to add when merging)."""
+    problems: list[str] = []
+    new: list[Field] = []
+    for f in incoming.fields:
+        t = table.find(f.name)
+        if t is None:
+            if merge_schema:
+                new.append(Field(f.name, f.type, True, f.metadata))
+            else:
+                problems.append(f"column {f.name!r} ({type_name(f.type)}) is not in the table")
+            continue
+        if _strip(t.type) != _strip(f.type) and (f.type, t.type) not in _WIDENING:
+            problems.append(f"column {f.name!r} is {type_name(f.type)} in the DataFrame but "
+                            f"{type_name(t.type)} in the table")
+    for t in table.fields:
+        if incoming.find(t.name) is None and not t.nullable:
+            problems.append(f"non-nullable column {t.name!r} is missing from the DataFrame")
+    return problems, new
+
+
+NOT_NULL_MARKER = "SKIPLAKE_NOT_NULL_VIOLATION"
+
+
+def conform(df: DataFrame, table: Schema) -> DataFrame:
+    """Select the table's columns in table order: rename to its spelling, widen types, fill missing
+    nullable columns with NULL, and fail the job on a NULL in a non-nullable column."""
+    by_lower = {c.lower(): c for c in df.columns}
+    cols = []
+    for f in table.fields:
+        src = by_lower.get(f.name.lower())
+        if src is None:
+            cols.append(F.lit(None).cast(spark_type(f.type)).alias(f.name))
+            continue
+        c = F.col(f"`{src}`")
+        current = df.schema[src].dataType
+        if current.jsonValue() != spark_type(f.type).jsonValue():
+            c = c.cast(spark_type(f.type))
+        if not f.nullable:
+            c = F.when(c.isNull(), F.raise_error(F.lit(f"{NOT_NULL_MARKER}: column {f.name} is NULL"))) \
+                 .otherwise(c)
+        cols.append(c.alias(f.name))
+    return df.select(*cols)

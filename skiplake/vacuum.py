@@ -1,0 +1,73 @@
+"""VACUUM: delete data files no longer referenced by the table and older than the retention.
+
+A file is kept if the current version references it, or if it changed within the retention
+window (a running writer's uncommitted file, or a file time travel may still need).
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from skiplake.errors import RetentionTooShortError
+from skiplake.layout.partitioning import from_log_path
+from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
+from skiplake.log.snapshot import LOG_DIR, Snapshot
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    dry_run: bool
+    files_deleted: int
+    bytes_deleted: int
+    files: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"dry_run": self.dry_run, "files_deleted": self.files_deleted, "bytes_deleted": self.bytes_deleted,
+                "files": self.files}
+
+
+def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False, force: bool = False) -> VacuumResult:
+    snapshot = Snapshot.load(table_path)
+    minimum_ms = parse_interval_ms(snapshot.configuration.get("delta.deletedFileRetentionDuration"),
+                                   DEFAULT_TOMBSTONE_RETENTION_MS)
+    if retention_hours * 3_600_000 < minimum_ms and not force:
+        raise RetentionTooShortError(table_path, retention_hours, minimum_ms / 3_600_000)
+    cutoff = time.time() - retention_hours * 3600
+    live = {os.path.normpath(os.path.join(table_path, from_log_path(p)))
+            for p in snapshot.files.column("path").to_pylist()}
+    doomed: list[tuple[str, int]] = []
+    for root, dirs, files in os.walk(table_path):
+        rel_root = os.path.relpath(root, table_path)
+        if rel_root == ".":
+            dirs[:] = [d for d in dirs if d != LOG_DIR and not d.startswith(".")]
+        for name in files:
+            full = os.path.normpath(os.path.join(root, name))
+            if full in live:
+                continue
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:
+                continue
+            if st.st_mtime < cutoff:
+                doomed.append((full, st.st_size))
+    if not dry_run:
+        for full, _ in doomed:
+            try:
+                os.unlink(full)
+            except FileNotFoundError:
+                pass
+        _remove_empty_dirs(table_path)
+    return VacuumResult(dry_run, len(doomed), sum(s for _, s in doomed),
+                        sorted(os.path.relpath(f, table_path) for f, _ in doomed))
+
+
+def _remove_empty_dirs(table_path: str) -> None:
+    for root, dirs, files in os.walk(table_path, topdown=False):
+        if root == table_path or os.path.relpath(root, table_path).split(os.sep)[0] == LOG_DIR:
+            continue
+        if not os.listdir(root):
+            try:
+                os.rmdir(root)
+            except OSError:
+                pass
