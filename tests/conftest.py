@@ -1,0 +1,36 @@
+"""One SparkSession for the whole test session (local[2], 2 shuffle partitions, UI off)."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def _java_home() -> str | None:
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    marker = Path(__file__).resolve().parent.parent / ".java_home"
+    if marker.exists():
+        return marker.read_text().strip()
+    script = Path(__file__).resolve().parent.parent / "scripts" / "ensure_java.sh"
+    out = subprocess.run([str(script)], capture_output=True, text=True)
+    return out.stdout.strip() or None
+
+
+@pytest.fixture(scope="session")
+def spark():
+    home = _java_home()
+    if home:
+        os.environ["JAVA_HOME"] = home
+    import skiplake
+    session = skiplake.local_spark(app_name="skiplake-tests", shuffle_partitions=2, driver_memory="3g")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def lake(spark, tmp_path):
+    import skiplake
+    return skiplake.Lake(spark, str(tmp_path / "warehouse"))
