@@ -22,6 +22,7 @@ from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, many_file_stats
 
 STAGING_DIR = "_skiplake_staging"
 _PARTITION_TYPES_REFUSED = {"binary"}
+MAX_NAME_BYTES = 255
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,18 @@ def _move_into_table(staging: str, table_path: str) -> list[tuple[str, dict[str,
 
 
 def _explain_write_failure(error: Exception, df: DataFrame, table_path: str, partition_columns: list[str]) -> None:
-    """Turn Spark's failure on an unwritable partition value into a PartitionValueError naming it."""
-    text = str(error)
-    if "File name too long" not in text and "ENAMETOOLONG" not in text:
-        return
+    """Turn Spark's failure on an unwritable partition value into a PartitionValueError naming it.
+
+    Checked only after a failed write, so successful writes pay nothing for it."""
     from pyspark.sql import functions as F
     for col in partition_columns:
-        row = (df.select(F.col(f"`{col}`").cast("string").alias("v"))
-               .where(F.length(F.encode("v", "UTF-8")) > 200).limit(1).collect())
+        try:
+            row = (df.select(F.col(f"`{col}`").cast("string").alias("v"))
+                   .where(F.length(F.encode("v", "UTF-8")) > MAX_NAME_BYTES - len(col.encode()) - 1)
+                   .limit(1).collect())
+        except Exception:
+            return  # the failure was elsewhere (the input itself cannot be computed)
         if row:
-            raise PartitionValueError(table_path, col, row[0]["v"][:60] + "...",
-                                      "it is too long for a folder name (the filesystem allows 255 bytes)") from error
+            raise PartitionValueError(table_path, col, row[0]["v"][:40] + "...",
+                                      f"its folder name would exceed the filesystem's {MAX_NAME_BYTES} bytes"
+                                      ) from error

@@ -1,0 +1,429 @@
+"""`skiplake demo`: TPC-DS through skiplake tables, end to end, in about a minute.
+
+1. generate store_sales, item and date_dim with DuckDB's dsdgen (reused when already there);
+2. start a local SparkSession;
+3. load them into the warehouse as skiplake tables (store_sales clustered on ss_item_sk, so its
+   files hold narrow item ranges and min/max stats can skip them);
+4. run TPC-DS-style queries through `lake.sql`, and plan the seed's Q1 with `table.scan` to
+   show the files skipped;
+5. maintenance: DELETE, UPDATE, time travel, OPTIMIZE and the history they leave;
+6. a summary: tables, queries, stage timings (or, with as_json, one JSON document on stdout).
+
+The demo is repeatable: tables already in the warehouse are dropped and created again.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import decimal
+import io
+import json
+import os
+import shutil
+import sys
+import time
+from typing import TYPE_CHECKING, Any, Iterator
+
+from skiplake.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+TABLES = ("store_sales", "item", "date_dim")
+STAGES = 6
+
+Q1 = "SELECT sum(ss_quantity) AS total_quantity FROM store_sales WHERE ss_item_sk IN (40, 41, 42)"
+Q1_PREDICATE = "ss_item_sk IN (40, 41, 42)"
+
+QUERIES: list[tuple[str, str, str]] = [
+    ("q1", "seed Q1: literal IN on the fact table", Q1),
+    ("q2", "seed Q2: the same, predicate on the item dimension",
+     "SELECT sum(ss_quantity) AS total_quantity FROM store_sales "
+     "JOIN item ON ss_item_sk = i_item_sk WHERE i_item_id = 'AAAAAAAAICAAAAAA'"),
+    ("star_join", "star join: sales by year and category (top 10 by net paid)",
+     "SELECT d_year, i_category, count(*) AS sales, sum(ss_net_paid) AS net_paid "
+     "FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk "
+     "JOIN item ON ss_item_sk = i_item_sk "
+     "GROUP BY d_year, i_category ORDER BY net_paid DESC, d_year, i_category LIMIT 10"),
+    ("december_2001", "date filter on date_dim: December 2001, top 5 brands",
+     "SELECT i_brand, count(*) AS sales, sum(ss_ext_sales_price) AS revenue "
+     "FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk "
+     "JOIN item ON ss_item_sk = i_item_sk "
+     "WHERE d_year = 2001 AND d_moy = 12 "
+     "GROUP BY i_brand ORDER BY revenue DESC, i_brand LIMIT 5"),
+]
+
+
+# ---------------------------------------------------------------- output
+
+
+def _plain(value: Any) -> Any:
+    """A Spark row value as plain JSON-friendly Python."""
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    return value
+
+
+def _bytes(n: int) -> str:
+    from skiplake.cli import human_bytes
+    return human_bytes(n)
+
+
+class _Progress:
+    """Numbered stage lines with elapsed time; details go under the stage that produced them."""
+
+    def __init__(self, console: Any, total: int = STAGES) -> None:
+        self.console = console
+        self.total = total
+        self.pending = False
+        self.timings: list[dict[str, Any]] = []
+
+    @contextlib.contextmanager
+    def stage(self, number: int, label: str) -> Iterator[None]:
+        self._end_pending()
+        self.console.print(f"[bold][{number}/{self.total}][/bold] {label} ...", end="", markup=True)
+        self.pending = True
+        started = time.perf_counter()
+        yield
+        seconds = time.perf_counter() - started
+        self.timings.append({"stage": number, "name": label, "seconds": round(seconds, 3)})
+        if self.pending:
+            self.console.print(f" done in {seconds:.1f}s", markup=False)
+            self.pending = False
+        else:
+            self.console.print(f"      done in {seconds:.1f}s", markup=False)
+
+    def _end_pending(self) -> None:
+        if self.pending:
+            self.console.print("", markup=False)
+            self.pending = False
+
+    def line(self, text: str) -> None:
+        self._end_pending()
+        self.console.print(f"      {text}", markup=False)
+
+    def show(self, renderable: Any) -> None:
+        self._end_pending()
+        from rich.padding import Padding
+        self.console.print(Padding(renderable, (0, 0, 0, 6)))
+
+
+def _rows_table(title: str, rows: list[dict[str, Any]]) -> Any:
+    from rich.table import Table as RichTable
+    t = RichTable(title=title, title_justify="left", title_style="italic")
+    for name in (rows[0].keys() if rows else ["(no rows)"]):
+        numeric = bool(rows) and isinstance(rows[0][name], (int, float))
+        t.add_column(name, justify="right" if numeric else "left")
+    for r in rows:
+        t.add_row(*[_cell(v) for v in r.values()])
+    return t
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, float):
+        return f"{v:,.2f}"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return str(v)
+
+
+# ---------------------------------------------------------------- stages
+
+
+def _reset_table_dir(path: str) -> bool:
+    """Remove a previous demo table at `path`; refuse to delete a folder that is not a table."""
+    if not os.path.exists(path):
+        return False
+    if os.path.isdir(os.path.join(path, "_delta_log")) or (os.path.isdir(path) and not os.listdir(path)):
+        shutil.rmtree(path)
+        return True
+    raise InvalidArgumentError(
+        f"{path} exists and is not a skiplake table; the demo will not delete it. "
+        "Pass another --warehouse, or move the folder away.")
+
+
+def _store_sales_files(sf: float) -> int:
+    """How many files store_sales is written as: small enough files that pruning shows, not a flood."""
+    return max(4, min(64, int(round(160 * sf))))
+
+
+def _table_state(path: str) -> dict[str, Any]:
+    from skiplake.cli import describe_table
+    d = describe_table(path)
+    return {"path": path, "rows": d["total_rows"], "files": d["num_files"], "bytes": d["total_bytes"],
+            "version": d["version"]}
+
+
+def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-data", as_json: bool = False,
+        spark: "SparkSession | None" = None) -> dict:
+    """Run the demo; print progress and a summary (or one JSON document); return the summary.
+
+    With `spark`, that session is used (and left running); otherwise one is started and stopped.
+    """
+    from rich.console import Console
+
+    from skiplake.tpcds import _check_args
+    _check_args(sf, TABLES)  # a bad --sf fails here, before anything is written
+
+    out = sys.stdout
+    # With --json, stdout carries only the final document; everything else goes to stderr.
+    console = Console(file=sys.stderr if as_json else sys.stdout, highlight=False,
+                      width=None if (sys.stderr if as_json else sys.stdout).isatty() else 110)
+    progress = _Progress(console)
+    started = time.perf_counter()
+    warehouse = os.path.abspath(warehouse)
+    data_dir = os.path.abspath(data_dir)
+    summary: dict[str, Any] = {"sf": sf, "warehouse": warehouse, "data_dir": data_dir}
+
+    # ---- 1. data
+    from skiplake import tpcds
+    with progress.stage(1, f"generating TPC-DS sf={sf:g} with DuckDB dsdgen ({', '.join(TABLES)})"):
+        # dsdgen's progress bar is written to Python's stdout; keep it out of ours (and of --json).
+        with contextlib.redirect_stdout(io.StringIO()):
+            generated = tpcds.generate(data_dir, sf=sf, tables=TABLES, progress=progress.line)
+        for name in TABLES:
+            size = os.path.getsize(generated.files[name])
+            progress.line(f"{name}: {generated.rows[name]:,} rows, {_bytes(size)} ({generated.files[name]})")
+    summary["generated"] = {"rows": dict(generated.rows), "seconds": round(generated.seconds, 3),
+                            "root": str(generated.root)}
+
+    # ---- 2. spark
+    own_spark = spark is None
+    with progress.stage(2, "starting Spark (local[2])"):
+        import pyspark
+
+        import skiplake
+        if spark is None:
+            spark = skiplake.local_spark(app_name="skiplake-demo")
+        progress.line(f"Spark {spark.version} (pyspark {pyspark.__version__}), master {spark.sparkContext.master}")
+    try:
+        _run_with_spark(spark, sf, warehouse, generated, progress, summary)
+    finally:
+        if own_spark:
+            spark.stop()
+
+    summary["stages"] = progress.timings
+    summary["total_seconds"] = round(time.perf_counter() - started, 3)
+    if as_json:
+        from skiplake.cli import _json_default
+        out.write(json.dumps(summary, indent=2, default=_json_default) + "\n")
+        out.flush()
+    else:
+        _print_summary(console, summary)
+    return summary
+
+
+def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated: Any, progress: _Progress,
+                    summary: dict[str, Any]) -> None:
+    import skiplake
+
+    # ---- 3. load
+    lake = skiplake.Lake(spark, warehouse)
+    tables: dict[str, Any] = {}
+    loaded: dict[str, dict[str, Any]] = {}
+    n_files = _store_sales_files(sf)
+    with progress.stage(3, f"loading {', '.join(TABLES)} into skiplake tables under {warehouse}"):
+        for name in TABLES:
+            t0 = time.perf_counter()
+            replaced = _reset_table_dir(lake.path_of(name))
+            df = spark.read.parquet(str(generated.files[name]))
+            how = ""
+            if name == "store_sales":
+                # Range-partition on the item key, as the seed's tables are Z-ordered on item and date:
+                # each file then covers a narrow ss_item_sk range and min/max stats can skip it.
+                df = df.repartitionByRange(n_files, "ss_item_sk").sortWithinPartitions("ss_item_sk")
+                how = f", clustered on ss_item_sk into {n_files} range partitions"
+            t = lake.create_table(name, df.schema, description=f"TPC-DS {name}, sf={sf:g}")
+            version = t.append(df)
+            tables[name] = t
+            state = _table_state(t.path)
+            loaded[name] = {**state, "seconds": round(time.perf_counter() - t0, 3)}
+            progress.line(f"{name}: {state['rows']:,} rows in {state['files']} files ({_bytes(state['bytes'])}), "
+                          f"version {version}{how}{' (replaced the previous demo table)' if replaced else ''}, "
+                          f"{time.perf_counter() - t0:.1f}s")
+    summary["loaded"] = loaded
+
+    # ---- 4. queries
+    results: list[dict[str, Any]] = []
+    with progress.stage(4, "querying through lake.sql (Spark SQL over skiplake tables)"):
+        for key, title, sql in QUERIES:
+            t0 = time.perf_counter()
+            rows = [{k: _plain(v) for k, v in r.asDict().items()} for r in lake.sql(sql).collect()]
+            seconds = time.perf_counter() - t0
+            results.append({"name": key, "title": title, "sql": sql, "seconds": round(seconds, 3),
+                            "rows": len(rows), "result": rows})
+            if len(rows) == 1 and len(rows[0]) == 1:
+                progress.line(f"{title}: {_cell(next(iter(rows[0].values())))}  ({seconds:.2f}s)")
+            else:
+                progress.show(_rows_table(f"{title} ({len(rows)} rows, {seconds:.2f}s)", rows))
+        plan = tables["store_sales"].scan(Q1_PREDICATE)
+        report = plan.report
+        progress.line(f"file skipping for seed Q1, table.scan({Q1_PREDICATE!r}).report:")
+        for text_line in report.text().splitlines():
+            progress.line("  " + text_line)
+    summary["queries"] = results
+    summary["q1_scan"] = {**report.to_dict(), "files_skipped": report.files_skipped}
+
+    # ---- 5. maintenance
+    maintenance: dict[str, Any] = {}
+    ss = tables["store_sales"]
+    with progress.stage(5, "maintenance on store_sales: DELETE, UPDATE, time travel, OPTIMIZE, history"):
+        before_version = ss.version
+        before_rows = ss.read().count()
+
+        t0 = time.perf_counter()
+        v_delete = ss.delete("ss_item_sk = 42")
+        deleted = _metric(ss.history(limit=1)[0], "numDeletedRows")
+        after_delete_rows = ss.read().count()
+        maintenance["delete"] = {"where": "ss_item_sk = 42", "version": v_delete, "rows_deleted": deleted,
+                                 "rows_before": before_rows, "rows_after": after_delete_rows,
+                                 "seconds": round(time.perf_counter() - t0, 3)}
+        progress.line(f"DELETE WHERE ss_item_sk = 42 -> version {v_delete}: {deleted:,} rows deleted, "
+                      f"{_files_touched(ss.history(limit=1)[0])} ({time.perf_counter() - t0:.1f}s)")
+
+        t0 = time.perf_counter()
+        q1_before = _scalar(lake.sql(Q1))
+        v_update = ss.update("ss_item_sk = 41", set={"ss_quantity": "ss_quantity + 1"})
+        updated = ss.read("ss_item_sk = 41").count()
+        q1_after = _scalar(lake.sql(Q1))
+        maintenance["update"] = {"where": "ss_item_sk = 41", "set": {"ss_quantity": "ss_quantity + 1"},
+                                 "version": v_update, "rows_matched": updated,
+                                 "q1_before": q1_before, "q1_after": q1_after,
+                                 "seconds": round(time.perf_counter() - t0, 3)}
+        progress.line(f"UPDATE SET ss_quantity = ss_quantity + 1 WHERE ss_item_sk = 41 -> version {v_update}: "
+                      f"{updated:,} rows, Q1 {q1_before:,} -> {q1_after:,}, "
+                      f"{_files_touched(ss.history(limit=1)[0])} ({time.perf_counter() - t0:.1f}s)")
+
+        t0 = time.perf_counter()
+        current_rows = ss.read().count()
+        old_rows = ss.read(version=before_version).count()
+        old_q1 = _scalar(ss.read(Q1_PREDICATE, version=before_version).selectExpr("sum(ss_quantity)"))
+        maintenance["time_travel"] = {"version": before_version, "rows_then": old_rows,
+                                      "current_version": ss.version, "rows_now": current_rows,
+                                      "q1_then": old_q1, "q1_now": q1_after,
+                                      "seconds": round(time.perf_counter() - t0, 3)}
+        progress.line(f"time travel: version {before_version} has {old_rows:,} rows (Q1 = {old_q1:,}), "
+                      f"version {ss.version} has {current_rows:,} rows (Q1 = {q1_after:,}) "
+                      f"({time.perf_counter() - t0:.1f}s)")
+
+        t0 = time.perf_counter()
+        files_before = ss.snapshot.num_files
+        result = ss.optimize()
+        files_after = ss.refresh().snapshot.num_files
+        rows_after_optimize = ss.read().count()
+        maintenance["optimize"] = {**result.to_dict(), "files_before": files_before, "files_after": files_after,
+                                   "rows_after": rows_after_optimize, "seconds": round(time.perf_counter() - t0, 3)}
+        if result.version is None:
+            progress.line(f"OPTIMIZE: nothing to compact ({files_before} files)")
+        else:
+            progress.line(f"OPTIMIZE -> version {result.version}: {result.files_removed} files "
+                          f"({_bytes(result.bytes_removed)}) compacted into {result.files_added} "
+                          f"({_bytes(result.bytes_added)}); {files_before} -> {files_after} files, "
+                          f"{rows_after_optimize:,} rows unchanged ({time.perf_counter() - t0:.1f}s)")
+            after_report = ss.scan(Q1_PREDICATE).report
+            maintenance["optimize"]["q1_files_selected"] = after_report.files_selected
+            maintenance["optimize"]["q1_files_total"] = after_report.files_total
+            progress.line(f"  Q1 now reads {after_report.files_selected} of {after_report.files_total} files "
+                          "(bin-packing merges the item-clustered files; clustering is kept only by Z-order)")
+
+        from skiplake.cli import table_history
+        history = table_history(ss.path)
+        maintenance["history"] = history
+        progress.show(_history_table(history))
+    summary["maintenance"] = maintenance
+
+    # ---- 6. summary numbers (printing happens after the stage timings are complete)
+    with progress.stage(6, "summary"):
+        summary["tables"] = {name: _table_state(lake.path_of(name)) for name in TABLES}
+        for name in TABLES:
+            summary["tables"][name]["rows_loaded"] = loaded[name]["rows"]
+
+
+def _metric(entry: dict[str, Any], key: str) -> int:
+    try:
+        return int((entry.get("operationMetrics") or {}).get(key, 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _files_touched(entry: dict[str, Any]) -> str:
+    m = entry.get("operationMetrics") or {}
+    return f"{m.get('numRemovedFiles', 0)} file(s) removed, {m.get('numAddedFiles', 0)} written"
+
+
+def _scalar(df: Any) -> Any:
+    row = df.collect()[0]
+    return _plain(row[0])
+
+
+def _history_table(history: list[dict[str, Any]]) -> Any:
+    from rich.table import Table as RichTable
+
+    from skiplake.cli import _metrics_text, _params_text
+    t = RichTable(title="store_sales history (newest first)", title_justify="left", title_style="italic")
+    for col in ("version", "operation", "parameters", "blind append", "isolation", "metrics"):
+        t.add_column(col, justify="right" if col == "version" else "left")
+    for e in history:
+        t.add_row(str(e["version"]), e["operation"] or "-", _params_text(e["parameters"]),
+                  {True: "yes", False: "no", None: "-"}[e["isBlindAppend"]], e["isolationLevel"] or "-",
+                  _metrics_text(e))
+    return t
+
+
+def _print_summary(console: Any, summary: dict[str, Any]) -> None:
+    from rich.table import Table as RichTable
+
+    console.print()
+    console.print(f"[bold]skiplake demo summary[/bold]  TPC-DS sf={summary['sf']:g}, "
+                  f"warehouse {summary['warehouse']}", markup=True)
+
+    t = RichTable(title="tables", title_justify="left")
+    for col in ("table", "rows loaded", "rows now", "files", "size", "version"):
+        t.add_column(col, justify="left" if col == "table" else "right")
+    for name, s in summary["tables"].items():
+        t.add_row(name, f"{s['rows_loaded']:,}", f"{s['rows']:,}", str(s["files"]), _bytes(s["bytes"]),
+                  str(s["version"]))
+    console.print(t)
+
+    q = RichTable(title="queries (lake.sql)", title_justify="left")
+    q.add_column("query")
+    q.add_column("rows", justify="right")
+    q.add_column("time", justify="right")
+    q.add_column("first row", overflow="fold")
+    for r in summary["queries"]:
+        first = ", ".join(f"{k}={_cell(v)}" for k, v in r["result"][0].items()) if r["result"] else ""
+        q.add_row(r["title"], str(r["rows"]), f"{r['seconds']:.2f}s", first)
+    console.print(q)
+
+    scan = summary["q1_scan"]
+    m = summary["maintenance"]
+    k = RichTable(title="data skipping and maintenance", title_justify="left", show_header=False)
+    k.add_column(style="bold")
+    k.add_column()
+    k.add_row("Q1 file skipping", f"{scan['files_selected']} of {scan['files_total']} files read "
+              f"({scan['files_skipped']} skipped), {_bytes(scan['bytes_selected'])} of "
+              f"{_bytes(scan['bytes_total'])}")
+    k.add_row("DELETE", f"{m['delete']['rows_deleted']:,} rows ({m['delete']['where']}), version "
+              f"{m['delete']['version']}")
+    k.add_row("UPDATE", f"{m['update']['rows_matched']:,} rows ({m['update']['where']}), version "
+              f"{m['update']['version']}; Q1 {m['update']['q1_before']:,} -> {m['update']['q1_after']:,}")
+    tt = m["time_travel"]
+    k.add_row("time travel", f"version {tt['version']}: {tt['rows_then']:,} rows; version "
+              f"{tt['current_version']}: {tt['rows_now']:,} rows")
+    o = m["optimize"]
+    k.add_row("OPTIMIZE", "nothing to compact" if o["version"] is None else
+              f"{o['files_before']} -> {o['files_after']} files, version {o['version']}")
+    console.print(k)
+
+    s = RichTable(title="stages", title_justify="left")
+    s.add_column("#", justify="right")
+    s.add_column("stage")
+    s.add_column("time", justify="right")
+    for st in summary["stages"]:
+        s.add_row(str(st["stage"]), st["name"], f"{st['seconds']:.1f}s")
+    s.add_row("", "total", f"{summary['total_seconds']:.1f}s")
+    console.print(s)
