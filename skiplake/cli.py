@@ -326,6 +326,16 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- optimize / vacuum
 
 
+def _spark_session(app_name: str):
+    """(session, started_here): the active session when main() runs inside a Spark program, else a new one."""
+    from pyspark.sql import SparkSession
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    import skiplake
+    return skiplake.local_spark(app_name=app_name), True
+
+
 def _cmd_optimize(args: argparse.Namespace) -> int:
     import time
 
@@ -340,13 +350,14 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         bind(args.where, before.schema)
     import skiplake
     started = time.perf_counter()
-    spark = skiplake.local_spark(app_name="skiplake-optimize")
+    spark, own = _spark_session("skiplake-optimize")
     try:
         table = skiplake.Table.open(spark, path)
         kwargs = {} if args.target_file_size is None else {"target_file_size": args.target_file_size}
         result = table.optimize(where=args.where, **kwargs)
     finally:
-        spark.stop()
+        if own:
+            spark.stop()
     after = Snapshot.load(path)
     doc = {"path": path, **result.to_dict(), "files_before": before.num_files, "files_after": after.num_files,
            "seconds": round(time.perf_counter() - started, 3)}
@@ -392,7 +403,13 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from skiplake import demo
-    demo.run(sf=args.sf, warehouse=args.warehouse, data_dir=args.data, as_json=args.json)
+    from skiplake.tpcds import _check_args
+    _check_args(args.sf, demo.TABLES)  # a bad --sf fails before pyspark is imported
+    spark = None
+    if "pyspark" in sys.modules:  # main() called inside a Spark program: reuse its session
+        from pyspark.sql import SparkSession
+        spark = SparkSession.getActiveSession()
+    demo.run(sf=args.sf, warehouse=args.warehouse, data_dir=args.data, as_json=args.json, spark=spark)
     return EXIT_OK
 
 

@@ -83,10 +83,17 @@ class _Progress:
     @contextlib.contextmanager
     def stage(self, number: int, label: str) -> Iterator[None]:
         self._end_pending()
-        self.console.print(f"[bold][{number}/{self.total}][/bold] {label} ...", end="", markup=True)
+        self.console.print(f"[bold]\\[{number}/{self.total}][/bold] {_esc(label)} ...", end="", markup=True,
+                           soft_wrap=True)
         self.pending = True
         started = time.perf_counter()
-        yield
+        try:
+            yield
+        except BaseException:
+            self._end_pending()
+            self.console.print(f"      [{number}/{self.total}] failed after {time.perf_counter() - started:.1f}s",
+                               markup=False)
+            raise
         seconds = time.perf_counter() - started
         self.timings.append({"stage": number, "name": label, "seconds": round(seconds, 3)})
         if self.pending:
@@ -102,7 +109,7 @@ class _Progress:
 
     def line(self, text: str) -> None:
         self._end_pending()
-        self.console.print(f"      {text}", markup=False)
+        self.console.print(f"      {text}", markup=False, soft_wrap=True)
 
     def show(self, renderable: Any) -> None:
         self._end_pending()
@@ -110,25 +117,39 @@ class _Progress:
         self.console.print(Padding(renderable, (0, 0, 0, 6)))
 
 
-def _rows_table(title: str, rows: list[dict[str, Any]]) -> Any:
+def _rows_table(rows: list[dict[str, Any]]) -> Any:
     from rich.table import Table as RichTable
-    t = RichTable(title=title, title_justify="left", title_style="italic")
-    for name in (rows[0].keys() if rows else ["(no rows)"]):
+    t = RichTable()
+    names = list(rows[0].keys()) if rows else ["(no rows)"]
+    for name in names:
         numeric = bool(rows) and isinstance(rows[0][name], (int, float))
         t.add_column(name, justify="right" if numeric else "left")
     for r in rows:
-        t.add_row(*[_cell(v) for v in r.values()])
+        t.add_row(*[_cell(v, k) for k, v in r.items()])
     return t
 
 
-def _cell(v: Any) -> str:
+def _is_key(column: str | None) -> bool:
+    """Years, months and surrogate keys read better without thousands separators."""
+    c = (column or "").lower()
+    return c.endswith(("_sk", "year", "_moy", "_dom", "_qoy", "_id"))
+
+
+def _cell(v: Any, column: str | None = None) -> str:
     if v is None:
         return "NULL"
+    if isinstance(v, bool):
+        return str(v)
     if isinstance(v, float):
         return f"{v:,.2f}"
     if isinstance(v, int):
-        return f"{v:,}"
+        return str(v) if _is_key(column) else f"{v:,}"
     return str(v)
+
+
+def _esc(text: Any) -> str:
+    from rich.markup import escape
+    return escape(str(text))
 
 
 # ---------------------------------------------------------------- stages
@@ -259,7 +280,8 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
             if len(rows) == 1 and len(rows[0]) == 1:
                 progress.line(f"{title}: {_cell(next(iter(rows[0].values())))}  ({seconds:.2f}s)")
             else:
-                progress.show(_rows_table(f"{title} ({len(rows)} rows, {seconds:.2f}s)", rows))
+                progress.line(f"{title}: {len(rows)} rows ({seconds:.2f}s)")
+                progress.show(_rows_table(rows))
         plan = tables["store_sales"].scan(Q1_PREDICATE)
         report = plan.report
         progress.line(f"file skipping for seed Q1, table.scan({Q1_PREDICATE!r}).report:")
@@ -273,12 +295,12 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
     ss = tables["store_sales"]
     with progress.stage(5, "maintenance on store_sales: DELETE, UPDATE, time travel, OPTIMIZE, history"):
         before_version = ss.version
-        before_rows = ss.read().count()
+        before_rows = _table_state(ss.path)["rows"]
 
         t0 = time.perf_counter()
         v_delete = ss.delete("ss_item_sk = 42")
         deleted = _metric(ss.history(limit=1)[0], "numDeletedRows")
-        after_delete_rows = ss.read().count()
+        after_delete_rows = _table_state(ss.path)["rows"]
         maintenance["delete"] = {"where": "ss_item_sk = 42", "version": v_delete, "rows_deleted": deleted,
                                  "rows_before": before_rows, "rows_after": after_delete_rows,
                                  "seconds": round(time.perf_counter() - t0, 3)}
@@ -314,7 +336,7 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
         files_before = ss.snapshot.num_files
         result = ss.optimize()
         files_after = ss.refresh().snapshot.num_files
-        rows_after_optimize = ss.read().count()
+        rows_after_optimize = _table_state(ss.path)["rows"]
         maintenance["optimize"] = {**result.to_dict(), "files_before": files_before, "files_after": files_after,
                                    "rows_after": rows_after_optimize, "seconds": round(time.perf_counter() - t0, 3)}
         if result.version is None:
@@ -327,12 +349,14 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
             after_report = ss.scan(Q1_PREDICATE).report
             maintenance["optimize"]["q1_files_selected"] = after_report.files_selected
             maintenance["optimize"]["q1_files_total"] = after_report.files_total
-            progress.line(f"  Q1 now reads {after_report.files_selected} of {after_report.files_total} files "
-                          "(bin-packing merges the item-clustered files; clustering is kept only by Z-order)")
+            progress.line(f"after OPTIMIZE, Q1 reads {after_report.files_selected} of {after_report.files_total} "
+                          "files: bin-packing merged the item-clustered files (Z-ordering would keep them "
+                          "clustered; it is not available yet)")
 
         from skiplake.cli import table_history
         history = table_history(ss.path)
         maintenance["history"] = history
+        progress.line(f"history of store_sales ({len(history)} versions, newest first):")
         progress.show(_history_table(history))
     summary["maintenance"] = maintenance
 
@@ -364,9 +388,9 @@ def _history_table(history: list[dict[str, Any]]) -> Any:
     from rich.table import Table as RichTable
 
     from skiplake.cli import _metrics_text, _params_text
-    t = RichTable(title="store_sales history (newest first)", title_justify="left", title_style="italic")
+    t = RichTable()
     for col in ("version", "operation", "parameters", "blind append", "isolation", "metrics"):
-        t.add_column(col, justify="right" if col == "version" else "left")
+        t.add_column(col, justify="right" if col == "version" else "left", overflow="fold")
     for e in history:
         t.add_row(str(e["version"]), e["operation"] or "-", _params_text(e["parameters"]),
                   {True: "yes", False: "no", None: "-"}[e["isBlindAppend"]], e["isolationLevel"] or "-",
@@ -395,7 +419,7 @@ def _print_summary(console: Any, summary: dict[str, Any]) -> None:
     q.add_column("time", justify="right")
     q.add_column("first row", overflow="fold")
     for r in summary["queries"]:
-        first = ", ".join(f"{k}={_cell(v)}" for k, v in r["result"][0].items()) if r["result"] else ""
+        first = ", ".join(f"{k}={_cell(v, k)}" for k, v in r["result"][0].items()) if r["result"] else ""
         q.add_row(r["title"], str(r["rows"]), f"{r['seconds']:.2f}s", first)
     console.print(q)
 

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 
 from skiplake.expr.evaluate import file_lookup, may_match, partition_lookup
 from skiplake.expr.parse import bind
-from skiplake.expr.tree import Node, columns_of
+from skiplake.expr.tree import Node, columns_of, conjuncts, to_sql
 from skiplake.log.actions import AddFile
 from skiplake.log.snapshot import Snapshot
 
@@ -90,12 +90,15 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None) -> ScanPlan:
     parts = snapshot.partition_columns
     lowered_parts = {p.lower() for p in parts}
     all_partitions = {tuple(sorted((f.partitionValues or {}).items())) for f in files}
+    partition_filters: list[str] = []
+    data_filters: list[str] = []
     if node is None:
         selected = list(files)
-        partition_filters: list[str] = []
-        data_filters: list[str] = []
     else:
-        uses = columns_of(node)
+        for c in conjuncts(node):
+            on_parts = {n.lower() for n in columns_of(c)} <= lowered_parts
+            (partition_filters if on_parts else data_filters).append(to_sql(c))
+        needs_stats = bool(data_filters)
         part_cache: dict[tuple, bool] = {}
         selected = []
         for f in files:
@@ -104,16 +107,9 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None) -> ScanPlan:
                 part_cache[key] = may_match(node, partition_lookup(schema, f.partitionValues or {}))
             if not part_cache[key]:
                 continue
-            if uses - lowered_parts and not {u.lower() for u in uses} <= lowered_parts:
-                if not may_match(node, file_lookup(schema, f.partitionValues or {}, f.stats)):
-                    continue
+            if needs_stats and not may_match(node, file_lookup(schema, f.partitionValues or {}, f.stats)):
+                continue
             selected.append(f)
-        text = where if isinstance(where, str) else ""
-        on_parts = {u for u in uses if u.lower() in lowered_parts}
-        partition_filters = [f"{c}" for c in sorted(on_parts)]
-        data_filters = [f"{c}" for c in sorted(uses - on_parts)]
-        if text:
-            partition_filters = [text] if on_parts and not (uses - on_parts) else partition_filters
     sel_partitions = {tuple(sorted((f.partitionValues or {}).items())) for f in selected}
     report = ScanReport(
         table=snapshot.table_path, version=snapshot.version,

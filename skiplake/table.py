@@ -60,7 +60,8 @@ class Table:
     def __init__(self, spark: SparkSession, path: str, snapshot: Snapshot, pinned: bool = False) -> None:
         self.spark = spark
         self.path = path
-        self._snapshot = snapshot
+        self._snapshot: Snapshot | None = snapshot
+        self._version = snapshot.version
         self._pinned = pinned  # opened at a past version or timestamp: read-only
         ensure_conf(spark)
 
@@ -110,23 +111,26 @@ class Table:
 
     @property
     def snapshot(self) -> Snapshot:
+        # Loaded on first use after a commit, so a chain of writes does not pay a load per commit.
+        if self._snapshot is None:
+            self._snapshot = Snapshot.load(self.path, self._version)
         return self._snapshot
 
     @property
     def version(self) -> int:
-        return self._snapshot.version
+        return self._version
 
     @property
     def schema(self) -> StructType:
-        return to_spark(self._snapshot.schema)
+        return to_spark(self.snapshot.schema)
 
     @property
     def log_schema(self) -> Schema:
-        return self._snapshot.schema
+        return self.snapshot.schema
 
     @property
     def partition_by(self) -> list[str]:
-        return self._snapshot.partition_columns
+        return self.snapshot.partition_columns
 
     @property
     def bucket_spec(self) -> BucketSpec | None:
@@ -134,7 +138,7 @@ class Table:
 
     @property
     def properties(self) -> dict[str, str]:
-        return self._snapshot.configuration
+        return self.snapshot.configuration
 
     @property
     def isolation_level(self) -> str:
@@ -143,6 +147,7 @@ class Table:
     def refresh(self) -> "Table":
         if not self._pinned:
             self._snapshot = Snapshot.load(self.path)
+            self._version = self._snapshot.version
         return self
 
     def __repr__(self) -> str:
@@ -151,7 +156,7 @@ class Table:
     # ------------------------------------------------------------------ reads
 
     def scan(self, where: str | None = None) -> ScanPlan:
-        return plan_scan(self._snapshot, where)
+        return plan_scan(self.snapshot, where)
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None,
              version: int | None = None, timestamp: str | dt.datetime | None = None) -> DataFrame:
@@ -197,7 +202,8 @@ class Table:
         return Transaction(self, Snapshot.load(self.path))
 
     def _finish(self, version: int) -> None:
-        self._snapshot = Snapshot.load(self.path, version)
+        self._version = version
+        self._snapshot = None
 
     def append(self, df: DataFrame, merge_schema: bool = False, app_id: str | None = None,
                app_version: int | None = None, options: WriteOptions | None = None) -> int:

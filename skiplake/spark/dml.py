@@ -46,7 +46,8 @@ def append(table: "Table", df: DataFrame, merge_schema: bool, app_id: str | None
     if app_id is not None and app_version is not None:
         done = txn.read_app_version(app_id)
         if done is not None and done >= app_version:
-            return txn.snapshot.version  # this job's write already committed: a retry writes nothing
+            table._finish(txn.snapshot.version)  # this job's write already committed: a retry writes nothing
+            return txn.snapshot.version
         txn.set_app_version(app_id, app_version)
     txn.append(df, merge_schema, options)
     return txn.commit("WRITE", {"mode": "Append", "partitionBy": table.partition_by})
