@@ -19,7 +19,7 @@ from skiplake.errors import (FilesVacuumedError, InvalidArgumentError, NotATable
                              TimestampNotFoundError, VersionNotFoundError)
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
-from skiplake.log.actions import Action, AddFile, Metadata, RemoveFile, Txn, now_ms
+from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, RemoveFile, Txn, now_ms
 from skiplake.log.commit import ReadSet, check_writable_snapshot, commit, create, isolation_level
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, commit_timestamps, list_log, log_storage, read_commit
@@ -186,7 +186,7 @@ class Table:
         for v in sorted(listing.commits, reverse=True)[:limit]:
             info: dict[str, Any] = {"version": v}
             for a in read_commit(storage, v):
-                if type(a).__name__ == "CommitInfo":
+                if isinstance(a, CommitInfo):
                     info.update(a.to_json())
             info.setdefault("timestamp", listing.commits[v].mtime_ms)
             out.append(info)

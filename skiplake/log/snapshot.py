@@ -6,6 +6,7 @@ table with 100,000 files costs one Parquet read plus the few JSON commits after 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,6 +23,8 @@ from skiplake.log.actions import (Action, AddFile, CommitInfo, Metadata, Protoco
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
 from skiplake.log.schema import Schema
 from skiplake.log.storage import FileInfo, LocalStorage, Storage
+
+log = logging.getLogger("skiplake.snapshot")
 
 LOG_DIR = "_delta_log"
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
@@ -216,24 +219,33 @@ class Snapshot:
         earliest = listing.earliest_readable()
         if target < 0 or target > latest or earliest is None or target < earliest:
             raise VersionNotFoundError(table_path, target, earliest, latest)
-        cp_versions = [v for v in listing.checkpoints if v <= target]
-        start = max(cp_versions) if cp_versions else -1
-        missing = [v for v in range(start + 1, target + 1) if v not in listing.commits]
-        if missing:
+        # Start from the newest checkpoint at or before the target; an unreadable checkpoint falls
+        # back to an older one (or to replay from version 0) when the commits in between exist.
+        starts = sorted((v for v in listing.checkpoints if v <= target), reverse=True) + [-1]
+        starts = [s for s in starts if all(v in listing.commits for v in range(s + 1, target + 1))]
+        if not starts:
             raise VersionNotFoundError(table_path, target, earliest, latest)
-
         protocol: Protocol | None = None
         metadata: Metadata | None = None
         txns: dict[str, Txn] = {}
         base_files = FILES_SCHEMA.empty_table()
         base_tombstones = TOMBSTONES_SCHEMA.empty_table()
         timestamp = 0
-        if start >= 0:
-            cp = read_checkpoint(storage, listing.checkpoints[start])
+        for i, start in enumerate(starts):
+            if start < 0:
+                break
+            try:
+                cp = read_checkpoint(storage, listing.checkpoints[start])
+            except CorruptLogError:
+                if i + 1 == len(starts):
+                    raise
+                log.warning("checkpoint %d of %s is unreadable; replaying from an older state", start, table_path)
+                continue
             base_files = _struct_column(cp, "add", FILES_SCHEMA)
             base_tombstones = _struct_column(cp, "remove", TOMBSTONES_SCHEMA)
             protocol, metadata, txns = _checkpoint_singletons(cp)
             timestamp = listing.commits[start].mtime_ms if start in listing.commits else 0
+            break
 
         added: dict[str, AddFile] = {}
         removed: dict[str, RemoveFile] = {}

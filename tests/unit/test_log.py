@@ -193,3 +193,42 @@ def test_conflicts_follow_read_set(tmp_path):
     with pytest.raises(MetadataChangedException):
         commit(latest, [add("m")], "WRITE")
     assert len(list_log(log_storage(path)).commits) == 5
+
+
+def _table_with_checkpoint(tmp_path, commits: int = 12) -> str:
+    path = str(tmp_path / "t")
+    snap = new_table(path)
+    for i in range(1, commits + 1):
+        snap = Snapshot.load(path, commit(snap, [add(f"f{i}.parquet", lo=i)], "WRITE").version)
+    return path
+
+
+def test_multi_part_checkpoint_written_by_another_engine(tmp_path):
+    import pyarrow.parquet as pq
+    path = _table_with_checkpoint(tmp_path)
+    logdir = tmp_path / "t" / "_delta_log"
+    single = logdir / "00000000000000000010.checkpoint.parquet"
+    table = pq.read_table(single)
+    half = table.num_rows // 2
+    pq.write_table(table.slice(0, half), logdir / "00000000000000000010.checkpoint.0000000001.0000000002.parquet")
+    pq.write_table(table.slice(half), logdir / "00000000000000000010.checkpoint.0000000002.0000000002.parquet")
+    expected = sorted(f.path for f in Snapshot.load(path).add_files)
+    single.unlink()
+    for n in range(10):  # JSON commits before the checkpoint are gone: only the parts can rebuild it
+        (logdir / f"{n:020d}.json").unlink()
+    assert sorted(f.path for f in Snapshot.load(path).add_files) == expected
+    # An incomplete multi-part checkpoint does not count.
+    (logdir / "00000000000000000010.checkpoint.0000000002.0000000002.parquet").unlink()
+    with pytest.raises(VersionNotFoundError):
+        Snapshot.load(path)
+
+
+def test_corrupt_checkpoint_falls_back_to_replay_or_fails_clearly(tmp_path):
+    path = _table_with_checkpoint(tmp_path)
+    expected = sorted(f.path for f in Snapshot.load(path).add_files)
+    cp = tmp_path / "t" / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    cp.write_bytes(b"not parquet")
+    assert sorted(f.path for f in Snapshot.load(path).add_files) == expected  # replayed from JSON
+    (tmp_path / "t" / "_delta_log" / "00000000000000000000.json").unlink()
+    with pytest.raises(CorruptLogError, match="checkpoint"):
+        Snapshot.load(path)
