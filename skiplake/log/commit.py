@@ -7,6 +7,7 @@ read, files both deleted. With no logical conflict the commit moves to the next 
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -142,7 +143,7 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     )
     attempt = snapshot.version + 1
     for attempts in range(1, max_attempts + 1):
-        stamped = CommitInfo(**{**info.__dict__, "timestamp": now_ms()})
+        stamped = dataclasses.replace(info, timestamp=now_ms())
         if storage.put_if_absent(commit_name(attempt), encode_commit([stamped, *actions])):
             return CommitResult(attempt, attempts, _maybe_checkpoint(snapshot, attempt))
         v = attempt
@@ -175,7 +176,8 @@ def create(table_path: str, metadata: Metadata, protocol: Protocol | None = None
     protocol = protocol or Protocol(1, 2)
     info = CommitInfo(timestamp=now_ms(), operation=operation,
                       operationParameters=dict(operation_parameters or {}),
-                      isolationLevel=SERIALIZABLE, isBlindAppend=not actions, engineInfo=ENGINE_INFO,
+                      isolationLevel=isolation_level(metadata.configuration), isBlindAppend=not actions,
+                      engineInfo=ENGINE_INFO,
                       txnId=str(uuid.uuid4()))
     if not storage.put_if_absent(commit_name(0), encode_commit([info, protocol, metadata, *(actions or [])])):
         raise TableAlreadyExistsError(table_path)

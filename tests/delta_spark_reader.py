@@ -1,0 +1,165 @@
+"""Run delta-spark (the reference Delta Lake implementation) over tables in its own JVM.
+
+Used by tests/test_delta_spark_interop.py, which runs this file as a subprocess because the
+test suite's one SparkSession has no Delta jars. One invocation runs a list of jobs, so the JVM
+starts (and Ivy resolves the package) once:
+
+    python tests/delta_spark_reader.py JOBS.json RESULT.json
+    python tests/delta_spark_reader.py - RESULT.json PACKAGE [IVY_DIR]   # jobs path on stdin
+
+The second form starts the session (and resolves the package) at once, prints READY, then reads
+the path of the jobs file from stdin, so a caller can prepare tables while the JVM starts.
+
+JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional dir,
+"jobs": [...]}, each job one of
+
+    {"id": "...", "op": "read", "path": P, "version": optional int, "columns": optional [names]}
+        -> count, rows (every value cast to STRING by Spark, sorted), schema, version seen and,
+           without "version", history (DESCRIBE HISTORY: version, operation, operationParameters)
+    {"id": "...", "op": "append", "path": P, "sql": "SELECT ..."}
+        -> the rows of the query appended with df.write.format("delta").mode("append").save(P)
+    {"id": "...", "op": "sql", "sql": "DELETE FROM delta.`P` WHERE ..."}
+        -> the statement's result rows, as strings
+
+Each job's result is {"ok": true, ...} or {"ok": false, "error_class": ..., "error": message};
+one failing job does not stop the others. RESULT.json also gets "delta_version" and
+"spark_version". If the session cannot start (e.g. the package cannot be resolved), the script
+exits non-zero with Spark's own error on stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+
+def rows_as_strings(df, columns=None):
+    """Sorted rows of `df` as tuples of strings (None for NULL), every value cast by Spark.
+
+    Casting in Spark (session time zone UTC) makes timestamps, decimals and doubles compare
+    exactly between two processes, with no trip through Python's datetime or JSON floats.
+    """
+    from pyspark.sql import functions as F
+    cols = list(columns or df.columns)
+    out = df.select(*[F.col(f"`{c}`").cast("string").alias(c) for c in cols]).collect()
+    return sorted((tuple(r) for r in out), key=lambda t: tuple((v is None, v or "") for v in t))
+
+
+def _session(package: str, ivy: str | None):
+    from pyspark.sql import SparkSession
+    b = (SparkSession.builder.master("local[2]").appName("delta-spark-interop")
+         .config("spark.jars.packages", package)
+         .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+         .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+         .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
+         .config("spark.sql.shuffle.partitions", "2")
+         .config("spark.databricks.delta.snapshotPartitions", "2")
+         .config("spark.driver.memory", "1g")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"))
+    if ivy:
+        b = b.config("spark.jars.ivy", ivy)
+    spark = b.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _delta_version(spark) -> str | None:
+    try:
+        return str(spark._jvm.io.delta.package.VERSION())
+    except Exception:
+        pass
+    try:  # the jar's manifest
+        cls = spark._jvm.java.lang.Class.forName("org.apache.spark.sql.delta.DeltaLog")
+        return str(cls.getPackage().getImplementationVersion())
+    except Exception:
+        return None
+
+
+def _quote_path(path: str) -> str:
+    return "delta.`" + path.replace("`", "``") + "`"
+
+
+def _history(spark, path: str) -> list[dict]:
+    h = spark.sql(f"DESCRIBE HISTORY {_quote_path(path)}").select(
+        "version", "operation", "operationParameters").collect()
+    return sorted(({"version": int(r["version"]), "operation": r["operation"],
+                    "operationParameters": dict(r["operationParameters"] or {})} for r in h),
+                  key=lambda d: d["version"])
+
+
+def _read(spark, job: dict) -> dict:
+    reader = spark.read.format("delta")
+    if job.get("version") is not None:
+        reader = reader.option("versionAsOf", int(job["version"]))
+    df = reader.load(job["path"])
+    rows = rows_as_strings(df, job.get("columns"))
+    out = {"count": len(rows), "rows": [list(r) for r in rows],
+           "schema": json.loads(df.schema.json()), "columns": df.columns}
+    if job.get("version") is not None:
+        out["version"] = int(job["version"])
+    else:
+        out["history"] = _history(spark, job["path"])
+        out["version"] = max(h["version"] for h in out["history"])
+    return out
+
+
+def _run(spark, job: dict) -> dict:
+    op = job["op"]
+    if op == "read":
+        return _read(spark, job)
+    if op == "append":
+        df = spark.sql(job["sql"])
+        df.write.format("delta").mode("append").save(job["path"])
+        return {"version": max(h["version"] for h in _history(spark, job["path"]))}
+    if op == "sql":
+        out = spark.sql(job["sql"]).collect()
+        return {"rows": [[None if v is None else str(v) for v in r] for r in out]}
+    raise ValueError(f"unknown op {op!r}")
+
+
+def main(argv: list[str]) -> int:
+    jobs_file, result_file = argv[1], argv[2]
+    started = time.time()
+    if jobs_file == "-":
+        # Start the session first (resolving the package), then wait for the jobs: the caller
+        # builds its tables meanwhile and writes the jobs file's path on stdin.
+        spark = _session(argv[3], argv[4] if len(argv) > 4 and argv[4] else None)
+        startup = time.time() - started
+        print("READY", flush=True)
+        jobs_file = sys.stdin.readline().strip()
+        if not jobs_file:
+            spark.stop()
+            return 3
+        with open(jobs_file) as f:
+            spec = json.load(f)
+    else:
+        with open(jobs_file) as f:
+            spec = json.load(f)
+        spark = _session(spec["package"], spec.get("ivy"))
+        startup = time.time() - started
+    result: dict = {"delta_version": _delta_version(spark), "spark_version": spark.version,
+                    "startup_seconds": round(startup, 1), "jobs": {}}
+    for job in spec["jobs"]:
+        t = time.time()
+        try:
+            out = {"ok": True, **_run(spark, job)}
+        except Exception as e:  # recorded, not raised: the caller asserts on it
+            java = getattr(e, "java_exception", None)  # Py4JJavaError: the JVM's class and message
+            message = str(java.toString()) if java is not None else str(e)
+            out = {"ok": False, "error_class": type(e).__name__, "error": message[:4000],
+                   "traceback": traceback.format_exc(limit=3)[-4000:]}
+        out["seconds"] = round(time.time() - t, 2)
+        result["jobs"][job["id"]] = out
+    spark.stop()
+    with open(result_file + ".tmp", "w") as f:
+        json.dump(result, f)
+    os.replace(result_file + ".tmp", result_file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

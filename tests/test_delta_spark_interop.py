@@ -1,0 +1,389 @@
+"""delta-spark (the reference Delta Lake implementation) reads and writes skiplake tables.
+
+The suite's SparkSession has no Delta jars, so delta-spark runs in a subprocess with its own JVM
+(tests/delta_spark_reader.py), started ONCE for the whole module: the module fixture builds every
+skiplake table first, hands delta-spark one list of jobs (reads at the latest version and at
+older versions, an append and a DELETE, the isolation-level probe) and the tests then compare.
+
+The package comes from Maven Central through `spark.jars.packages` (Ivy cache: Spark's default,
+or $SKIPLAKE_IVY_DIR). When it cannot be resolved the module is skipped. The coordinate can be
+overridden with $SKIPLAKE_DELTA_SPARK_PACKAGE. delta-spark 4.4.x publishes one artifact per Spark
+minor: `delta-spark_4.1_2.13` is built against Spark 4.1 (plain `delta-spark_2.13:4.4.0` is built
+against Spark 4.2), and 4.4.1 is on PyPI only, not on Maven Central.
+
+Rows cross the process boundary as strings cast by Spark in UTC on both sides (see
+`rows_as_strings`), so timestamps with microseconds, decimals and doubles compare exactly.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+HERE = Path(__file__).resolve().parent
+READER = HERE / "delta_spark_reader.py"
+DELTA_PACKAGE = os.environ.get("SKIPLAKE_DELTA_SPARK_PACKAGE", "io.delta:delta-spark_4.1_2.13:4.4.0")
+RESOLUTION_ERRORS = ("unresolved dependency", "could not resolve", "download failed",
+                     "resolvemavencoordinates", "unknownhostexception")
+
+_spec = importlib.util.spec_from_file_location("delta_spark_reader", READER)
+assert _spec is not None and _spec.loader is not None
+reader = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(reader)
+rows_as_strings = reader.rows_as_strings
+
+SCHEMA = ("id BIGINT, qty INT, price DOUBLE, amount DECIMAL(7,2), name STRING, d DATE, "
+          "ts TIMESTAMP, flag BOOLEAN, region STRING")
+COLUMNS = ["id", "qty", "price", "amount", "name", "d", "ts", "flag", "region"]
+TYPES = ["BIGINT", "INT", "DOUBLE", "DECIMAL(7,2)", "STRING", "DATE", "TIMESTAMP", "BOOLEAN", "STRING"]
+PARTITION_BY = ["d", "region"]
+DATES = ["2024-01-01", "2024-01-02", "2024-02-29"]
+REGIONS = ["north", "south east", "ação", None]   # a space, non-ASCII and NULL as partition values
+NAMES = ["alpha", "Bravo", "名前", "", None, "o'neil"]
+
+
+def _row(i: int) -> tuple:
+    """Row i of the test data as SQL literals' text (None for NULL); deterministic."""
+    return (
+        str(i),
+        None if i % 11 == 5 else str((i * 7) % 23),
+        None if i % 13 == 6 else repr([1.5, -0.25, 1e300, 3.0, 2.0 / 3.0][i % 5] * (i + 1)),
+        None if i % 17 == 8 else f"{((i * 7919) % 1999999) / 100 - 9999.99:.2f}",
+        NAMES[i % len(NAMES)],
+        DATES[i % len(DATES)],
+        f"2024-0{1 + i % 9}-1{i % 10} {i % 24:02d}:{(i * 7) % 60:02d}:{(i * 13) % 60:02d}.{(i * 104729) % 1000000:06d}",
+        None if i % 19 == 9 else ("true" if i % 3 else "false"),
+        REGIONS[(i // 3) % len(REGIONS)],
+    )
+
+
+def _frame(spark, ids):
+    """A DataFrame of rows `ids` in SCHEMA, cast by Spark (UTC) from text."""
+    from pyspark.sql import functions as F
+    raw = spark.createDataFrame([_row(i) for i in ids], ", ".join(f"{c} STRING" for c in COLUMNS))
+    return raw.select(*[F.col(c).cast(t).alias(c) for c, t in zip(COLUMNS, TYPES)])
+
+
+def _select_sql(ids) -> str:
+    """The same rows as a SELECT delta-spark can run."""
+    def lit(v):
+        return "NULL" if v is None else "'" + v.replace("'", "''") + "'"
+    values = ", ".join("(" + ", ".join(lit(v) for v in _row(i)) + ")" for i in ids)
+    casts = ", ".join(f"CAST({c} AS {t}) AS {c}" for c, t in zip(COLUMNS, TYPES))
+    return f"SELECT {casts} FROM VALUES {values} AS v({', '.join(COLUMNS)})"
+
+
+@dataclass
+class Interop:
+    lake: object
+    result: dict
+    seconds: float
+    versions: dict[str, int] = field(default_factory=dict)   # main table: step -> version
+    written_before: list = field(default_factory=list)         # "written" table rows before delta-spark
+    written_ids: list = field(default_factory=list)
+    create_error: str | None = None                            # "wser" table: create_table error, if any
+
+    def job(self, job_id: str) -> dict:
+        return self.result["jobs"][job_id]
+
+
+DELETE_WHERE_DS = "qty > 15 OR region = 'south east'"   # the DELETE delta-spark runs on "written"
+# Versions delta-spark reads with versionAsOf: every kind of commit; append5 is version 10 (read
+# through the Parquet checkpoint), delete_after_checkpoint is 11 (checkpoint + one JSON commit).
+TIME_TRAVEL_STEPS = ["append1", "delete", "update", "update_partition", "merge", "optimize", "append5",
+                     "delete_after_checkpoint"]
+
+
+def _build_main(spark, lake) -> dict[str, int]:
+    """The main table through every kind of commit, past a checkpoint at version 10."""
+    t = lake.create_table("main", SCHEMA, partition_by=PARTITION_BY)
+    v = {"create": t.version}
+    v["append1"] = t.append(_frame(spark, range(0, 40)))
+    v["append2"] = t.append(_frame(spark, range(40, 80)))
+    v["append3"] = t.append(_frame(spark, range(80, 120)))
+    v["delete"] = t.delete("qty > 18 OR (d = DATE'2024-01-02' AND flag)")
+    v["update"] = t.update("region = 'north' OR name IS NULL",
+                           {"price": "price * 2", "name": "upper(name)", "amount": "amount - 1.5"})
+    v["update_partition"] = t.update("id % 10 = 3", {"region": "'west'", "d": "DATE'2023-12-31'"})
+    v["append4"] = t.append(_frame(spark, range(120, 150)))
+    src = _frame(spark, range(100, 170)).selectExpr(
+        "id", "qty + 1 AS qty", "price", "amount", "concat('m-', coalesce(name, '')) AS name", "d", "ts",
+        "NOT flag AS flag", "region")
+    v["merge"] = t.merge(src, "target.id = source.id", when_matched_update="*",
+                         when_matched_delete="source.id % 9 = 0", when_not_matched_insert="*")
+    v["optimize"] = t.optimize().version
+    v["append5"] = t.append(_frame(spark, range(170, 200)))
+    v["delete_after_checkpoint"] = t.delete("ts < TIMESTAMP'2024-02-01 00:00:00'")
+    v["update_after_checkpoint"] = t.update("flag IS NULL", {"flag": "true", "ts": "ts + INTERVAL 1 SECOND"})
+    v["append6"] = t.append(_frame(spark, range(200, 215)))
+    return v
+
+
+class DeltaSpark:
+    """The delta-spark subprocess: started at once (the JVM starts and Ivy resolves the package
+    while skiplake builds the tables), then given one jobs file."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.result_file = root / "result.json"
+        self.out = open(root / "delta_spark.out", "w+")
+        env = dict(os.environ)
+        env.pop("PYSPARK_SUBMIT_ARGS", None)
+        self.started = time.time()
+        self.proc = subprocess.Popen(
+            [sys.executable, str(READER), "-", str(self.result_file), DELTA_PACKAGE,
+             os.environ.get("SKIPLAKE_IVY_DIR", "")],
+            stdin=subprocess.PIPE, stdout=self.out, stderr=subprocess.STDOUT, text=True, env=env)
+
+    def check(self) -> None:
+        """Skip (package unresolvable) or fail now if the subprocess already died."""
+        if self.proc.poll() is not None:
+            self._give_up()
+
+    def run(self, jobs: list[dict]) -> dict:
+        jobs_file = self.root / "jobs.json"
+        jobs_file.write_text(json.dumps({"package": DELTA_PACKAGE, "jobs": jobs}))
+        try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(f"{jobs_file}\n")
+            self.proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass  # it died: the wait below reports why
+        self.proc.wait(timeout=1800)
+        if self.proc.returncode != 0 or not self.result_file.exists():
+            self._give_up()
+        return json.loads(self.result_file.read_text())
+
+    def _give_up(self) -> None:
+        self.out.flush()
+        output = (self.root / "delta_spark.out").read_text()
+        if any(marker in output.lower() for marker in RESOLUTION_ERRORS):
+            line = next((ln for ln in output.splitlines() if "unresolved dependency" in ln.lower()),
+                        output.strip().splitlines()[-1] if output.strip() else "")
+            pytest.skip(f"delta-spark package {DELTA_PACKAGE} could not be resolved from Maven Central "
+                        f"(offline?): {line.strip()[:300]}")
+        pytest.fail(f"the delta-spark subprocess failed (exit {self.proc.returncode}):\n{output[-6000:]}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.out.close()
+
+
+@pytest.fixture(scope="module")
+def interop(spark, tmp_path_factory):
+    import skiplake
+    root = tmp_path_factory.mktemp("delta_spark_interop")
+    lake = skiplake.Lake(spark, str(root / "warehouse"))
+    delta = DeltaSpark(root)
+    try:
+        yield _run_interop(spark, lake, delta)
+    finally:
+        delta.close()
+
+
+def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
+    t0 = time.time()
+    versions = _build_main(spark, lake)
+    delta.check()
+
+    # "written": delta-spark appends and deletes. checkpointInterval=3 makes delta-spark's append
+    # (version 3) write a checkpoint that skiplake must then read.
+    w = lake.create_table("written", SCHEMA, partition_by=PARTITION_BY,
+                          properties={"delta.checkpointInterval": "3"})
+    w.append(_frame(spark, range(0, 20)))
+    w.append(_frame(spark, range(20, 40)))
+    written_before = rows_as_strings(w.read(), COLUMNS)
+    written_ids = list(range(1000, 1012))
+
+    # "wser": metaData.configuration has delta.isolationLevel = WriteSerializable.
+    create_error = None
+    try:
+        ws = lake.create_table("wser", SCHEMA, partition_by=PARTITION_BY,
+                               properties={"delta.isolationLevel": "WriteSerializable"})
+        ws.append(_frame(spark, range(0, 10)))
+    except Exception as e:  # recorded; test 4 asserts on it
+        create_error = f"{type(e).__name__}: {e}"
+
+    # "wser_alter": no isolation level; delta-spark is asked to SET it to WriteSerializable.
+    wa = lake.create_table("wser_alter", SCHEMA, partition_by=PARTITION_BY)
+    wa.append(_frame(spark, range(0, 5)))
+    built = time.time() - t0
+
+    main, written, wser, wser_alter = (lake.path_of(n) for n in ("main", "written", "wser", "wser_alter"))
+    jobs = [{"id": "main", "op": "read", "path": main, "columns": COLUMNS}]
+    jobs += [{"id": f"main@{s}", "op": "read", "path": main, "version": versions[s], "columns": COLUMNS}
+             for s in TIME_TRAVEL_STEPS]
+    jobs += [
+        {"id": "written:append", "op": "append", "path": written, "sql": _select_sql(written_ids)},
+        {"id": "written@append", "op": "read", "path": written, "columns": COLUMNS},
+        {"id": "written:delete", "op": "sql",
+         "sql": f"DELETE FROM {reader._quote_path(written)} WHERE {DELETE_WHERE_DS}"},
+        {"id": "written@delete", "op": "read", "path": written, "columns": COLUMNS},
+    ]
+    if create_error is None:
+        jobs += [
+            {"id": "wser:read", "op": "read", "path": wser, "columns": COLUMNS},
+            {"id": "wser:append", "op": "append", "path": wser, "sql": _select_sql(range(500, 505))},
+            {"id": "wser:read_after", "op": "read", "path": wser, "columns": COLUMNS},
+        ]
+    jobs += [{"id": "wser_alter:set", "op": "sql",
+              "sql": f"ALTER TABLE {reader._quote_path(wser_alter)} "
+                     "SET TBLPROPERTIES ('delta.isolationLevel' = 'WriteSerializable')"}]
+
+    t1 = time.time()
+    result = delta.run(jobs)
+    seconds = time.time() - delta.started
+    print(f"\nskiplake tables built in {built:.1f}s; delta-spark {result.get('delta_version')} on Spark "
+          f"{result.get('spark_version')}: session start {result.get('startup_seconds')}s, jobs "
+          f"{time.time() - t1:.1f}s (" + ", ".join(f"{k} {j['seconds']}s" for k, j in result["jobs"].items()) + ")")
+    return Interop(lake, result, seconds, versions, written_before, written_ids, create_error)
+
+
+def _ok(job: dict) -> dict:
+    assert job["ok"], f"delta-spark failed: {job.get('error_class')}: {job.get('error')}\n{job.get('traceback')}"
+    return job
+
+
+def _tuples(job: dict) -> list[tuple]:
+    return [tuple(r) for r in job["rows"]]
+
+
+def _type_names(schema_json: dict) -> list[tuple[str, str]]:
+    return [(f["name"], f["type"] if isinstance(f["type"], str) else json.dumps(f["type"]))
+            for f in schema_json["fields"]]
+
+
+# ---------------------------------------------------------------- 1. delta-spark reads skiplake
+
+
+def test_delta_spark_reads_skiplake_table(interop: Interop) -> None:
+    t = interop.lake.table("main")
+    v = interop.versions
+    assert t.version == v["append6"] == 13
+    assert [v[s] for s in ("append1", "delete", "update_partition", "merge", "optimize", "append5")] == \
+        [1, 4, 6, 8, 9, 10], f"every step must commit exactly once: {v}"
+    log = Path(t.path) / "_delta_log"
+    assert (log / f"{10:020d}.checkpoint.parquet").exists()
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 10
+
+    job = _ok(interop.job("main"))
+    expected = rows_as_strings(t.read(), COLUMNS)
+    assert job["count"] == len(expected) > 100
+    assert _tuples(job) == expected
+    assert job["version"] == t.version
+    assert _type_names(job["schema"]) == _type_names(json.loads(t.schema.json()))
+
+    # DESCRIBE HISTORY sees every commit skiplake made, with skiplake's operation names.
+    ops = {h["version"]: h["operation"] for h in job["history"]}
+    assert sorted(ops) == list(range(t.version + 1))
+    ours = {h["version"]: h.get("operation") for h in t.history()}
+    assert ops == ours
+    assert ops[v["merge"]] == "MERGE" and ops[v["optimize"]] == "OPTIMIZE"
+    assert ops[v["delete"]] == "DELETE" and ops[v["update"]] == "UPDATE"
+
+
+# ---------------------------------------------------------------- 2. time travel
+
+
+@pytest.mark.parametrize("step", TIME_TRAVEL_STEPS)
+def test_delta_spark_time_travel_matches_skiplake(interop: Interop, step: str) -> None:
+    t = interop.lake.table("main")
+    version = interop.versions[step]
+    job = _ok(interop.job(f"main@{step}"))
+    expected = rows_as_strings(t.read(version=version), COLUMNS)
+    assert job["version"] == version
+    assert job["count"] == len(expected)
+    assert _tuples(job) == expected
+
+
+# ---------------------------------------------------------------- 3. delta-spark writes, skiplake reads
+
+
+def test_skiplake_reads_what_delta_spark_wrote(interop: Interop, spark) -> None:
+    appended = _ok(interop.job("written:append"))
+    after_append = _ok(interop.job("written@append"))
+    _ok(interop.job("written:delete"))
+    after_delete = _ok(interop.job("written@delete"))
+    assert appended["version"] == 3 and after_delete["version"] == 4
+
+    new_rows = rows_as_strings(_frame(spark, interop.written_ids), COLUMNS)
+    expected_after_append = sorted(interop.written_before + new_rows,
+                                   key=lambda r: tuple((v is None, v or "") for v in r))
+    assert _tuples(after_append) == expected_after_append
+
+    t = interop.lake.table("written")
+    assert t.version == 4
+    # delta-spark wrote a checkpoint at 3 (delta.checkpointInterval=3); skiplake loads through it.
+    log = Path(t.path) / "_delta_log"
+    assert (log / f"{3:020d}.checkpoint.parquet").exists()
+
+    # The append, read by skiplake (time travel to delta-spark's version 3).
+    assert rows_as_strings(t.read(version=3), COLUMNS) == expected_after_append
+
+    # After delta-spark's DELETE: the same rows on both sides, and none that the DELETE matched.
+    ours = rows_as_strings(t.read(), COLUMNS)
+    assert ours == _tuples(after_delete)
+    assert t.read(where=DELETE_WHERE_DS).count() == 0
+    kept = t.read(version=3).filter(f"NOT coalesce(({DELETE_WHERE_DS}), false)")
+    assert ours == rows_as_strings(kept, COLUMNS) and len(ours) < len(expected_after_append)
+
+    # Pruned reads over delta-spark's files: its stats truncate timestamps to milliseconds, so a
+    # row whose timestamp has microseconds lies above its file's maxValues.ts.
+    survivors = [r for r in ours if int(r[0]) >= 1000 and r[6] is not None and len(r[6]) == 26
+                 and not r[6].endswith("000")]
+    assert survivors, "no row written by delta-spark with sub-millisecond digits survived the DELETE"
+    for r in survivors[:3]:
+        rid, day, ts = r[0], r[5], r[6]
+        got = t.read(where=f"ts = TIMESTAMP'{ts}'").filter(f"id = {rid}").count()
+        assert got == 1, f"skiplake pruned away row id={rid} (ts={ts}) of a delta-spark file"
+        assert t.read(where=f"ts >= TIMESTAMP'{ts}' AND d = DATE'{day}'").filter(f"id = {rid}").count() == 1
+
+
+# ---------------------------------------------------------------- 4. delta.isolationLevel=WriteSerializable
+
+
+def test_delta_spark_and_write_serializable_property(interop: Interop) -> None:
+    # skiplake's create_table accepts WriteSerializable (Serializable and WriteSerializable only).
+    assert interop.create_error is None, interop.create_error
+    t = interop.lake.table("wser")
+    assert t.properties["delta.isolationLevel"] == "WriteSerializable"
+    read = interop.job("wser:read")
+    append = interop.job("wser:append")
+    after = interop.job("wser:read_after")
+    # OBSERVED (delta-spark 4.4.0 on Spark 4.1.4): delta-spark accepts such a table for a read and
+    # for a blind append, and its append runs at that level (commitInfo.isolationLevel =
+    # "WriteSerializable"). It validates the property only when it is SET through delta-spark:
+    # ALTER TABLE ... SET TBLPROPERTIES ('delta.isolationLevel' = 'WriteSerializable') fails with
+    # "SparkException: Unsupported table change: requirement failed: delta.isolationLevel must be
+    # Serializable". If a later delta-spark starts rejecting the value on read or write, this fails.
+    assert read["ok"], read.get("error")
+    assert read["version"] == 1
+    assert _tuples(read) == rows_as_strings(t.read(version=1), COLUMNS)
+    assert append["ok"], append.get("error")
+    assert append["version"] == 2 and t.version == 2
+    assert _ok(after)["version"] == 2
+    assert _tuples(after) == rows_as_strings(t.read(), COLUMNS)
+    assert len(after["rows"]) == len(read["rows"]) + 5
+    # ... and its own commit ran at the table's level: commitInfo.isolationLevel = WriteSerializable.
+    commit = [json.loads(line) for line in (Path(t.path) / "_delta_log" / f"{2:020d}.json").read_text().splitlines()]
+    info = next(a["commitInfo"] for a in commit if "commitInfo" in a)
+    assert info["isolationLevel"] == "WriteSerializable" and info["engineInfo"].find("Delta-Lake/") >= 0
+    # delta-spark kept the property as it was.
+    assert t.properties["delta.isolationLevel"] == "WriteSerializable"
+    assert t.history()[0]["operation"] == "WRITE"
+    alter = interop.job("wser_alter:set")
+    assert not alter["ok"]
+    assert "delta.isolationLevel must be Serializable" in alter["error"], alter["error"]
+    wa = interop.lake.table("wser_alter")
+    assert wa.version == 1 and "delta.isolationLevel" not in wa.properties
