@@ -12,6 +12,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import sys
 from typing import Any, Callable, Sequence
 
@@ -46,7 +47,7 @@ def human_bytes(n: int | None) -> str:
 def _console(stderr: bool = False):
     from rich.console import Console
     # Wide enough that paths and predicates are not folded when stdout is a pipe or a file.
-    width = None if (sys.stderr if stderr else sys.stdout).isatty() else 120
+    width = None if (sys.stderr if stderr else sys.stdout).isatty() else 160
     return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
 
 
@@ -264,9 +265,9 @@ def _metrics_text(entry: dict[str, Any]) -> str:
     if entry["files_added"] or entry["files_removed"]:
         parts.append(f"+{entry['files_added'] or 0}/-{entry['files_removed'] or 0} files")
     if entry["rows_written"]:
-        parts.append(f"{entry['rows_written']:,} rows written")
+        parts.append(f"{entry['rows_written']:,} rows out")
     if entry["rows_deleted"]:
-        parts.append(f"{entry['rows_deleted']:,} rows deleted")
+        parts.append(f"{entry['rows_deleted']:,} deleted")
     return ", ".join(parts)
 
 
@@ -283,15 +284,15 @@ def _cmd_history(args: argparse.Namespace) -> int:
     con = _console()
     t = RichTable(title=f"history of {_esc(os.path.basename(path))} ({_esc(path)})", title_justify="left")
     t.add_column("version", justify="right")
-    t.add_column("timestamp (UTC)")
-    t.add_column("operation")
+    t.add_column("timestamp (UTC)", no_wrap=True)
+    t.add_column("operation", no_wrap=True)
     t.add_column("parameters", overflow="fold")
-    t.add_column("blind append")
+    t.add_column("blind")
     t.add_column("isolation")
     t.add_column("metrics", overflow="fold")
     for e in entries:
         blind = {True: "yes", False: "no", None: "-"}[e["isBlindAppend"]]
-        ts = (e["timestamp"] or "-").replace("T", " ").replace("+00:00", "")
+        ts = (e["timestamp"] or "-").replace("T", " ").replace("+00:00", "")[:19]
         t.add_row(str(e["version"]), ts, _esc(e["operation"] or "-"), _esc(_params_text(e["parameters"])),
                   blind, _esc(e["isolationLevel"] or "-"), _esc(_metrics_text(e)))
     con.print(t)
@@ -344,7 +345,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     before = Snapshot.load(path)  # fail fast, before starting a JVM, when the path is not a table
     if args.target_file_size is not None and args.target_file_size <= 0:
         from skiplake.errors import InvalidArgumentError
-        raise InvalidArgumentError(f"--target-file-size must be a positive number of bytes, not {args.target_file_size}")
+        raise InvalidArgumentError(
+            f"--target-file-size must be a positive number of bytes, not {args.target_file_size}")
     if args.where:
         from skiplake.expr.parse import bind
         bind(args.where, before.schema)
@@ -461,15 +463,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add("demo", _cmd_demo, "TPC-DS through skiplake tables: generate, load, query, maintain (starts Spark)")
     p.add_argument("--sf", type=float, default=0.1, help="TPC-DS scale factor (default 0.1)")
-    p.add_argument("--warehouse", default="warehouse", metavar="DIR", help="where the tables go (default ./warehouse)")
+    p.add_argument("--warehouse", default="warehouse", metavar="DIR",
+                   help="where the tables go (default ./warehouse); the demo's three tables there are recreated")
     p.add_argument("--data", default="demo-data", metavar="DIR",
                    help="where the generated Parquet goes, reused across runs (default ./demo-data)")
     p.add_argument("--json", action="store_true", help="progress on stderr, one JSON summary on stdout")
     return parser
 
 
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _one_line(text: object) -> str:
+    """A message on one line, without terminal escapes (sqlglot underlines the bad token)."""
+    return " ".join(_ANSI.sub("", str(text)).split())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

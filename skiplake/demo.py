@@ -35,17 +35,18 @@ STAGES = 6
 Q1 = "SELECT sum(ss_quantity) AS total_quantity FROM store_sales WHERE ss_item_sk IN (40, 41, 42)"
 Q1_PREDICATE = "ss_item_sk IN (40, 41, 42)"
 
-QUERIES: list[tuple[str, str, str]] = [
-    ("q1", "seed Q1: literal IN on the fact table", Q1),
-    ("q2", "seed Q2: the same, predicate on the item dimension",
+# (key, short label for the summary, description, SQL)
+QUERIES: list[tuple[str, str, str, str]] = [
+    ("q1", "Q1 fact IN-list", "seed Q1: literal IN on the fact table", Q1),
+    ("q2", "Q2 item predicate", "seed Q2: the same, predicate on the item dimension",
      "SELECT sum(ss_quantity) AS total_quantity FROM store_sales "
      "JOIN item ON ss_item_sk = i_item_sk WHERE i_item_id = 'AAAAAAAAICAAAAAA'"),
-    ("star_join", "star join: sales by year and category (top 10 by net paid)",
+    ("star_join", "star join by year, category", "star join: sales by year and category (top 10 by net paid)",
      "SELECT d_year, i_category, count(*) AS sales, sum(ss_net_paid) AS net_paid "
      "FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk "
      "JOIN item ON ss_item_sk = i_item_sk "
      "GROUP BY d_year, i_category ORDER BY net_paid DESC, d_year, i_category LIMIT 10"),
-    ("december_2001", "date filter on date_dim: December 2001, top 5 brands",
+    ("december_2001", "Dec 2001 top brands", "date filter on date_dim: December 2001, top 5 brands",
      "SELECT i_brand, count(*) AS sales, sum(ss_ext_sales_price) AS revenue "
      "FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk "
      "JOIN item ON ss_item_sk = i_item_sk "
@@ -114,7 +115,7 @@ class _Progress:
     def show(self, renderable: Any) -> None:
         self._end_pending()
         from rich.padding import Padding
-        self.console.print(Padding(renderable, (0, 0, 0, 6)))
+        self.console.print(Padding(renderable, (0, 0, 0, 6), expand=False))
 
 
 def _rows_table(rows: list[dict[str, Any]]) -> Any:
@@ -133,6 +134,10 @@ def _is_key(column: str | None) -> bool:
     """Years, months and surrogate keys read better without thousands separators."""
     c = (column or "").lower()
     return c.endswith(("_sk", "year", "_moy", "_dom", "_qoy", "_id"))
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _cell(v: Any, column: str | None = None) -> str:
@@ -155,16 +160,23 @@ def _esc(text: Any) -> str:
 # ---------------------------------------------------------------- stages
 
 
-def _reset_table_dir(path: str) -> bool:
-    """Remove a previous demo table at `path`; refuse to delete a folder that is not a table."""
+def _check_table_dir(path: str) -> bool:
+    """True if a previous table is at `path` (to be replaced); refuse a folder that is not a table."""
     if not os.path.exists(path):
         return False
     if os.path.isdir(os.path.join(path, "_delta_log")) or (os.path.isdir(path) and not os.listdir(path)):
-        shutil.rmtree(path)
         return True
     raise InvalidArgumentError(
         f"{path} exists and is not a skiplake table; the demo will not delete it. "
         "Pass another --warehouse, or move the folder away.")
+
+
+def _reset_table_dir(path: str) -> bool:
+    """Remove a previous demo table at `path` (only ever a table folder or an empty one)."""
+    if _check_table_dir(path):
+        shutil.rmtree(path)
+        return True
+    return False
 
 
 def _store_sales_files(sf: float) -> int:
@@ -193,12 +205,14 @@ def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-dat
     out = sys.stdout
     # With --json, stdout carries only the final document; everything else goes to stderr.
     console = Console(file=sys.stderr if as_json else sys.stdout, highlight=False,
-                      width=None if (sys.stderr if as_json else sys.stdout).isatty() else 110)
+                      width=None if (sys.stderr if as_json else sys.stdout).isatty() else 130)
     progress = _Progress(console)
     started = time.perf_counter()
     warehouse = os.path.abspath(warehouse)
     data_dir = os.path.abspath(data_dir)
     summary: dict[str, Any] = {"sf": sf, "warehouse": warehouse, "data_dir": data_dir}
+    for name in TABLES:  # fail before the slow stages if the warehouse holds something else
+        _check_table_dir(os.path.join(warehouse, name))
 
     # ---- 1. data
     from skiplake import tpcds
@@ -214,7 +228,7 @@ def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-dat
 
     # ---- 2. spark
     own_spark = spark is None
-    with progress.stage(2, "starting Spark (local[2])"):
+    with progress.stage(2, "starting Spark" if own_spark else "using the given Spark session"):
         import pyspark
 
         import skiplake
@@ -263,19 +277,20 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
             tables[name] = t
             state = _table_state(t.path)
             loaded[name] = {**state, "seconds": round(time.perf_counter() - t0, 3)}
-            progress.line(f"{name}: {state['rows']:,} rows in {state['files']} files ({_bytes(state['bytes'])}), "
-                          f"version {version}{how}{' (replaced the previous demo table)' if replaced else ''}, "
+            progress.line(f"{name}: {state['rows']:,} rows in {_n(state['files'], 'file')} "
+                          f"({_bytes(state['bytes'])}), version {version}{how}"
+                          f"{' (replaced the previous demo table)' if replaced else ''}, "
                           f"{time.perf_counter() - t0:.1f}s")
     summary["loaded"] = loaded
 
     # ---- 4. queries
     results: list[dict[str, Any]] = []
     with progress.stage(4, "querying through lake.sql (Spark SQL over skiplake tables)"):
-        for key, title, sql in QUERIES:
+        for key, label, title, sql in QUERIES:
             t0 = time.perf_counter()
             rows = [{k: _plain(v) for k, v in r.asDict().items()} for r in lake.sql(sql).collect()]
             seconds = time.perf_counter() - t0
-            results.append({"name": key, "title": title, "sql": sql, "seconds": round(seconds, 3),
+            results.append({"name": key, "label": label, "title": title, "sql": sql, "seconds": round(seconds, 3),
                             "rows": len(rows), "result": rows})
             if len(rows) == 1 and len(rows[0]) == 1:
                 progress.line(f"{title}: {_cell(next(iter(rows[0].values())))}  ({seconds:.2f}s)")
@@ -342,16 +357,16 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
         if result.version is None:
             progress.line(f"OPTIMIZE: nothing to compact ({files_before} files)")
         else:
-            progress.line(f"OPTIMIZE -> version {result.version}: {result.files_removed} files "
+            progress.line(f"OPTIMIZE -> version {result.version}: {_n(result.files_removed, 'file')} "
                           f"({_bytes(result.bytes_removed)}) compacted into {result.files_added} "
-                          f"({_bytes(result.bytes_added)}); {files_before} -> {files_after} files, "
+                          f"({_bytes(result.bytes_added)}); {files_before} -> {_n(files_after, 'file')}, "
                           f"{rows_after_optimize:,} rows unchanged ({time.perf_counter() - t0:.1f}s)")
             after_report = ss.scan(Q1_PREDICATE).report
             maintenance["optimize"]["q1_files_selected"] = after_report.files_selected
             maintenance["optimize"]["q1_files_total"] = after_report.files_total
-            progress.line(f"after OPTIMIZE, Q1 reads {after_report.files_selected} of {after_report.files_total} "
-                          "files: bin-packing merged the item-clustered files (Z-ordering would keep them "
-                          "clustered; it is not available yet)")
+            progress.line(f"after OPTIMIZE, Q1 reads {after_report.files_selected} of "
+                          f"{_n(after_report.files_total, 'file')}: bin-packing merged the item-clustered files "
+                          "(Z-ordering would keep them clustered; it is not available yet)")
 
         from skiplake.cli import table_history
         history = table_history(ss.path)
@@ -376,7 +391,7 @@ def _metric(entry: dict[str, Any], key: str) -> int:
 
 def _files_touched(entry: dict[str, Any]) -> str:
     m = entry.get("operationMetrics") or {}
-    return f"{m.get('numRemovedFiles', 0)} file(s) removed, {m.get('numAddedFiles', 0)} written"
+    return f"{_n(int(m.get('numRemovedFiles', 0)), 'file')} removed, {m.get('numAddedFiles', 0)} written"
 
 
 def _scalar(df: Any) -> Any:
@@ -389,7 +404,7 @@ def _history_table(history: list[dict[str, Any]]) -> Any:
 
     from skiplake.cli import _metrics_text, _params_text
     t = RichTable()
-    for col in ("version", "operation", "parameters", "blind append", "isolation", "metrics"):
+    for col in ("version", "operation", "parameters", "blind", "isolation", "metrics"):
         t.add_column(col, justify="right" if col == "version" else "left", overflow="fold")
     for e in history:
         t.add_row(str(e["version"]), e["operation"] or "-", _params_text(e["parameters"]),
@@ -414,13 +429,13 @@ def _print_summary(console: Any, summary: dict[str, Any]) -> None:
     console.print(t)
 
     q = RichTable(title="queries (lake.sql)", title_justify="left")
-    q.add_column("query")
+    q.add_column("query", no_wrap=True)
     q.add_column("rows", justify="right")
     q.add_column("time", justify="right")
     q.add_column("first row", overflow="fold")
     for r in summary["queries"]:
         first = ", ".join(f"{k}={_cell(v, k)}" for k, v in r["result"][0].items()) if r["result"] else ""
-        q.add_row(r["title"], str(r["rows"]), f"{r['seconds']:.2f}s", first)
+        q.add_row(r["label"], str(r["rows"]), f"{r['seconds']:.2f}s", first)
     console.print(q)
 
     scan = summary["q1_scan"]
@@ -440,7 +455,7 @@ def _print_summary(console: Any, summary: dict[str, Any]) -> None:
               f"{tt['current_version']}: {tt['rows_now']:,} rows")
     o = m["optimize"]
     k.add_row("OPTIMIZE", "nothing to compact" if o["version"] is None else
-              f"{o['files_before']} -> {o['files_after']} files, version {o['version']}")
+              f"{o['files_before']} -> {_n(o['files_after'], 'file')}, version {o['version']}")
     console.print(k)
 
     s = RichTable(title="stages", title_justify="left")
