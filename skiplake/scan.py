@@ -51,12 +51,13 @@ class ScanReport:
             f"  PushedFilters: [{self.predicate or ''}]",
             f"  PartitionFilters: [{', '.join(self.partition_filters)}]",
             f"  DataFilters: [{', '.join(self.data_filters)}]",
-            f"  SelectedPartitionsCount: {self.partitions_selected} out of {self.partitions_total}",
             f"  SelectedFilesCount: {self.files_selected} out of {self.files_total} "
             f"({pct(self.files_selected, self.files_total)})",
             f"  SelectedBytes: {self.bytes_selected:,} out of {self.bytes_total:,} "
             f"({pct(self.bytes_selected, self.bytes_total)})",
         ]
+        if self.partitions_total:
+            lines.insert(4, f"  SelectedPartitionsCount: {self.partitions_selected} out of {self.partitions_total}")
         if self.buckets_total:
             lines.append(f"  SelectedBucketsCount: {self.buckets_selected} out of {self.buckets_total}")
         return "\n".join(lines)

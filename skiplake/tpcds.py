@@ -229,6 +229,8 @@ def generate(
     con = duckdb.connect(":memory:")
     try:
         con.execute(f"SET threads = {_THREADS}")
+        # DuckDB draws its progress bar on stdout, which would corrupt `--json` output.
+        con.execute("SET enable_progress_bar = false")
         con.execute(f"SET memory_limit = '{_MEMORY_LIMIT}'")
         load_tpcds_extension(con)
         say(f"dsdgen sf={sf:g} …")

@@ -99,7 +99,9 @@ def test_delete_everything(sales):
 
 
 def test_update(sales, spark):
-    sales.update("cat = 'c1' AND qty > 50", {"qty": "qty + 1000", "cat": "upper(cat)"})
+    v = sales.update("cat = 'c1' AND qty > 50", {"qty": "qty + 1000", "cat": "upper(cat)"})
+    expected_n = make_rows(spark, 300).filter("cat = 'c1' AND qty > 50").count()
+    assert log_actions(sales, v)[0].operationMetrics["numUpdatedRows"] == str(expected_n)
     got = {r.id: (r.qty, r.cat) for r in sales.read().collect()}
     for r in make_rows(spark, 300).collect():
         if r.cat == "c1" and r.qty > 50:

@@ -31,8 +31,13 @@ _NOT_A_LITERAL = object()
 def parse_sql(text: str) -> exp.Expression:
     try:
         tree = sqlglot.parse_one(text, read="spark")
-    except (ParseError, TokenError) as e:
-        raise InvalidPredicateError(text, f"it is not valid Spark SQL ({e})") from None
+    except ParseError as e:
+        first = e.errors[0] if e.errors else {}
+        where = f" at column {first['col']}" if first.get("col") else ""
+        detail = first.get("description") or "syntax error"
+        raise InvalidPredicateError(text, f"it is not valid Spark SQL: {detail}{where}") from None
+    except TokenError as e:
+        raise InvalidPredicateError(text, f"it is not valid Spark SQL: {e}") from None
     if tree is None:
         raise InvalidPredicateError(text, "it is empty")
     return tree

@@ -94,7 +94,7 @@ class LocalStorage(Storage):
         out: list[FileInfo] = []
         try:
             entries = list(os.scandir(self.root))
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return out
         for e in entries:
             if e.name.startswith("."):

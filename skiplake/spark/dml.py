@@ -53,13 +53,15 @@ def append(table: "Table", df: DataFrame, merge_schema: bool, app_id: str | None
     return txn.commit("WRITE", {"mode": "Append", "partitionBy": table.partition_by})
 
 
-def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str) -> list[AddFile]:
-    """The candidates that hold at least one row matching `where` (one Spark pass)."""
+def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str) -> tuple[list[AddFile], int]:
+    """(the candidates holding at least one row matching `where`, the number of matching rows):
+    one Spark pass over the candidates."""
     if not candidates:
-        return []
+        return [], 0
     df = _read_with_info(txn, candidates)
-    hits = {path_from_spark(r[0]) for r in df.filter(_matches(where)).select(FILE_COLUMN).distinct().collect()}
-    return [f for f in candidates if absolute_path(txn.path, f.path) in hits]
+    counts = {path_from_spark(r[0]): r[1]
+              for r in df.filter(_matches(where)).groupBy(FILE_COLUMN).count().collect()}
+    return [f for f in candidates if absolute_path(txn.path, f.path) in counts], sum(counts.values())
 
 
 def _read_with_info(txn: "Transaction", files: Sequence[AddFile]) -> DataFrame:
@@ -85,7 +87,7 @@ def _delete_rows(txn: "Transaction", where: str | None, options: WriteOptions | 
         txn.remove(plan.files)
         return len(plan.files), 0
     whole, partial = _split_by_proof(txn, plan.files, where)
-    touched = _touched_files(txn, partial, where)
+    touched, _ = _touched_files(txn, partial, where)
     if touched:
         kept = txn.read_files(touched).filter(~_matches(where))
         txn.write(kept, options=options)
@@ -141,7 +143,10 @@ def update(table: "Table", where: str | None, assignments: Mapping[str, str]) ->
         raise SchemaMismatchError(table.path, [f"update sets unknown column {c!r}" for c in unknown],
                                   f"The table's columns are {', '.join(schema.names)}.")
     plan = txn.scan(where)
-    touched = plan.files if where is None else _touched_files(txn, plan.files, where)
+    if where is None:
+        touched, updated = plan.files, sum(f.num_records or 0 for f in plan.files)
+    else:
+        touched, updated = _touched_files(txn, plan.files, where)
     if touched:
         cond = F.lit(True) if where is None else _matches(where)
         sets = {schema.field(c).name: e for c, e in assignments.items()}
@@ -154,7 +159,7 @@ def update(table: "Table", where: str | None, assignments: Mapping[str, str]) ->
                 cols.append(F.col(_quote(f.name)))
         txn.write(conform(txn.read_files(touched).select(*cols), schema))
         txn.remove(touched)
-    return txn.commit("UPDATE", {"predicate": [where] if where else []})
+    return txn.commit("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})
 
 
 def _assignments(spec: Mapping[str, str] | str, columns: list[str], alias: str, clause: str,
