@@ -12,14 +12,29 @@ import errno
 import os
 import uuid
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Callable
 
 
 @dataclass(frozen=True)
 class FileInfo:
+    """A listed file. Size and mtime are fetched on first use: a log with thousands of commits is
+    listed on every snapshot load, and most loads need neither."""
     name: str
-    size: int
-    mtime_ms: int
+    _stat: Callable[[], tuple[int, int]] = field(repr=False, compare=False)
+
+    @cached_property
+    def _size_mtime(self) -> tuple[int, int]:
+        return self._stat()
+
+    @property
+    def size(self) -> int:
+        return self._size_mtime[0]
+
+    @property
+    def mtime_ms(self) -> int:
+        return self._size_mtime[1]
 
 
 class Storage(ABC):
@@ -97,13 +112,8 @@ class LocalStorage(Storage):
         except (FileNotFoundError, NotADirectoryError):
             return out
         for e in entries:
-            if e.name.startswith("."):
-                continue
-            try:
-                st = e.stat()
-            except FileNotFoundError:
-                continue
-            out.append(FileInfo(e.name, st.st_size, int(st.st_mtime * 1000)))
+            if not e.name.startswith("."):
+                out.append(FileInfo(e.name, _stat_of(e)))
         return out
 
     def delete(self, name: str) -> None:
@@ -111,3 +121,13 @@ class LocalStorage(Storage):
             os.unlink(self._full(name))
         except FileNotFoundError:
             pass
+
+
+def _stat_of(entry: os.DirEntry) -> Callable[[], tuple[int, int]]:
+    def stat() -> tuple[int, int]:
+        try:
+            st = entry.stat()
+        except FileNotFoundError:
+            return 0, 0
+        return st.st_size, int(st.st_mtime * 1000)
+    return stat

@@ -50,7 +50,7 @@ def append(table: "Table", df: DataFrame, merge_schema: bool, app_id: str | None
             return txn.snapshot.version
         txn.set_app_version(app_id, app_version)
     txn.append(df, merge_schema, options)
-    return txn.commit("WRITE", {"mode": "Append", "partitionBy": table.partition_by})
+    return txn.commit("WRITE", {"mode": "Append", "partitionBy": txn.partition_columns})
 
 
 def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str) -> tuple[list[AddFile], int]:
@@ -127,7 +127,7 @@ def overwrite(table: "Table", df: DataFrame, where: str | None, merge_schema: bo
         if _REPLACE_WHERE_MARKER in str(e):
             raise ReplaceWhereViolationError(table.path, where or "") from None
         raise
-    params = {"mode": "Overwrite", "partitionBy": table.partition_by}
+    params = {"mode": "Overwrite", "partitionBy": txn.partition_columns}
     if where:
         params["predicate"] = where
     return txn.commit("WRITE", params)

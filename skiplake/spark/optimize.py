@@ -43,7 +43,7 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
     plan = txn.scan(where)
     if where is not None and set(plan.report.data_filters):
         raise InvalidArgumentError(
-            f"optimize(where={where!r}) may only filter on partition columns {table.partition_by}")
+            f"optimize(where={where!r}) may only filter on partition columns {txn.partition_columns}")
     by_partition = defaultdict(list)
     for f in plan.files:
         by_partition[tuple(sorted((f.partitionValues or {}).items()))].append(f)
@@ -57,7 +57,7 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
     if not chosen:
         return OptimizeResult(None, 0, 0, 0, 0, 0)
     df = txn.read_files(chosen)
-    parts = [F.col(f"`{p}`") for p in table.partition_by]
+    parts = [F.col(f"`{p}`") for p in txn.partition_columns]
     tasks = sum(tasks_per_partition)
     if max(tasks_per_partition) > 1:
         # A partition bigger than the target is spread over several tasks by a random salt.
