@@ -292,3 +292,21 @@ def test_lake_sql(sales, lake):
     assert lake.tables() == ["sales"]
     with pytest.raises(NotATableError):
         lake.sql("SELECT * FROM nowhere")
+
+
+def test_merge_prunes_the_target_by_target_only_conditions(sales, spark, monkeypatch):
+    from skiplake.spark import dml
+    scanned: list[str] = []
+    real = dml._read_with_info
+    monkeypatch.setattr(dml, "_read_with_info", lambda txn, files: scanned.extend(f.path for f in files)
+                        or real(txn, files))
+    src = spark.sql("SELECT id, 'm' AS cat FROM range(0, 33, 3)")  # all in d = 2001-01-01
+    v = sales.merge(src, on="target.id = source.id AND target.d = '2001-01-01'",
+                    when_matched_update={"cat": "source.cat"})
+    acts = log_actions(sales, v)
+    removed = [a.path for a in acts if isinstance(a, RemoveFile)]
+    assert removed and all(p.startswith("d=2001-01-01/") for p in removed)
+    assert scanned and all(p.startswith("d=2001-01-01/") for p in scanned)  # other partitions unread
+    assert sorted(r.id for r in sales.read("cat = 'm'").collect()) == list(range(0, 33, 3))
+    assert sales.read().count() == 300
+    assert acts[0].operationParameters["predicate"].startswith("target.id")

@@ -162,6 +162,26 @@ def update(table: "Table", where: str | None, assignments: Mapping[str, str]) ->
     return txn.commit("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})
 
 
+def target_only_conjuncts(on: str, target_alias: str) -> str | None:
+    """The AND-conjuncts of a MERGE condition that reference only `target_alias.` columns, as
+    unqualified SQL; None when there are none."""
+    from sqlglot import exp
+
+    from skiplake.expr.parse import parse_sql
+    tree = parse_sql(on)
+    parts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+    kept = []
+    for part in parts:
+        cols = list(part.find_all(exp.Column))
+        if not cols or any(c.table.lower() != target_alias.lower() for c in cols):
+            continue
+        if any(isinstance(n, (exp.Subquery, exp.Select)) for n in part.walk()):
+            continue
+        bare = part.transform(lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n)
+        kept.append(bare.sql(dialect="spark"))
+    return " AND ".join(f"({k})" for k in kept) if kept else None
+
+
 def _assignments(spec: Mapping[str, str] | str, columns: list[str], alias: str, clause: str,
                  path: str) -> dict[str, str]:
     if spec == "*":
@@ -193,7 +213,10 @@ def merge(table: "Table", source: DataFrame, on: str, s: str, t: str,
     ins = _assignments(when_not_matched_insert, names, s, "when_not_matched_insert", table.path) \
         if when_not_matched_insert else None
     src = source.alias(s)
-    plan = txn.scan(None)
+    # Conjuncts of ON that name only target columns prune the target's files (and narrow what
+    # this MERGE conflicts with): a target row outside them can match no source row.
+    target_filter = target_only_conjuncts(on, t)
+    plan = txn.scan(target_filter)
     params = {"predicate": on, "matchedPredicates": json.dumps(
         ([{"actionType": "delete"}] if when_matched_delete else []) + ([{"actionType": "update"}] if upd else [])),
         "notMatchedPredicates": json.dumps([{"actionType": "insert"}] if ins else [])}
