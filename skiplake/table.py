@@ -287,6 +287,7 @@ class Transaction:
         self.actions: list[Action] = []
         self.new_metadata: Metadata | None = None
         self.committed_version: int | None = None
+        self._staged: tuple[str, dict[str, Any], dict[str, Any]] | None = None
 
     @property
     def spark(self) -> SparkSession:
@@ -374,8 +375,20 @@ class Transaction:
     def set_app_version(self, app_id: str, version: int) -> None:
         self.actions.append(Txn(app_id, version, now_ms()))
 
-    def commit(self, operation: str = "WRITE", parameters: Mapping[str, Any] | None = None,
+    def stage(self, operation: str, parameters: Mapping[str, Any] | None = None,
+              metrics: Mapping[str, Any] | None = None) -> "Transaction":
+        """Record what commit() will say about this transaction, without committing yet."""
+        self._staged = (operation, dict(parameters or {}), dict(metrics or {}))
+        return self
+
+    def commit(self, operation: str | None = None, parameters: Mapping[str, Any] | None = None,
                metrics: Mapping[str, Any] | None = None) -> int:
+        """Commit at the next free version; raises a ConcurrentModificationError subclass on a
+        logical conflict with a commit made since this transaction's snapshot."""
+        if operation is None:
+            operation, staged_params, staged_metrics = self._staged or ("WRITE", {}, {})
+            parameters = parameters if parameters is not None else staged_params
+            metrics = metrics if metrics is not None else staged_metrics
         actions: list[Action] = list(self.actions)
         if self.new_metadata is not None:
             actions.insert(0, self.new_metadata)

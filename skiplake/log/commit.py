@@ -114,7 +114,7 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
     for a in winner:
         if not isinstance(a, RemoveFile):
             continue
-        if a.path in read_set.files:
+        if a.path in read_set.files or read_set.whole_table:
             raise ConcurrentDeleteReadException(
                 f"{won} and removed a file that this transaction read ({a.path} in "
                 f"{_where(snapshot.table_path, parts, a)}). Retry the operation; to avoid this, let "

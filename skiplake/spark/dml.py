@@ -38,8 +38,16 @@ def _quote(name: str) -> str:
     return f"`{name}`"
 
 
+def _done(txn: "Transaction", operation: str, parameters: dict, metrics: dict | None,
+          stage_only: bool) -> "int | Transaction":
+    """Commit, or with stage_only hand back the transaction ready to commit (for callers that
+    interleave several transactions, such as the conflict-matrix tests)."""
+    txn.stage(operation, parameters, metrics)
+    return txn if stage_only else txn.commit()
+
+
 def append(table: "Table", df: DataFrame, merge_schema: bool, app_id: str | None, app_version: int | None,
-           options: WriteOptions | None) -> int:
+           options: WriteOptions | None, stage_only: bool = False) -> "int | Transaction":
     txn = table.begin()
     if (app_id is None) != (app_version is None):
         raise InvalidArgumentError("give app_id and app_version together (an idempotent write needs both)")
@@ -50,7 +58,7 @@ def append(table: "Table", df: DataFrame, merge_schema: bool, app_id: str | None
             return txn.snapshot.version
         txn.set_app_version(app_id, app_version)
     txn.append(df, merge_schema, options)
-    return txn.commit("WRITE", {"mode": "Append", "partitionBy": txn.partition_columns})
+    return _done(txn, "WRITE", {"mode": "Append", "partitionBy": txn.partition_columns}, None, stage_only)
 
 
 def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str) -> tuple[list[AddFile], int]:
@@ -102,17 +110,17 @@ def _rows_removed(txn: "Transaction") -> int:
     return before - after
 
 
-def delete(table: "Table", where: str | None) -> int:
+def delete(table: "Table", where: str | None, stage_only: bool = False) -> "int | Transaction":
     txn = table.begin()
     if where is not None:
         bind(where, txn.snapshot.schema)
     _delete_rows(txn, where)
-    return txn.commit("DELETE", {"predicate": [where] if where else []},
-                      {"numDeletedRows": _rows_removed(txn)})
+    return _done(txn, "DELETE", {"predicate": [where] if where else []},
+                 {"numDeletedRows": _rows_removed(txn)}, stage_only)
 
 
 def overwrite(table: "Table", df: DataFrame, where: str | None, merge_schema: bool,
-              options: WriteOptions | None) -> int:
+              options: WriteOptions | None, stage_only: bool = False) -> "int | Transaction":
     txn = table.begin()
     data = txn.prepare(df, merge_schema)
     if where is not None:
@@ -130,10 +138,11 @@ def overwrite(table: "Table", df: DataFrame, where: str | None, merge_schema: bo
     params = {"mode": "Overwrite", "partitionBy": txn.partition_columns}
     if where:
         params["predicate"] = where
-    return txn.commit("WRITE", params)
+    return _done(txn, "WRITE", params, None, stage_only)
 
 
-def update(table: "Table", where: str | None, assignments: Mapping[str, str]) -> int:
+def update(table: "Table", where: str | None, assignments: Mapping[str, str],
+           stage_only: bool = False) -> "int | Transaction":
     if not assignments:
         raise InvalidArgumentError("update needs at least one column in set=")
     txn = table.begin()
@@ -159,7 +168,8 @@ def update(table: "Table", where: str | None, assignments: Mapping[str, str]) ->
                 cols.append(F.col(_quote(f.name)))
         txn.write(conform(txn.read_files(touched).select(*cols), schema))
         txn.remove(touched)
-    return txn.commit("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})
+    return _done(txn, "UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated},
+                 stage_only)
 
 
 def target_only_conjuncts(on: str, target_alias: str) -> str | None:
@@ -201,7 +211,7 @@ def _assignments(spec: Mapping[str, str] | str, columns: list[str], alias: str, 
 def merge(table: "Table", source: DataFrame, on: str, s: str, t: str,
           when_matched_update: Mapping[str, str] | str | None, when_matched_update_condition: str | None,
           when_matched_delete: bool | str, when_not_matched_insert: Mapping[str, str] | str | None,
-          when_not_matched_insert_condition: str | None) -> int:
+          when_not_matched_insert_condition: str | None, stage_only: bool = False) -> "int | Transaction":
     if not (when_matched_update or when_matched_delete or when_not_matched_insert):
         raise InvalidArgumentError("merge needs at least one of when_matched_update, when_matched_delete, "
                                    "when_not_matched_insert")
@@ -229,7 +239,7 @@ def merge(table: "Table", source: DataFrame, on: str, s: str, t: str,
             new = new.filter(_matches(when_not_matched_insert_condition))
         assert ins is not None
         txn.write(conform(new.select(*[F.expr(ins[c]).alias(c) for c in names if c in ins]), schema))
-        return txn.commit("MERGE", params)
+        return _done(txn, "MERGE", params, None, stage_only)
 
     target = _read_with_info(txn, plan.files).alias(t)
     matched = target.join(src, F.expr(on), "inner")
@@ -270,4 +280,4 @@ def merge(table: "Table", source: DataFrame, on: str, s: str, t: str,
     out = joined.filter(keep).select(*cols)
     txn.write(conform(out, schema))
     txn.remove(touched)
-    return txn.commit("MERGE", params)
+    return _done(txn, "MERGE", params, None, stage_only)

@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from skiplake.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from skiplake.table import Table
+    from skiplake.table import Table, Transaction
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class OptimizeResult:
 
 
 def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None, target_file_size: int,
-             min_files: int) -> OptimizeResult:
+             min_files: int, stage_only: bool = False) -> "OptimizeResult | Transaction":
     if zorder_by:
         raise InvalidArgumentError(
             "optimize(zorder_by=...) is not supported by this release yet; run optimize() to bin-pack.")
@@ -66,6 +66,9 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
         df = df.repartition(tasks, *parts) if parts else df.repartition(1)
     adds = txn.write(df, data_change=False)
     txn.remove(chosen, data_change=False)
-    version = txn.commit("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
+    txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
+    if stage_only:
+        return txn
+    version = txn.commit()
     return OptimizeResult(version, len(chosen), len(adds), sum(f.size for f in chosen), sum(a.size for a in adds),
                           len(tasks_per_partition))
