@@ -14,6 +14,9 @@ from skiplake.layout.partitioning import from_log_path
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
 from skiplake.log.snapshot import LOG_DIR, Snapshot
 
+# A commit's temporary file lives for milliseconds; one this old belongs to a dead writer.
+LOG_TEMP_MAX_AGE_S = 3600
+
 
 @dataclass(frozen=True)
 class VacuumResult:
@@ -51,6 +54,7 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
                 continue
             if st.st_mtime < cutoff:
                 doomed.append((full, st.st_size))
+    doomed += _stale_log_temp_files(table_path, min(cutoff, time.time() - LOG_TEMP_MAX_AGE_S))
     if not dry_run:
         for full, _ in doomed:
             try:
@@ -60,6 +64,18 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
         _remove_empty_dirs(table_path)
     return VacuumResult(dry_run, len(doomed), sum(s for _, s in doomed),
                         sorted(os.path.relpath(f, table_path) for f, _ in doomed))
+
+
+def _stale_log_temp_files(table_path: str, cutoff: float) -> list[tuple[str, int]]:
+    """Temporary files a killed committer left in _delta_log (never a commit: those are linked)."""
+    log_dir = os.path.join(table_path, LOG_DIR)
+    out = []
+    for entry in os.scandir(log_dir):
+        if entry.name.startswith(".tmp-"):
+            st = entry.stat()
+            if st.st_mtime < cutoff:
+                out.append((entry.path, st.st_size))
+    return out
 
 
 def _remove_empty_dirs(table_path: str) -> None:

@@ -65,6 +65,16 @@ def _where(table: str, partition_columns: list[str], add: AddFile | RemoveFile) 
     return table
 
 
+def is_rearrangement(actions: list[Action]) -> bool:
+    """True for a commit that only moves rows between files (OPTIMIZE: every add and remove has
+    dataChange=false). Such a commit is checked at snapshot isolation, as in Delta. A transaction
+    that read data but changed nothing is not one: its (empty) result is still a claim about the
+    rows it read, checked at the table's isolation level (stricter than Delta, which lets an
+    empty DELETE slip past a concurrent append under Serializable)."""
+    files = [a for a in actions if isinstance(a, (AddFile, RemoveFile))]
+    return bool(files) and not any(a.dataChange for a in files)
+
+
 def check_writable_snapshot(snapshot: Snapshot) -> None:
     check_writable(snapshot.table_path, snapshot.protocol)
 
@@ -93,14 +103,14 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
                 "transaction also writes. Two jobs with the same app id ran at once: give each its own.", **kw)
 
     our_removes = {a.path for a in actions if isinstance(a, RemoveFile)}
-    our_data_change = any(isinstance(a, (AddFile, RemoveFile)) and a.dataChange for a in actions)
+    rearranges_only = is_rearrangement(actions)
     blind_append = read_set.empty and not our_removes
     if blind_append:
         return
 
     schema: Schema = snapshot.schema
     winner_blind = bool(info and info.isBlindAppend)
-    if our_data_change and not (isolation == WRITE_SERIALIZABLE and winner_blind):
+    if not rearranges_only and not (isolation == WRITE_SERIALIZABLE and winner_blind):
         for a in winner:
             if not (isinstance(a, AddFile) and a.dataChange):
                 continue
@@ -133,8 +143,7 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     read_set = read_set or ReadSet()
     storage = snapshot.storage
     config = next((a.configuration for a in actions if isinstance(a, Metadata)), snapshot.configuration)
-    data_change = any(isinstance(a, (AddFile, RemoveFile)) and a.dataChange for a in actions)
-    level = isolation or (isolation_level(config) if data_change else SNAPSHOT_ISOLATION)
+    level = isolation or (SNAPSHOT_ISOLATION if is_rearrangement(actions) else isolation_level(config))
     blind = read_set.empty and not any(isinstance(a, (RemoveFile, Metadata, Protocol)) for a in actions)
     info = CommitInfo(
         timestamp=0, operation=operation, operationParameters=dict(operation_parameters or {}),
