@@ -116,11 +116,13 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
                 continue
             lookup = file_lookup(schema, a.partitionValues, a.stats)
             if read_set.whole_table or any(may_match(p, lookup) for p in read_set.predicates):
+                hint = (" Under WriteSerializable (the default) a blind append like this one would not "
+                        "conflict." if winner_blind and isolation == SERIALIZABLE else "")
                 raise ConcurrentAppendException(
                     f"{won} and added files to {_where(snapshot.table_path, parts, a)} that this "
                     f"transaction's read (isolation level {isolation}) would have seen. Make the two "
                     "operations touch disjoint partitions, or state the partition explicitly in the "
-                    "operation's condition.", **kw)
+                    f"operation's condition (in MERGE, in the ON clause).{hint}", **kw)
     for a in winner:
         if not isinstance(a, RemoveFile):
             continue
