@@ -111,6 +111,33 @@ def read_commit(storage: Storage, version: int) -> list[Action]:
     return actions
 
 
+LISTING_ATTEMPTS = 4
+
+
+def _replay_plan(table_path: str, listing: LogListing, version: int | None) -> tuple[int, list[int]]:
+    """(target version, candidate starting checkpoints newest first, -1 meaning replay from 0)."""
+    latest = listing.latest
+    if latest is None:
+        raise NotATableError(table_path)
+    target = latest if version is None else version
+    earliest = listing.earliest_readable()
+    if target < 0 or target > latest or earliest is None or target < earliest:
+        raise VersionNotFoundError(table_path, target, earliest, latest)
+    # Commits lowest..target all exist; a start s works when s >= lowest - 1. Starting from the
+    # newest checkpoint, an unreadable one falls back to an older one (or to replay from 0).
+    lowest = target + 1
+    while lowest - 1 in listing.commits:
+        lowest -= 1
+    starts = sorted((v for v in listing.checkpoints if lowest - 1 <= v <= target), reverse=True)
+    if lowest == 0:
+        starts.append(-1)
+    if not starts:
+        raise CorruptLogError(os.path.join(table_path, LOG_DIR, commit_name(lowest - 1)),
+                              f"commit {lowest - 1} is missing, and no checkpoint at or after it "
+                              f"rebuilds version {target}")
+    return target, starts
+
+
 def read_checkpoint(storage: Storage, names: list[str]) -> pa.Table:
     parts = []
     for name in names:
@@ -212,19 +239,16 @@ class Snapshot:
              listing: LogListing | None = None) -> "Snapshot":
         storage = storage or log_storage(table_path)
         listing = listing or list_log(storage)
-        latest = listing.latest
-        if latest is None:
-            raise NotATableError(table_path)
-        target = latest if version is None else version
-        earliest = listing.earliest_readable()
-        if target < 0 or target > latest or earliest is None or target < earliest:
-            raise VersionNotFoundError(table_path, target, earliest, latest)
-        # Start from the newest checkpoint at or before the target; an unreadable checkpoint falls
-        # back to an older one (or to replay from version 0) when the commits in between exist.
-        starts = sorted((v for v in listing.checkpoints if v <= target), reverse=True) + [-1]
-        starts = [s for s in starts if all(v in listing.commits for v in range(s + 1, target + 1))]
-        if not starts:
-            raise VersionNotFoundError(table_path, target, earliest, latest)
+        for attempt in range(LISTING_ATTEMPTS):
+            try:
+                target, starts = _replay_plan(table_path, listing, version)
+                break
+            except (VersionNotFoundError, CorruptLogError, NotATableError):
+                # A directory scan that races with concurrent commits can miss a commit created
+                # just before a newer one it does return; a fresh listing sees both.
+                if attempt + 1 == LISTING_ATTEMPTS:
+                    raise
+                listing = list_log(storage)
         protocol: Protocol | None = None
         metadata: Metadata | None = None
         txns: dict[str, Txn] = {}

@@ -232,3 +232,44 @@ def test_corrupt_checkpoint_falls_back_to_replay_or_fails_clearly(tmp_path):
     (tmp_path / "t" / "_delta_log" / "00000000000000000000.json").unlink()
     with pytest.raises(CorruptLogError, match="checkpoint"):
         Snapshot.load(path)
+
+
+def _committer(path: str, i: int, seconds: float, errors) -> None:
+    import time
+    end = time.time() + seconds
+    n = 0
+    while time.time() < end:
+        n += 1
+        try:
+            snap = Snapshot.load(path)
+        except (VersionNotFoundError, CorruptLogError):
+            with errors.get_lock():
+                errors.value += 1
+            continue
+        commit(snap, [add(f"f-{i}-{n}.parquet")], "WRITE")
+
+
+def test_loads_never_fail_while_other_processes_commit(tmp_path):
+    """A directory scan racing with commits can miss commit N-1 and return N; loads list again."""
+    import time
+    path = str(tmp_path / "t")
+    new_table(path)
+    ctx = mp.get_context("fork")
+    errors = ctx.Value("i", 0)
+    procs = [ctx.Process(target=_committer, args=(path, i, 3.0, errors)) for i in range(4)]
+    for p in procs:
+        p.start()
+    loads = failures = 0
+    while any(p.is_alive() for p in procs):
+        try:
+            Snapshot.load(path)
+        except (VersionNotFoundError, CorruptLogError):
+            failures += 1
+        loads += 1
+        time.sleep(0.001)
+    for p in procs:
+        p.join()
+    assert (failures, errors.value) == (0, 0)
+    final = Snapshot.load(path)
+    assert loads > 50 and final.version > 20
+    assert final.num_files == final.version  # one file per commit after version 0, none lost
