@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit"]
+BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurrency"]
 
 
 def main(argv: list[str] | None = None) -> int:
