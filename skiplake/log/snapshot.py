@@ -327,12 +327,7 @@ class Snapshot:
     @cached_property
     def add_files(self) -> list[AddFile]:
         """The live files as AddFile records (built on first use; planning at scale uses `files`)."""
-        out = []
-        for row in self.files.to_pylist():
-            out.append(AddFile(row["path"], dict(row["partitionValues"] or []), row["size"],
-                               row["modificationTime"] or 0, bool(row["dataChange"]), row["stats"],
-                               dict(row["tags"]) if row["tags"] is not None else None))
-        return out
+        return add_files_from_arrow(self.files)
 
     @cached_property
     def tombstone_list(self) -> list[RemoveFile]:
@@ -347,6 +342,13 @@ class Snapshot:
     def txn_version(self, app_id: str) -> int | None:
         t = self.txns.get(app_id)
         return t.version if t else None
+
+
+def add_files_from_arrow(files: pa.Table) -> list[AddFile]:
+    """Rows of a FILES_SCHEMA table as AddFile records."""
+    return [AddFile(row["path"], dict(row["partitionValues"] or []), row["size"], row["modificationTime"] or 0,
+                    bool(row["dataChange"]), row["stats"], dict(row["tags"]) if row["tags"] is not None else None)
+            for row in files.to_pylist()]
 
 
 def _checkpoint_singletons(cp: pa.Table) -> tuple[Protocol | None, Metadata | None, dict[str, Txn]]:
