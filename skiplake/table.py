@@ -24,7 +24,8 @@ from skiplake.log.commit import ReadSet, check_writable_snapshot, commit, create
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, commit_timestamps, list_log, log_storage, read_commit
 from skiplake.scan import ScanPlan, plan_scan
-from skiplake.spark.read import absolute_path, read_files
+from skiplake.layout.partitioning import absolute_path
+from skiplake.spark.read import read_files
 from skiplake.spark.session import ensure_conf
 from skiplake.spark.types import conform, from_spark, schema_differences, to_spark
 from skiplake.spark.write import WriteOptions, check_partition_types, write_files

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from skiplake.errors import RetentionTooShortError
-from skiplake.layout.partitioning import from_log_path
+from skiplake.layout.partitioning import absolute_path
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
 from skiplake.log.snapshot import LOG_DIR, Snapshot
 
@@ -37,8 +37,11 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
     if retention_hours * 3_600_000 < minimum_ms and not force:
         raise RetentionTooShortError(table_path, retention_hours, minimum_ms / 3_600_000)
     cutoff = time.time() - retention_hours * 3600
-    live = {os.path.normpath(os.path.join(table_path, from_log_path(p)))
-            for p in snapshot.files.column("path").to_pylist()}
+    # Kept: every file of the current version, and every file removed within the retention
+    # (time travel and running readers may still need it), whatever its modification time.
+    live = {absolute_path(table_path, p) for p in snapshot.files.column("path").to_pylist()}
+    live |= {absolute_path(table_path, r.path) for r in snapshot.tombstone_list
+             if r.deletionTimestamp is None or r.deletionTimestamp >= cutoff * 1000}
     doomed: list[tuple[str, int]] = []
     for root, dirs, files in os.walk(table_path):
         rel_root = os.path.relpath(root, table_path)

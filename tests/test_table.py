@@ -310,3 +310,31 @@ def test_merge_prunes_the_target_by_target_only_conditions(sales, spark, monkeyp
     assert sorted(r.id for r in sales.read("cat = 'm'").collect()) == list(range(0, 33, 3))
     assert sales.read().count() == 300
     assert acts[0].operationParameters["predicate"].startswith("target.id")
+
+
+def test_optimize_keeps_small_partitions_in_one_file_when_a_big_one_splits(lake, spark):
+    t = lake.create_table("mixed", "id long, p int", partition_by=["p"])
+    t.append(spark.range(0, 6000).selectExpr("id", "1 AS p").repartition(6))
+    for p in (2, 3, 4):
+        t.append(spark.range(p * 10000, p * 10000 + 10).selectExpr("id", f"{p} AS p").repartition(2))
+    big = sum(f.size for f in t.snapshot.add_files if f.partitionValues["p"] == "1")
+    before = sorted(r.id for r in t.read().collect())
+    t.optimize(target_file_size=big // 2 + 1)
+    per_partition = {}
+    for f in t.snapshot.add_files:
+        per_partition[f.partitionValues["p"]] = per_partition.get(f.partitionValues["p"], 0) + 1
+    assert per_partition["2"] == per_partition["3"] == per_partition["4"] == 1
+    assert per_partition["1"] <= 3
+    assert sorted(r.id for r in t.read().collect()) == before
+
+
+def test_vacuum_keeps_recently_removed_files_and_absolute_paths(lake, spark):
+    t = lake.create_table("vac", "id long")
+    t.append(spark.range(10).coalesce(1))
+    old_version = t.version
+    old = t.snapshot.add_files[0]
+    full = os.path.join(t.path, old.path)
+    os.utime(full, (time.time() - 300 * 3600, time.time() - 300 * 3600))  # written long ago
+    t.delete("id < 5")                                                       # removed just now
+    assert t.vacuum().files_deleted == 0                                     # still within retention
+    assert t.read(version=old_version).count() == 10

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from decimal import Decimal
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
-from skiplake.log.schema import Schema
+from skiplake.log.schema import Schema, is_primitive
 
 Outcomes = frozenset
 ALL: Outcomes = frozenset({True, False, None})
@@ -192,7 +193,8 @@ def file_lookup(schema: Schema, partition_values: Mapping[str, str | None], stat
     """Partition columns exactly, data columns from the file's min/max/nullCount stats."""
     parts = partition_lookup(schema, partition_values)
     lowered_parts = {k.lower() for k in partition_values}
-    parsed: dict[str, Any] = (json.loads(stats) if isinstance(stats, str) else stats) or {}
+    # Decimals keep their precision: a float would round a large decimal's bounds past its value.
+    parsed: dict[str, Any] = (json.loads(stats, parse_float=Decimal) if isinstance(stats, str) else stats) or {}
     num_records = parsed.get("numRecords")
     mins, maxs, nulls = parsed.get("minValues") or {}, parsed.get("maxValues") or {}, parsed.get("nullCount") or {}
 
@@ -202,6 +204,8 @@ def file_lookup(schema: Schema, partition_values: Mapping[str, str | None], stat
         if num_records == 0:
             return ColumnRange(None, None, True, True, True)
         type_ = schema.field(name).type
+        if not is_primitive(type_):
+            return UNKNOWN
         null_count = nulls.get(name)
         lo = parse_stat_value(mins.get(name), type_)
         hi = parse_stat_value(maxs.get(name), type_)

@@ -18,7 +18,7 @@ from skiplake.errors import InvalidPredicateError
 from skiplake.expr.tree import (FLIPPED, And, Cmp, Col, Const, InList, IsNull, Node, Not, Opaque, Or,
                                 StartsWith)
 from skiplake.expr.values import TIMESTAMP_TYPES, parse_timestamp
-from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal
+from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 
 _CMP_NODES: dict[type, str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
@@ -53,13 +53,22 @@ class _Binder:
         self.text = text
         self.schema = schema
 
+    def nested(self, node: exp.Column) -> bool:
+        """`s.a` where `s` is a column: a struct field, which the stats of top-level columns say
+        nothing about (a qualifier that is not a column is a table name, as in `t.a`)."""
+        return bool(node.table) and self.schema.find(node.table) is not None
+
     def col(self, node: exp.Column) -> Col:
-        name = node.name
+        name = node.table if self.nested(node) else node.name
         field = self.schema.find(name)
         if field is None:
             raise InvalidPredicateError(
                 self.text, f"unknown column {name!r}; the table's columns are {', '.join(self.schema.names)}")
         return Col(field.name, field.type)
+
+    def usable(self, node: exp.Expression) -> bool:
+        """A column the evaluators can reason about: top-level and of a primitive type."""
+        return isinstance(node, exp.Column) and not self.nested(node) and is_primitive(self.col(node).type)
 
     def opaque(self, node: exp.Expression) -> Opaque:
         cols = tuple(sorted({self.col(c).name for c in node.find_all(exp.Column)}))
@@ -88,26 +97,26 @@ class _Binder:
         if isinstance(node, exp.In):
             return self.in_list(node)
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            if isinstance(node.this, exp.Column):
+            if self.usable(node.this):
                 return IsNull(self.col(node.this))
             return self.opaque(node)
         if isinstance(node, exp.Like):
             return self.like(node)
         if isinstance(node, exp.Column):
             c = self.col(node)
-            if c.type == "boolean":
+            if self.usable(node) and c.type == "boolean":
                 return Cmp("=", c, True)
             return self.opaque(node)
         return self.opaque(node)
 
     def comparison(self, node: exp.Expression, op: str) -> Node:
         left, right = node.this, node.expression
-        if isinstance(right, exp.Column) and not isinstance(left, exp.Column):
+        if self.usable(right) and not isinstance(left, exp.Column):
             left, right, op = right, left, FLIPPED[op]
         return self.comparison_parts(left, right, op, node)
 
     def comparison_parts(self, left: exp.Expression, right: exp.Expression, op: str, whole: exp.Expression) -> Node:
-        if not isinstance(left, exp.Column):
+        if not self.usable(left):
             return self.opaque(whole)
         col = self.col(left)
         raw = literal_value(right)
@@ -121,7 +130,7 @@ class _Binder:
         return Cmp(op, col, value)
 
     def in_list(self, node: exp.In) -> Node:
-        if not isinstance(node.this, exp.Column) or node.args.get("query") or not node.expressions:
+        if not self.usable(node.this) or node.args.get("query") or not node.expressions:
             return self.opaque(node)
         col = self.col(node.this)
         values: list[Any] = []
@@ -140,7 +149,7 @@ class _Binder:
         return InList(col, tuple(dict.fromkeys(values)), has_null)
 
     def like(self, node: exp.Like) -> Node:
-        if not isinstance(node.this, exp.Column):
+        if not self.usable(node.this):
             return self.opaque(node)
         col = self.col(node.this)
         pattern = literal_value(node.expression)
@@ -195,18 +204,18 @@ def _number(text: str) -> Any:
 
 
 def cast_literal(value: Any, type_: Any) -> Any:
-    """Cast a literal to the column's value domain as Spark's comparison would; _NOT_A_LITERAL if unsure."""
+    """Cast a literal to the column's value domain as Spark's comparison would; _NOT_A_LITERAL if unsure.
+
+    A string compared with a number or a date is left to Spark: how Spark casts it depends on
+    ANSI mode, and guessing wrong would skip files that hold matching rows."""
+    if not is_primitive(type_):
+        return _NOT_A_LITERAL
     if isinstance(value, bool):
         return value if type_ == "boolean" else _NOT_A_LITERAL
     if type_ in INTEGER_TYPES or is_decimal(type_) or type_ in ("float", "double"):
         if isinstance(value, (int, Decimal, float)):
             # Kept numeric as written: 5.5 against an int column must not become 5.
             return float(value) if type_ in ("float", "double") else value
-        if isinstance(value, str):
-            try:
-                return Decimal(value.strip()) if type_ not in ("float", "double") else float(value)
-            except (InvalidOperation, ValueError):
-                return _NOT_A_LITERAL
         return _NOT_A_LITERAL
     if type_ == "string":
         return value if isinstance(value, str) else _NOT_A_LITERAL

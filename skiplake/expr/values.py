@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from skiplake.log.schema import INTEGER_TYPES, is_decimal
+from skiplake.log.schema import INTEGER_TYPES, is_decimal, is_primitive
 
 TIMESTAMP_TYPES = ("timestamp", "timestamp_ntz")
 
@@ -28,12 +29,11 @@ def parse_timestamp(text: str) -> dt.datetime:
 
 def parse_partition_value(text: str | None, type_: Any) -> Any:
     """A partition value string of the log to a typed value; None stays None."""
-    if text is None:
-        return None
+    # Delta (and Spark's Hive layout) store NULL and '' alike as a null partition value.
+    if text is None or text == "" or not is_primitive(type_):
+        return None if text in (None, "") else text
     if type_ == "string":
         return text
-    if text == "":
-        return None
     if type_ in INTEGER_TYPES:
         return int(text)
     if type_ in ("float", "double"):
@@ -66,14 +66,18 @@ def format_partition_value(value: Any, type_: Any) -> str | None:
 
 def parse_stat_value(value: Any, type_: Any) -> Any:
     """A min/max value from stats JSON to a typed value; None when it cannot be used for skipping."""
-    if value is None:
+    if value is None or not is_primitive(type_):
         return None
     try:
         if type_ in INTEGER_TYPES:
             return int(value)
         if type_ in ("float", "double"):
             f = float(value)
-            return None if math.isnan(f) else f
+            if math.isnan(f):
+                return None
+            # A float column's stat is printed as the shortest decimal of a float32; Spark compares
+            # the float32 widened to a double, so compare with that same value.
+            return struct.unpack("f", struct.pack("f", f))[0] if type_ == "float" and math.isfinite(f) else f
         if is_decimal(type_):
             return Decimal(str(value))
         if type_ == "string":

@@ -7,7 +7,8 @@ percent-encoded once more in `add.path`.
 """
 from __future__ import annotations
 
-from urllib.parse import quote, unquote
+import os
+from urllib.parse import quote, unquote, urlparse
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x01, 0x20)}
@@ -66,3 +67,11 @@ def to_log_path(relative_path: str) -> str:
 
 def from_log_path(log_path: str) -> str:
     return unquote(log_path)
+
+
+def absolute_path(table_path: str, log_path: str) -> str:
+    """The local path of a file named in the log (relative URI, absolute path or file: URI)."""
+    if "://" in log_path or log_path.startswith("file:"):
+        return os.path.normpath(from_log_path(urlparse(log_path).path))
+    path = from_log_path(log_path)
+    return os.path.normpath(path if os.path.isabs(path) else os.path.join(table_path, path))

@@ -19,7 +19,8 @@ from skiplake.errors import (InvalidArgumentError, MergeConflictError, ReplaceWh
 from skiplake.expr.evaluate import evaluate, file_lookup
 from skiplake.expr.parse import bind
 from skiplake.log.actions import AddFile, RemoveFile
-from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, absolute_path, path_from_spark
+from skiplake.layout.partitioning import absolute_path
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions
 

@@ -47,28 +47,35 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
     by_partition = defaultdict(list)
     for f in plan.files:
         by_partition[tuple(sorted((f.partitionValues or {}).items()))].append(f)
+    # Partitions whose small files fit in one target-sized file are compacted together in one
+    # job (one task per partition); a partition that needs n files gets a job of n tasks.
     chosen: list = []
-    tasks_per_partition: list[int] = []
+    single: list = []
+    multi: list[tuple[list, int]] = []
     for files in by_partition.values():
         small = [f for f in files if f.size < target_file_size * 0.75]
-        if len(small) >= min_files:
-            chosen.extend(small)
-            tasks_per_partition.append(max(1, math.ceil(sum(f.size for f in small) / target_file_size)))
+        if len(small) < min_files:
+            continue
+        chosen.extend(small)
+        n = max(1, math.ceil(sum(f.size for f in small) / target_file_size))
+        if n == 1:
+            single.append(small)
+        else:
+            multi.append((small, n))
     if not chosen:
         return OptimizeResult(None, 0, 0, 0, 0, 0)
-    df = txn.read_files(chosen)
     parts = [F.col(f"`{p}`") for p in txn.partition_columns]
-    tasks = sum(tasks_per_partition)
-    if max(tasks_per_partition) > 1:
-        # A partition bigger than the target is spread over several tasks by a random salt.
-        df = df.repartition(tasks, *parts, (F.rand(seed=17) * 1_000_000).cast("int"))
-    else:
-        df = df.repartition(tasks, *parts) if parts else df.repartition(1)
-    adds = txn.write(df, data_change=False)
+    adds = []
+    if single:
+        df = txn.read_files([f for group in single for f in group])
+        df = df.repartition(len(single), *parts) if parts else df.repartition(1)
+        adds += txn.write(df, data_change=False)
+    for files, n in multi:
+        adds += txn.write(txn.read_files(files).repartition(n), data_change=False)
     txn.remove(chosen, data_change=False)
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
     if stage_only:
         return txn
     version = txn.commit()
     return OptimizeResult(version, len(chosen), len(adds), sum(f.size for f in chosen), sum(a.size for a in adds),
-                          len(tasks_per_partition))
+                          len(single) + len(multi))

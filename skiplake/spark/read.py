@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from skiplake.expr.values import parse_partition_value
-from skiplake.layout.partitioning import from_log_path, parse_partition_dir
+from skiplake.layout.partitioning import absolute_path, from_log_path, parse_partition_dir
 from skiplake.log.actions import AddFile
 from skiplake.log.schema import Schema
 from skiplake.spark.types import spark_type, to_spark
@@ -36,14 +36,6 @@ def _file_info(wanted: bool) -> list:
 def path_from_spark(file_path: str) -> str:
     """A local path from the file URI Spark reports for a row (`_metadata.file_path`)."""
     return from_log_path(urlparse(file_path).path) if file_path.startswith("file:") else file_path
-
-
-def absolute_path(table_path: str, log_path: str) -> str:
-    """The local path of a file named in the log (relative URI, absolute path or file: URI)."""
-    if "://" in log_path or log_path.startswith("file:"):
-        return from_log_path(urlparse(log_path).path)
-    path = from_log_path(log_path)
-    return path if os.path.isabs(path) else os.path.join(table_path, path)
 
 
 def _same_values(from_dir: dict[str, str | None], logged: dict[str, str | None], columns: list[str]) -> bool:

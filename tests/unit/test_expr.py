@@ -171,3 +171,26 @@ def test_pruning_never_drops_a_matching_row(pred, rows):
     outcomes = evaluate(node, lookup(rows))
     for v in rows:
         assert sql_eval(pred, v) in outcomes, (to_sql(pred), rows, v)
+
+
+def test_review_regressions_never_prune_a_matching_file():
+    struct = {"type": "struct", "fields": [{"name": "a", "type": "integer", "nullable": True, "metadata": {}}]}
+    schema = Schema((Field("a", "integer"), Field("s", struct), Field("m", "decimal(20,2)"), Field("f", "float")))
+    stats = json.dumps({"numRecords": 1, "minValues": {"a": 5, "s": {"a": 1}}, "maxValues": {"a": 5, "s": {"a": 1}},
+                        "nullCount": {"a": 0, "s": {"a": 0}}})
+    look = file_lookup(schema, {}, stats)
+    # A struct field is not the top-level column of the same name.
+    assert isinstance(bind("s.a = 1", schema), Opaque) and may_match(bind("s.a = 1", schema), look)
+    assert evaluate(bind("s.a = 5", schema), look) != frozenset({True})
+    assert may_match(bind("s IS NULL OR s IS NOT NULL", schema), look)  # no TypeError on struct columns
+    # Decimal bounds keep their precision.
+    big = '{"numRecords": 1, "minValues": {"m": 12345678901234567.89}, "maxValues": {"m": 12345678901234567.89}, ' \
+          '"nullCount": {"m": 0}}'
+    assert may_match(bind("m = 12345678901234567.89", schema), file_lookup(schema, {}, big))
+    # A float32 stat printed as 0.1 is the float 0.1f, which Spark sees as greater than 0.1.
+    fl = json.dumps({"numRecords": 1, "minValues": {"f": 0.1}, "maxValues": {"f": 0.1}, "nullCount": {"f": 0}})
+    assert may_match(bind("f > 0.1", schema), file_lookup(schema, {}, fl))
+    # A string literal against a number is Spark's to cast (ANSI or not): never prune on it.
+    assert isinstance(bind("a = '5.5'", schema), Opaque)
+    # '' is a NULL partition value.
+    assert may_match(bind("a IS NULL", schema), partition_lookup(schema, {"a": ""}))

@@ -57,3 +57,11 @@ def test_stats_from_footer(tmp_path):
     assert got["maxValues"]["i"] == 3 and got["maxValues"]["m"] == 1.25
     assert got["nullCount"] == {"i": 1, "s": 1, "d": 1, "ts": 1, "m": 1, "b": 1, "added_later": 3}
     assert "b" not in got["minValues"] and "p" not in got["nullCount"]
+
+
+def test_absolute_path_of_log_paths():
+    from skiplake.layout.partitioning import absolute_path
+    assert absolute_path("/t", "d=2001-01-01/a%20b.parquet") == "/t/d=2001-01-01/a b.parquet"
+    assert absolute_path("/t", "file:///data/x%3A1.parquet") == "/data/x:1.parquet"
+    assert absolute_path("/t", "file:/data/y.parquet") == "/data/y.parquet"
+    assert absolute_path("/t", "/abs/z.parquet") == "/abs/z.parquet"
