@@ -12,6 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -22,7 +24,8 @@ from skiplake.expr.tree import Node
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, RemoveFile, Txn, now_ms
 from skiplake.log.commit import ReadSet, check_writable_snapshot, commit, create, isolation_level
 from skiplake.log.schema import Field, Schema
-from skiplake.log.snapshot import Snapshot, commit_timestamps, list_log, log_storage, read_commit
+from skiplake.log.snapshot import (Snapshot, add_files_from_arrow, commit_timestamps, list_log, log_storage,
+                                   read_commit)
 from skiplake.scan import ScanPlan, plan_scan
 from skiplake.layout.partitioning import absolute_path
 from skiplake.spark.read import read_files
@@ -289,6 +292,7 @@ class Transaction:
         self.new_metadata: Metadata | None = None
         self.committed_version: int | None = None
         self._staged: tuple[str, dict[str, Any], dict[str, Any]] | None = None
+        self.removed_files: list[AddFile] = []
 
     @property
     def spark(self) -> SparkSession:
@@ -364,14 +368,22 @@ class Transaction:
         return self.write(self.prepare(df, merge_schema), options=options)
 
     def remove(self, paths: Sequence[str] | Sequence[AddFile], data_change: bool = True) -> None:
-        by_path = {f.path: f for f in self.snapshot.add_files}
+        """Remove live files (by path or AddFile) in this transaction."""
+        keys = [p.path if isinstance(p, AddFile) else p for p in paths]
+        if not keys:
+            return
+        # Look up only the named paths in the snapshot's Arrow table, not every live file.
+        files = self.snapshot.files
+        found = add_files_from_arrow(files.filter(pc.is_in(files.column("path"), value_set=pa.array(keys))))
+        by_path = {f.path: f for f in found}
+        missing = [k for k in keys if k not in by_path]
+        if missing:
+            raise InvalidArgumentError(
+                f"{missing[0]} is not a live file of {self.path} at version {self.snapshot.version}")
         ts = now_ms()
-        for p in paths:
-            key = p.path if isinstance(p, AddFile) else p
-            f = by_path.get(key)
-            if f is None:
-                raise InvalidArgumentError(f"{key} is not a live file of {self.path} at version {self.snapshot.version}")
-            self.actions.append(f.remove(ts, data_change))
+        for key in keys:
+            self.removed_files.append(by_path[key])
+            self.actions.append(by_path[key].remove(ts, data_change))
 
     def set_app_version(self, app_id: str, version: int) -> None:
         self.actions.append(Txn(app_id, version, now_ms()))

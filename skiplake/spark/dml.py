@@ -18,7 +18,7 @@ from skiplake.errors import (InvalidArgumentError, MergeConflictError, ReplaceWh
                              SchemaMismatchError)
 from skiplake.expr.evaluate import evaluate, file_lookup
 from skiplake.expr.parse import bind
-from skiplake.log.actions import AddFile, RemoveFile
+from skiplake.log.actions import AddFile
 from skiplake.layout.partitioning import absolute_path
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
 from skiplake.spark.types import conform, spark_type
@@ -105,8 +105,7 @@ def _delete_rows(txn: "Transaction", where: str | None, options: WriteOptions | 
 
 
 def _rows_removed(txn: "Transaction") -> int:
-    removed = {a.path for a in txn.actions if isinstance(a, RemoveFile)}
-    before = sum(f.num_records or 0 for f in txn.snapshot.add_files if f.path in removed)
+    before = sum(f.num_records or 0 for f in txn.removed_files)
     after = sum(a.num_records or 0 for a in txn.actions if isinstance(a, AddFile))
     return before - after
 
