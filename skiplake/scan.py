@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from skiplake.expr.evaluate import file_lookup, may_match, partition_lookup
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node, columns_of, conjuncts, to_sql
-from skiplake.log.actions import AddFile
+from skiplake.log.actions import NUM_RECORDS_PATTERN, AddFile
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow
 
 
@@ -90,7 +90,7 @@ def _rows_arrow(files: pa.Table) -> int | None:
     """Sum of numRecords over a FILES_SCHEMA table without parsing each stats JSON."""
     if files.num_rows == 0:
         return 0
-    found = pc.extract_regex(files.column("stats"), r'"numRecords"\s*:\s*(?P<n>\d+)')
+    found = pc.extract_regex(files.column("stats"), NUM_RECORDS_PATTERN)
     counts = pc.struct_field(found, [0])
     if counts.null_count:
         return None

@@ -172,12 +172,7 @@ class Table:
             missing = [f.path for f in plan.files if not os.path.exists(absolute_path(self.path, f.path))]
             if missing:
                 raise FilesVacuumedError(self.path, table.version, missing)
-        df = read_files(self.spark, self.path, table.log_schema, table.partition_by, plan.files)
-        if where:
-            df = df.filter(where)
-        if columns:
-            df = df.select(*[f"`{c}`" for c in columns])
-        return df
+        return _rows_of(self.spark, table.snapshot, plan.files, where, columns)
 
     def to_df(self) -> DataFrame:
         return self.read()
@@ -322,11 +317,7 @@ class Transaction:
         return plan
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None) -> DataFrame:
-        plan = self.scan(where)
-        df = read_files(self.spark, self.path, self.snapshot.schema, self.partition_columns, plan.files)
-        if where:
-            df = df.filter(where)
-        return df.select(*[f"`{c}`" for c in columns]) if columns else df
+        return _rows_of(self.spark, self.snapshot, self.scan(where).files, where, columns)
 
     def read_whole_table(self) -> DataFrame:
         return self.read(None)
@@ -411,6 +402,15 @@ class Transaction:
         self.committed_version = result.version
         self.table._finish(result.version)
         return result.version
+
+
+def _rows_of(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], where: str | None,
+             columns: Sequence[str] | None) -> DataFrame:
+    """The rows of planned files that satisfy `where` (pruning only skips files; Spark filters rows)."""
+    df = read_files(spark, snapshot.table_path, snapshot.schema, snapshot.partition_columns, files)
+    if where:
+        df = df.filter(where)
+    return df.select(*[f"`{c}`" for c in columns]) if columns else df
 
 
 def _metrics(actions: list[Action]) -> dict[str, str]:

@@ -15,7 +15,8 @@ from typing import Any, Union
 from skiplake.log.schema import Schema
 
 
-_NUM_RECORDS = re.compile(r'"numRecords"\s*:\s*(\d+)')
+NUM_RECORDS_PATTERN = r'"numRecords"\s*:\s*(?P<n>\d+)'
+_NUM_RECORDS = re.compile(NUM_RECORDS_PATTERN)
 
 
 def now_ms() -> int:

@@ -18,6 +18,7 @@ from skiplake.errors import (InvalidArgumentError, MergeConflictError, ReplaceWh
                              SchemaMismatchError)
 from skiplake.expr.evaluate import evaluate, file_lookup
 from skiplake.expr.parse import bind
+from skiplake.expr.tree import Node
 from skiplake.log.actions import AddFile
 from skiplake.layout.partitioning import absolute_path
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
@@ -79,9 +80,8 @@ def _read_with_info(txn: "Transaction", files: Sequence[AddFile]) -> DataFrame:
     return read_files(txn.spark, txn.path, txn.snapshot.schema, txn.partition_columns, files, with_file_info=True)
 
 
-def _split_by_proof(txn: "Transaction", files: Sequence[AddFile], where: str) -> tuple[list[AddFile], list[AddFile]]:
+def _split_by_proof(txn: "Transaction", files: Sequence[AddFile], node: Node) -> tuple[list[AddFile], list[AddFile]]:
     """(files every row of which matches, according to partition values and stats; the rest)."""
-    node = bind(where, txn.snapshot.schema)
     whole, partial = [], []
     for f in files:
         outcomes = evaluate(node, file_lookup(txn.snapshot.schema, f.partitionValues or {}, f.stats))
@@ -95,7 +95,8 @@ def _delete_rows(txn: "Transaction", where: str | None, options: WriteOptions | 
     if where is None:
         txn.remove(plan.files)
         return len(plan.files), 0
-    whole, partial = _split_by_proof(txn, plan.files, where)
+    assert plan.predicate is not None
+    whole, partial = _split_by_proof(txn, plan.files, plan.predicate)
     touched, _ = _touched_files(txn, partial, where)
     if touched:
         kept = txn.read_files(touched).filter(~_matches(where))
@@ -112,9 +113,7 @@ def _rows_removed(txn: "Transaction") -> int:
 
 def delete(table: "Table", where: str | None, stage_only: bool = False) -> "int | Transaction":
     txn = table.begin()
-    if where is not None:
-        bind(where, txn.snapshot.schema)
-    _delete_rows(txn, where)
+    _delete_rows(txn, where)  # its scan binds `where` before anything is written
     return _done(txn, "DELETE", {"predicate": [where] if where else []},
                  {"numDeletedRows": _rows_removed(txn)}, stage_only)
 
