@@ -6,15 +6,18 @@ can read it the way they read a physical plan.
 from __future__ import annotations
 
 import json
+import weakref
 from dataclasses import asdict, dataclass, field
 
-import pyarrow as pa
-import pyarrow.compute as pc
+import numpy as np
 
-from skiplake.expr.evaluate import file_lookup, may_match, partition_lookup
+import pyarrow as pa
+
 from skiplake.expr.parse import bind
+from skiplake.expr.stats_table import StatsTable
+from skiplake.expr.vector_eval import may_match_files
 from skiplake.expr.tree import Node, columns_of, conjuncts, to_sql
-from skiplake.log.actions import NUM_RECORDS_PATTERN, AddFile
+from skiplake.log.actions import AddFile
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow
 
 
@@ -69,86 +72,77 @@ class ScanReport:
         return self.text()
 
 
-@dataclass(frozen=True)
 class ScanPlan:
-    files: list[AddFile]
-    report: ScanReport
-    predicate: Node | None
+    """The files a scan must read (as the snapshot's Arrow rows), its report and bound predicate."""
+
+    def __init__(self, selected: pa.Table, report: ScanReport, predicate: Node | None) -> None:
+        self.selected = selected
+        self.report = report
+        self.predicate = predicate
+        self._files: list[AddFile] | None = None
+
+    @property
+    def files(self) -> list[AddFile]:
+        """The selected files as AddFile records (built on first use)."""
+        if self._files is None:
+            self._files = add_files_from_arrow(self.selected)
+        return self._files
 
 
-def _rows(files: list[AddFile]) -> int | None:
-    total = 0
-    for f in files:
-        n = f.num_records
-        if n is None:
-            return None
-        total += n
-    return total
+_STATS: dict[int, tuple[weakref.ref, StatsTable]] = {}
 
 
-def _rows_arrow(files: pa.Table) -> int | None:
-    """Sum of numRecords over a FILES_SCHEMA table without parsing each stats JSON."""
-    if files.num_rows == 0:
-        return 0
-    found = pc.extract_regex(files.column("stats"), NUM_RECORDS_PATTERN)
-    counts = pc.struct_field(found, [0])
-    if counts.null_count:
-        return None
-    return int(pc.sum(counts.cast(pa.int64())).as_py())
+def stats_table(snapshot: Snapshot) -> StatsTable:
+    """The snapshot's typed stats, built once per snapshot and dropped with it."""
+    key = id(snapshot)
+    entry = _STATS.get(key)
+    if entry is not None and entry[0]() is snapshot:
+        return entry[1]
+    table = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns)
+    _STATS[key] = (weakref.ref(snapshot, lambda _ref, k=key: _STATS.pop(k, None)), table)
+    return table
 
 
-_NULL_KEY = "\x00null"
-_SEP = "\x1f"
+def _rows(records: np.ndarray) -> int | None:
+    return None if np.isnan(records).any() else int(records.sum())
 
 
-def _partition_key(files: pa.Table, parts: list[str]) -> pa.ChunkedArray | pa.Array:
-    """One string per file that identifies its partition (NULL spelled as a sentinel)."""
-    pv = files.column("partitionValues")
-    cols = [pc.fill_null(pc.map_lookup(pv, pa.scalar(c, pa.string()), "first"), _NULL_KEY) for c in parts]
-    return cols[0] if len(cols) == 1 else pc.binary_join_element_wise(*cols, _SEP)
-
-
-def _key_values(key: str, parts: list[str]) -> dict[str, str | None]:
-    return {c: (None if v == _NULL_KEY else v) for c, v in zip(parts, key.split(_SEP) if len(parts) > 1 else [key])}
-
-
-def plan_scan(snapshot: Snapshot, where: str | Node | None = None) -> ScanPlan:
-    """Prune partitions by partition values (once per distinct partition, over the snapshot's Arrow
-    file table), then the remaining files by their min/max/null stats."""
-    schema = snapshot.schema
-    node = bind(where, schema) if isinstance(where, str) else where
-    table = snapshot.files
-    parts = snapshot.partition_columns
-    lowered_parts = {p.lower() for p in parts}
+def split_filters(node: Node | None, partition_columns: list[str]) -> tuple[list[str], list[str]]:
+    """The conjuncts of `node` on partition columns only, and the others, as SQL text."""
+    lowered_parts = {p.lower() for p in partition_columns}
     partition_filters: list[str] = []
     data_filters: list[str] = []
     if node is not None:
         for c in conjuncts(node):
             on_parts = {n.lower() for n in columns_of(c)} <= lowered_parts
             (partition_filters if on_parts else data_filters).append(to_sql(c))
-    partitions_total = 0
-    candidates = table
-    if parts and table.num_rows:
-        keys = _partition_key(table, parts)
-        distinct = pc.unique(keys).to_pylist()
-        partitions_total = len(distinct)
-        if node is not None:
-            keep = [k for k in distinct if may_match(node, partition_lookup(schema, _key_values(k, parts)))]
-            if len(keep) < len(distinct):
-                candidates = table.filter(pc.is_in(keys, value_set=pa.array(keep, pa.string())))
-    files = add_files_from_arrow(candidates)
-    if data_filters:
-        files = [f for f in files if may_match(node, file_lookup(schema, f.partitionValues or {}, f.stats))]
-    sel_partitions = {tuple(sorted((f.partitionValues or {}).items())) for f in files}
-    size = table.column("size")
+    return partition_filters, data_filters
+
+
+def plan_scan(snapshot: Snapshot, where: str | Node | None = None) -> ScanPlan:
+    """Select the files whose partition values and min/max/null stats say they may hold a row
+    matching `where`, evaluating the predicate over all files at once."""
+    node = bind(where, snapshot.schema) if isinstance(where, str) else where
+    stats = stats_table(snapshot)
+    table = snapshot.files
+    parts = snapshot.partition_columns
+    partition_filters, data_filters = split_filters(node, parts)
+    if node is None or table.num_rows == 0:
+        mask = np.ones(table.num_rows, dtype=bool)
+        selected = table
+    else:
+        mask = may_match_files(node, stats)
+        selected = table if mask.all() else table.filter(pa.array(mask))
+    sizes = table.column("size").to_numpy() if table.num_rows else np.zeros(0, np.int64)
+    records = stats.num_records
     report = ScanReport(
         table=snapshot.table_path, version=snapshot.version,
-        predicate=where if isinstance(where, str) else None,
-        files_total=table.num_rows, files_selected=len(files),
-        bytes_total=int(pc.sum(size).as_py() or 0) if table.num_rows else 0,
-        bytes_selected=sum(f.size for f in files),
-        partitions_total=partitions_total, partitions_selected=len(sel_partitions) if parts else 0,
-        rows_total=_rows_arrow(table), rows_selected=_rows(files),
+        predicate=where if isinstance(where, str) else (to_sql(where) if where is not None else None),
+        files_total=table.num_rows, files_selected=int(mask.sum()),
+        bytes_total=int(sizes.sum()), bytes_selected=int(sizes[mask].sum()),
+        partitions_total=len(stats.partition_keys) if parts else 0,
+        partitions_selected=len(np.unique(stats.partition_ids[mask])) if parts else 0,
+        rows_total=_rows(records), rows_selected=_rows(records[mask]),
         partition_filters=partition_filters, data_filters=data_filters,
     )
-    return ScanPlan(files, report, node)
+    return ScanPlan(selected, report, node)

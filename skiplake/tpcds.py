@@ -63,6 +63,7 @@ _EXTENSION_PACKAGE = "duckdb_extension_tpcds"
 # Sized for the 2-core CI/dev machine; dsdgen at sf=1 fits comfortably in this.
 _THREADS = 2
 _MEMORY_LIMIT = "4GB"
+_IN_MEMORY_MAX_SF = 2.0
 # Bumped when the file layout or column types change, so old outputs are not silently reused.
 _FORMAT_VERSION = 1
 
@@ -226,7 +227,11 @@ def generate(
     (root / MARKER_NAME).unlink(missing_ok=True)
 
     rows: dict[str, int] = {}
-    con = duckdb.connect(":memory:")
+    # Past a few GB of generated rows DuckDB needs somewhere to spill: a scratch database file.
+    scratch = root / "_dsdgen.duckdb" if sf > _IN_MEMORY_MAX_SF else None
+    if scratch is not None:
+        scratch.unlink(missing_ok=True)
+    con = duckdb.connect(str(scratch) if scratch is not None else ":memory:")
     try:
         con.execute(f"SET threads = {_THREADS}")
         # DuckDB draws its progress bar on stdout, which would corrupt `--json` output.
@@ -253,6 +258,9 @@ def generate(
             say(f"wrote {target.name} ({rows[table]:,} rows)")
     finally:
         con.close()
+        if scratch is not None:
+            scratch.unlink(missing_ok=True)
+            scratch.with_name(scratch.name + ".wal").unlink(missing_ok=True)
 
     seconds = time.perf_counter() - started
     marker = {

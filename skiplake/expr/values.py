@@ -86,6 +86,8 @@ def parse_stat_value(value: Any, type_: Any) -> Any:
             return dt.date.fromisoformat(str(value)[:10])
         if type_ in TIMESTAMP_TYPES:
             return parse_timestamp(str(value))
+        if type_ == "boolean":
+            return value if isinstance(value, bool) else None
     except (ValueError, InvalidOperation):
         return None
     return None

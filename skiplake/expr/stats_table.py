@@ -1,0 +1,321 @@
+"""A snapshot's per-file statistics as typed columns: one array per column over all files.
+
+Planning evaluates a predicate over every file at once (see `vector_eval`), so the stats JSON
+of the log is parsed once per snapshot, by Arrow's JSON reader, only for the columns a predicate
+names, and kept. Partition values become columns too (a file's partition value is both its
+min and its max), so one evaluation covers partition and file pruning.
+
+The bounds follow the same rules as the per-file `file_lookup`: a string max cut at 32
+characters is an upper bound only when it ends in U+10FFFF, timestamp maxima are widened by the
+millisecond Delta truncates, and a NaN or unparseable bound is unknown.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from skiplake.expr.evaluate import MAX_CHAR, STRING_PREFIX_LENGTH
+from skiplake.expr.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
+from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
+
+_JSON_BLOCK = 8 << 20
+# How a file's partition tuple is spelled as one string while numbering the partitions.
+_NULL_KEY = "\x00null"
+_SEP = "\x1f"
+
+
+def arrow_type(type_: Any) -> pa.DataType | None:
+    """The Arrow type stats of a Delta primitive type are compared in; None if not comparable."""
+    if type_ in INTEGER_TYPES:
+        return pa.int64()
+    if type_ in ("float", "double"):
+        return pa.float64()
+    if is_decimal(type_):
+        precision, scale = (int(x) for x in type_[len("decimal("):-1].split(","))
+        return pa.decimal128(precision, scale)
+    if type_ == "string":
+        return pa.string()
+    if type_ == "date":
+        return pa.date32()
+    if type_ in TIMESTAMP_TYPES:
+        return pa.timestamp("us")
+    if type_ == "boolean":
+        return pa.bool_()
+    return None
+
+
+def _json_type(type_: Any) -> pa.DataType:
+    """How the stats JSON spells a type's values (dates and timestamps are strings)."""
+    if type_ in ("date",) or type_ in TIMESTAMP_TYPES:
+        return pa.string()
+    t = arrow_type(type_)
+    assert t is not None
+    return t
+
+
+@dataclass(frozen=True)
+class ColumnStats:
+    """What the log knows of one column in every file; arrays are aligned with the file table."""
+    type: Any                 # the column's Delta type
+    min: pa.Array             # lower bounds of non-null values; null = unknown
+    max: pa.Array             # upper bounds; null = unknown
+    may_null: np.ndarray      # some value may be NULL
+    all_null: np.ndarray      # every value is NULL (or the file has no rows)
+    exact: np.ndarray         # min and max are values that occur, not widened bounds
+
+
+class StatsTable:
+    """Typed stats of the files of one snapshot, built lazily per column and cached."""
+
+    def __init__(self, files: pa.Table, schema: Schema, partition_columns: Sequence[str]) -> None:
+        self.files = files
+        self.schema = schema
+        self.partition_columns = list(partition_columns)
+        self._parts_lower = {p.lower(): p for p in partition_columns}
+        self._columns: dict[str, ColumnStats] = {}
+        self._num_records: np.ndarray | None = None
+        self._partition_ids: np.ndarray | None = None
+        self._partition_keys: list[tuple[str | None, ...]] | None = None
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    # ---------------------------------------------------------------- partitions
+
+    def _partitions(self) -> None:
+        """Number the distinct partitions: `partition_ids[i]` indexes `partition_keys`."""
+        n = self.num_files
+        if not self.partition_columns or n == 0:
+            self._partition_ids = np.zeros(n, dtype=np.int64)
+            self._partition_keys = [()] if n else []
+            return
+        pv = self.files.column("partitionValues")
+        cols = [pc.fill_null(pc.map_lookup(pv, pa.scalar(c, pa.string()), "first"), _NULL_KEY)
+                for c in self.partition_columns]
+        joined = cols[0] if len(cols) == 1 else pc.binary_join_element_wise(*cols, _SEP)
+        encoded = pc.dictionary_encode(joined).combine_chunks()
+        self._partition_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        self._partition_keys = [
+            tuple(None if v == _NULL_KEY else v for v in (key.split(_SEP) if len(cols) > 1 else [key]))
+            for key in encoded.dictionary.to_pylist()]
+
+    @property
+    def partition_ids(self) -> np.ndarray:
+        if self._partition_ids is None:
+            self._partitions()
+        assert self._partition_ids is not None
+        return self._partition_ids
+
+    @property
+    def partition_keys(self) -> list[tuple[str | None, ...]]:
+        if self._partition_keys is None:
+            self._partitions()
+        assert self._partition_keys is not None
+        return self._partition_keys
+
+    def _partition_column(self, name: str) -> ColumnStats:
+        type_ = self.schema.field(name).type
+        position = self.partition_columns.index(name)
+        values = [parse_partition_value(k[position], type_) for k in self.partition_keys]
+        at = arrow_type(type_)
+        per_key = _safe_array(values, at) if at is not None else pa.nulls(len(values))
+        value = per_key.take(pa.array(self.partition_ids)) if self.num_files else per_key
+        is_null = np.asarray(value.is_null()) if self.num_files else np.zeros(0, dtype=bool)
+        if at is None:  # a type the evaluators cannot compare: only NULL-ness is known
+            return ColumnStats(type_, value, value, np.ones(self.num_files, bool), np.zeros(self.num_files, bool),
+                               np.zeros(self.num_files, bool))
+        return ColumnStats(type_, value, value, is_null, is_null.copy(), np.ones(self.num_files, dtype=bool))
+
+    # ---------------------------------------------------------------- data columns
+
+    @property
+    def num_records(self) -> np.ndarray:
+        """numRecords per file as float64 (NaN = unknown)."""
+        if self._num_records is None:
+            self._parse([])
+        assert self._num_records is not None
+        return self._num_records
+
+    def column(self, name: str) -> ColumnStats:
+        """Stats of column `name` (the schema's spelling) for every file."""
+        got = self._columns.get(name)
+        if got is None:
+            self.prepare([name])
+            got = self._columns[name]
+        return got
+
+    def prepare(self, names: Sequence[str]) -> None:
+        """Parse the stats of all of `names` not yet parsed in one pass over the JSON."""
+        todo = []
+        for name in dict.fromkeys(names):
+            if name in self._columns:
+                continue
+            if name.lower() in self._parts_lower:
+                self._columns[name] = self._partition_column(self._parts_lower[name.lower()])
+            elif not is_primitive(self.schema.field(name).type) or arrow_type(self.schema.field(name).type) is None:
+                self._columns[name] = self._unknown(name)
+            else:
+                todo.append(name)
+        if todo or self._num_records is None:
+            self._parse(todo)
+
+    def _unknown(self, name: str) -> ColumnStats:
+        n = self.num_files
+        nulls = pa.nulls(n)
+        return ColumnStats(self.schema.field(name).type, nulls, nulls, np.ones(n, bool), np.zeros(n, bool),
+                           np.zeros(n, bool))
+
+    def _parse(self, names: list[str]) -> None:
+        try:
+            parsed = self._parse_arrow(names)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            # Stats another writer spelled in a way the typed reader refuses (a NaN, a
+            # decimal with more digits than its scale): parse them one file at a time.
+            parsed = self._parse_python(names)
+        records, columns = parsed
+        self._num_records = records
+        for name, (lo, hi, nulls) in columns.items():
+            self._columns[name] = self._finish(name, lo, hi, nulls, records)
+
+    def _stats_buffer(self) -> pa.Buffer:
+        stats = self.files.column("stats")
+        # One JSON object per line; a file without stats is an empty object.
+        lines = pc.binary_join_element_wise(pc.fill_null(stats, "{}"), pa.scalar(""), "\n")
+        joined = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+        span = _span(joined)
+        return joined.buffers()[2].slice(span.start, span.stop - span.start)
+
+    def _parse_arrow(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
+        n = self.num_files
+        if n == 0:
+            return np.zeros(0), {name: (pa.nulls(0), pa.nulls(0), pa.nulls(0)) for name in names}
+        types = {name: self.schema.field(name).type for name in names}
+        fields = [("numRecords", pa.int64())]
+        if names:
+            fields += [
+                ("minValues", pa.struct([(nm, _json_type(t)) for nm, t in types.items()])),
+                ("maxValues", pa.struct([(nm, _json_type(t)) for nm, t in types.items()])),
+                ("nullCount", pa.struct([(nm, pa.int64()) for nm in names])),
+            ]
+        raw = self._stats_buffer()
+        table = pj.read_json(
+            pa.BufferReader(raw),
+            read_options=pj.ReadOptions(block_size=max(_JSON_BLOCK, 1 << 16), use_threads=True),
+            parse_options=pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore"))
+        if table.num_rows != n:
+            raise pa.ArrowInvalid(f"stats parsed into {table.num_rows} rows for {n} files")
+        records = table.column("numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
+        out: dict[str, tuple[pa.Array, pa.Array, pa.Array]] = {}
+        if names:
+            mins = table.column("minValues").combine_chunks()
+            maxs = table.column("maxValues").combine_chunks()
+            nulls = table.column("nullCount").combine_chunks()
+            for name, t in types.items():
+                lo = _typed(_field(mins, name), t)
+                hi = _typed(_field(maxs, name), t)
+                out[name] = (lo, hi, _field(nulls, name))
+        return np.nan_to_num(records, nan=np.nan), out
+
+    def _parse_python(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
+        records: list[float] = []
+        cols: dict[str, tuple[list, list, list]] = {name: ([], [], []) for name in names}
+        for text in self.files.column("stats").to_pylist():
+            stats = json.loads(text, parse_float=Decimal) if text else {}
+            nr = stats.get("numRecords")
+            records.append(float(nr) if isinstance(nr, int) else np.nan)
+            mins, maxs, nulls = (stats.get("minValues") or {}), (stats.get("maxValues") or {}), (stats.get("nullCount") or {})
+            for name in names:
+                t = self.schema.field(name).type
+                lo_l, hi_l, nc_l = cols[name]
+                lo_l.append(parse_stat_value(mins.get(name), t))
+                hi_l.append(parse_stat_value(maxs.get(name), t))
+                nc = nulls.get(name)
+                nc_l.append(nc if isinstance(nc, int) else None)
+        out = {}
+        for name, (lo_l, hi_l, nc_l) in cols.items():
+            at = arrow_type(self.schema.field(name).type)
+            out[name] = (_safe_array(lo_l, at), _safe_array(hi_l, at), pa.array(nc_l, pa.int64()))
+        return np.asarray(records, dtype=np.float64), out
+
+    def _finish(self, name: str, lo: pa.Array, hi: pa.Array, null_count: pa.Array, records: np.ndarray) -> ColumnStats:
+        type_ = self.schema.field(name).type
+        n = self.num_files
+        exact = np.ones(n, dtype=bool)
+        if type_ == "string":
+            long_hi = np.asarray(pc.fill_null(pc.greater_equal(pc.utf8_length(hi), STRING_PREFIX_LENGTH), False))
+            long_lo = np.asarray(pc.fill_null(pc.greater_equal(pc.utf8_length(lo), STRING_PREFIX_LENGTH), False))
+            # A max cut without the U+10FFFF marker is a bare prefix, not an upper bound.
+            marked = np.asarray(pc.fill_null(pc.ends_with(hi, MAX_CHAR), False))
+            hi = pc.if_else(pa.array(long_hi & ~marked), pa.scalar(None, pa.string()), hi)
+            exact &= ~long_hi & ~long_lo
+        if type_ in TIMESTAMP_TYPES:
+            # Delta truncates timestamp stats to milliseconds: the true max may be up to 999 us more.
+            hi = pc.add(hi, pa.scalar(1000, pa.duration("us")))
+            exact[:] = False
+        if type_ in ("float", "double"):
+            lo, hi = _no_nan(lo), _no_nan(hi)
+            if type_ == "float":
+                lo, hi = _as_float32(lo), _as_float32(hi)
+        nc = null_count.to_numpy(zero_copy_only=False).astype(np.float64) if n else np.zeros(0)
+        nc_known = ~np.isnan(nc)
+        rec_known = ~np.isnan(records)
+        may_null = ~nc_known | (np.nan_to_num(nc, nan=1.0) > 0)
+        all_null = nc_known & rec_known & (np.nan_to_num(nc) >= np.nan_to_num(records))
+        empty = rec_known & (np.nan_to_num(records, nan=1.0) == 0)
+        all_null |= empty
+        may_null |= empty
+        exact &= np.asarray(lo.is_valid()) & np.asarray(hi.is_valid())
+        exact |= empty
+        return ColumnStats(type_, lo, hi, may_null, all_null, exact)
+
+
+def _span(chunk: pa.Array) -> slice:
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset: chunk.offset + len(chunk) + 1]
+    return slice(int(offsets[0]), int(offsets[-1]))
+
+
+def _field(struct: pa.Array, name: str) -> pa.Array:
+    """A field of a struct array, null where the struct itself is null."""
+    if struct.null_count == len(struct):
+        return pa.nulls(len(struct), type=struct.type.field(name).type)
+    child = pc.struct_field(struct, name)
+    return child
+
+
+def _typed(values: pa.Array, type_: Any) -> pa.Array:
+    target = arrow_type(type_)
+    assert target is not None
+    if values.type == target:
+        return values
+    if type_ == "date":
+        # Dates may be written with a time part by some writers: the first 10 characters are the day.
+        return pc.cast(pc.utf8_slice_codeunits(values, 0, 10), pa.date32())
+    if type_ == "timestamp":
+        # Written as UTC with a 'Z'; a string without a zone makes the cast fail, and the caller
+        # falls back to parsing file by file.
+        return pc.cast(pc.cast(values, pa.timestamp("us", "UTC")), pa.timestamp("us"))
+    return pc.cast(values, target)
+
+
+def _no_nan(values: pa.Array) -> pa.Array:
+    return pc.if_else(pc.fill_null(pc.is_nan(values), False), pa.scalar(None, values.type), values)
+
+
+def _as_float32(values: pa.Array) -> pa.Array:
+    # The stat is the shortest decimal of a float32; Spark compares the float32 widened to double.
+    return pc.cast(pc.cast(values, pa.float32(), safe=False), pa.float64())
+
+
+def _safe_array(values: list, type_: pa.DataType | None) -> pa.Array:
+    try:
+        return pa.array(values, type=type_)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return pa.nulls(len(values), type=type_ or pa.null())

@@ -1,0 +1,232 @@
+"""Three-valued evaluation of a predicate over all files at once.
+
+The same logic as `evaluate.evaluate`, with each outcome set held as three boolean arrays
+(`t`, `f`, `n`: the predicate may be TRUE / FALSE / NULL on some row of file i). A file can be
+skipped where `t` is False. Leaves compare Arrow arrays of bounds with a literal; an IN list is
+matched against bounds by binary search, so 10,000 values cost about as much as one.
+
+A leaf whose literal does not line up with the column's Arrow type (5.5 against an integer
+column, a value outside the type's range) is evaluated file by file with the scalar evaluator:
+rare, and always right.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skiplake.expr.evaluate import ColumnRange, evaluate
+from skiplake.expr.stats_table import ColumnStats, StatsTable, arrow_type
+from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith, columns_of
+from skiplake.expr.values import TIMESTAMP_TYPES
+from skiplake.log.schema import INTEGER_TYPES, is_decimal
+
+
+@dataclass(frozen=True)
+class Masks:
+    t: np.ndarray
+    f: np.ndarray
+    n: np.ndarray
+
+
+class _Mismatch(Exception):
+    """The literal cannot be compared with the column's array directly."""
+
+
+def may_match_files(node: Node, stats: StatsTable) -> np.ndarray:
+    """A boolean array: True where file i may hold a row on which `node` is TRUE."""
+    stats.prepare(sorted(columns_of(node)))
+    return evaluate_files(node, stats).t
+
+
+def evaluate_files(node: Node, stats: StatsTable) -> Masks:
+    size = stats.num_files
+    if isinstance(node, And):
+        acc = _const(True, size)
+        for child in node.children:
+            acc = _and(acc, evaluate_files(child, stats))
+        return acc
+    if isinstance(node, Or):
+        acc = _const(False, size)
+        for child in node.children:
+            acc = _or(acc, evaluate_files(child, stats))
+        return acc
+    if isinstance(node, Not):
+        m = evaluate_files(node.child, stats)
+        return Masks(m.f, m.t, m.n)
+    if isinstance(node, Const):
+        return _const(node.value, size)
+    if isinstance(node, Opaque):
+        ones = np.ones(size, dtype=bool)
+        return Masks(ones, ones.copy(), ones.copy())
+    col = stats.column(node.col.name)
+    try:
+        masks = _leaf(node, col)
+    except (_Mismatch, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+        return _leaf_by_file(node, col)
+    # Files whose column is entirely NULL: only IS NULL is true, <=> is false, the rest NULL.
+    a = col.all_null
+    if a.any():
+        if isinstance(node, IsNull):
+            t, f, n = np.ones(size, bool), np.zeros(size, bool), np.zeros(size, bool)
+        elif isinstance(node, Cmp) and node.op == "<=>":
+            t, f, n = np.zeros(size, bool), np.ones(size, bool), np.zeros(size, bool)
+        else:
+            t, f, n = np.zeros(size, bool), np.zeros(size, bool), np.ones(size, bool)
+        masks = Masks(np.where(a, t, masks.t), np.where(a, f, masks.f), np.where(a, n, masks.n))
+    return masks
+
+
+def _const(value: bool | None, size: int) -> Masks:
+    return Masks(np.full(size, value is True), np.full(size, value is False), np.full(size, value is None))
+
+
+def _and(a: Masks, b: Masks) -> Masks:
+    return Masks(a.t & b.t, a.f | b.f, (a.n & (b.t | b.n)) | (b.n & (a.t | a.n)))
+
+
+def _or(a: Masks, b: Masks) -> Masks:
+    return Masks(a.t | b.t, a.f & b.f, (a.n & (b.f | b.n)) | (b.n & (a.f | a.n)))
+
+
+# ------------------------------------------------------------------ leaves
+
+
+def _scalar(value: Any, col: ColumnStats) -> pa.Scalar:
+    """The literal as a scalar of the column's Arrow type, or _Mismatch if that would change it."""
+    type_ = col.type
+    target = arrow_type(type_)
+    if target is None or isinstance(value, bool) != (type_ == "boolean"):
+        raise _Mismatch
+    if type_ in INTEGER_TYPES:
+        if isinstance(value, Decimal) and value == value.to_integral_value():
+            value = int(value)
+        if not isinstance(value, int):
+            raise _Mismatch
+    elif type_ in ("float", "double"):
+        if not isinstance(value, float):
+            raise _Mismatch
+    elif is_decimal(type_):
+        if isinstance(value, float):
+            raise _Mismatch
+        d = Decimal(value)
+        scaled = d.quantize(Decimal(1).scaleb(-target.scale)) if d.is_finite() else d
+        if scaled != d:
+            raise _Mismatch
+        value = scaled
+    elif type_ == "string":
+        if not isinstance(value, str):
+            raise _Mismatch
+    elif type_ == "date":
+        if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
+            raise _Mismatch
+    elif type_ in TIMESTAMP_TYPES:
+        if not isinstance(value, dt.datetime):
+            raise _Mismatch
+    return pa.scalar(value, type=target)
+
+
+def _np(mask: pa.Array | pa.ChunkedArray, fill: bool) -> np.ndarray:
+    return np.asarray(pc.fill_null(mask, fill), dtype=bool)
+
+
+def _leaf(node: Node, col: ColumnStats) -> Masks:
+    lo, hi = col.min, col.max
+    size = len(lo)
+    if isinstance(node, IsNull):
+        return Masks(col.may_null | col.all_null, ~col.all_null, np.zeros(size, bool))
+    if isinstance(node, Cmp):
+        v = _scalar(node.value, col)
+        op = node.op
+        # "lo is unknown or lo <= v" is a comparison whose NULL is filled with True.
+        if op in ("=", "<=>", "<>"):
+            inside = _np(pc.less_equal(lo, v), True) & _np(pc.less_equal(v, hi), True)
+            single = col.exact & _np(pc.equal(lo, v), False) & _np(pc.equal(hi, v), False)
+            can_t, can_f = (inside, ~single) if op != "<>" else (~single, inside)
+        elif op == "<":
+            can_t, can_f = _np(pc.less(lo, v), True), _np(pc.greater_equal(hi, v), True)
+        elif op == "<=":
+            can_t, can_f = _np(pc.less_equal(lo, v), True), _np(pc.greater(hi, v), True)
+        elif op == ">":
+            can_t, can_f = _np(pc.greater(hi, v), True), _np(pc.less_equal(lo, v), True)
+        elif op == ">=":
+            can_t, can_f = _np(pc.greater_equal(hi, v), True), _np(pc.less(lo, v), True)
+        else:
+            raise _Mismatch
+        if op == "<=>":
+            return Masks(can_t, can_f | col.may_null, np.zeros(size, bool))
+        return Masks(can_t, can_f, col.may_null.copy())
+    if isinstance(node, InList):
+        values = [_scalar(v, col) for v in node.values]
+        can_t = _any_inside(lo, hi, values)
+        value_set = pa.array([s.as_py() for s in values], type=values[0].type) if values else pa.array([], lo.type)
+        single = col.exact & _np(pc.equal(lo, hi), False) & _np(pc.is_in(lo, value_set=value_set), False)
+        can_f = ~single
+        zeros = np.zeros(size, bool)
+        if node.has_null:
+            return Masks(can_t, zeros, can_f | col.may_null)
+        return Masks(can_t, can_f, col.may_null.copy())
+    if isinstance(node, StartsWith):
+        if col.type != "string":
+            raise _Mismatch
+        prefix = node.prefix
+        head = pc.utf8_slice_codeunits(lo, 0, len(prefix))
+        can_t = _np(pc.greater_equal(hi, prefix), True) & _np(pc.less_equal(head, prefix), True)
+        both = _np(pc.starts_with(lo, prefix), False) & _np(pc.starts_with(hi, prefix), False)
+        return Masks(can_t, ~both, col.may_null.copy())
+    raise _Mismatch
+
+
+def _any_inside(lo: pa.Array, hi: pa.Array, values: list[pa.Scalar]) -> np.ndarray:
+    """For each file, whether some value v has lo <= v <= hi (unknown bounds are open)."""
+    size = len(lo)
+    if not values:
+        return np.zeros(size, bool)
+    if len(values) <= 4:
+        out = np.zeros(size, bool)
+        for v in values:
+            out |= _np(pc.less_equal(lo, v), True) & _np(pc.less_equal(v, hi), True)
+        return out
+    sorted_values = pc.sort_indices(pa.array([v.as_py() for v in values], type=values[0].type))
+    keys = _sortable(pa.array([v.as_py() for v in values], type=values[0].type).take(sorted_values))
+    lo_keys, hi_keys = _sortable(lo), _sortable(hi)
+    lo_known, hi_known = np.asarray(lo.is_valid()), np.asarray(hi.is_valid())
+    # The first value >= lo (or the smallest value when lo is unknown) must be <= hi.
+    start = np.where(lo_known, np.searchsorted(keys, np.where(lo_known, lo_keys, keys[0]), side="left"), 0)
+    found = start < len(keys)
+    candidate = keys[np.minimum(start, len(keys) - 1)]
+    within = np.where(hi_known, candidate <= np.where(hi_known, hi_keys, candidate), True)
+    return found & within
+
+
+def _sortable(values: pa.Array) -> np.ndarray:
+    """Values as a NumPy array that orders them as Spark does (nulls become a placeholder)."""
+    t = values.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        return values.fill_null(0).to_numpy(zero_copy_only=False)
+    if pa.types.is_date32(t):
+        return values.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False)
+    if pa.types.is_timestamp(t):
+        return values.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    if pa.types.is_boolean(t):
+        return values.cast(pa.int8()).fill_null(0).to_numpy(zero_copy_only=False)
+    # Strings and decimals compare as Python objects (code-point order is UTF-8 byte order).
+    py = values.to_pylist()
+    filler = next((x for x in py if x is not None), "")
+    return np.array([filler if x is None else x for x in py], dtype=object)
+
+
+def _leaf_by_file(node: Node, col: ColumnStats) -> Masks:
+    los, his = col.min.to_pylist(), col.max.to_pylist()
+    size = len(los)
+    t, f, n = np.zeros(size, bool), np.zeros(size, bool), np.zeros(size, bool)
+    for i in range(size):
+        rng = ColumnRange(los[i], his[i], bool(col.may_null[i]), bool(col.all_null[i]), bool(col.exact[i]))
+        out = evaluate(node, lambda _name, r=rng: r)
+        t[i], f[i], n[i] = True in out, False in out, None in out
+    return Masks(t, f, n)
