@@ -217,8 +217,9 @@ class Report:
     def ratio(self, name: str, value: float, note: str = "") -> None:
         self.ratios.append({"name": name, "value": round(value, 4), "note": note})
 
-    def goal(self, name: str, actual: float, target: float, unit: str = "s", note: str = "") -> bool:
-        met = actual <= target
+    def goal(self, name: str, actual: float, target: float, unit: str = "s", note: str = "",
+             at_least: bool = False) -> bool:
+        met = actual >= target if at_least else actual <= target
         self.goals.append({"name": name, "actual": round(actual, 6), "target": target, "unit": unit,
                            "met": met, "note": note})
         return met
@@ -268,7 +269,8 @@ class Report:
             for col in ("goal", "actual", "target", "met", "note"):
                 t.add_column(col)
             for g in self.goals:
-                show = fmt_s if g["unit"] == "s" else (lambda x: f"{x:.3f}x")
+                show = fmt_s if g["unit"] == "s" else (
+                    (lambda x: f"{x * 100:.2f}%") if g["unit"] == "%" else (lambda x: f"{x:.3f}x"))
                 t.add_row(g["name"], show(g["actual"]), show(g["target"]),
                           "[green]MET[/green]" if g["met"] else "[red]MISSED[/red]", g["note"])
             console.print(t)

@@ -356,7 +356,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     try:
         table = skiplake.Table.open(spark, path)
         kwargs = {} if args.target_file_size is None else {"target_file_size": args.target_file_size}
-        result = table.optimize(where=args.where, **kwargs)
+        zorder = [c.strip() for c in args.zorder_by.split(",") if c.strip()] if args.zorder_by else None
+        result = table.optimize(where=args.where, zorder_by=zorder, **kwargs)
     finally:
         if own:
             spark.stop()
@@ -445,9 +446,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", type=int, default=None, metavar="V", help="plan against version V (time travel)")
     p.add_argument("--json", action="store_true")
 
-    p = add("optimize", _cmd_optimize, "compact small files (starts Spark)")
+    p = add("optimize", _cmd_optimize, "compact small files, or Z-order them (starts Spark)")
     p.add_argument("path", metavar="PATH")
     p.add_argument("--where", default=None, metavar="SQL", help="only partitions matching this condition")
+    p.add_argument("--zorder-by", default=None, metavar="COL,COL",
+                   help="cluster the files by these columns (OPTIMIZE ... ZORDER BY)")
     p.add_argument("--target-file-size", type=int, default=None, metavar="BYTES",
                    help="target size of the compacted files (default 128 MiB)")
     p.add_argument("--json", action="store_true")

@@ -12,6 +12,7 @@ from skiplake.errors import InvalidArgumentError, NotATableError
 from skiplake.expr.parse import parse_sql
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import LOG_DIR
+from skiplake.scan import ScanReport
 from skiplake.table import BucketSpec, Table
 
 
@@ -43,26 +44,40 @@ class Lake:
         return out
 
     def sql(self, query: str) -> DataFrame:
-        """Run Spark SQL in which lake tables are named like any table."""
-        for name in self._referenced_tables(query):
-            self.table(name).read().createOrReplaceTempView(name)
-        return self.spark.sql(query)
+        """Run Spark SQL in which lake tables are named like any table. The literal predicates
+        Spark can push to each table reference prune its partitions and files first."""
+        from skiplake.spark.sql import run_query
+        df, _ = run_query(self.spark, query, self._tables_of(query))
+        return df
 
-    def _referenced_tables(self, query: str) -> list[str]:
+    def explain(self, query: str) -> list[ScanReport]:
+        """One scan report per lake table reference of `query`: what `sql(query)` would read."""
+        from skiplake.spark.sql import plan_query
+        scans = plan_query(self.spark, query, self._tables_of(query))
+        if not scans.analysed:
+            raise InvalidArgumentError(f"cannot plan the scans of this query ({scans.reason}); "
+                                       "lake.sql() runs it over whole tables")
+        return scans.reports
+
+    def _tables_of(self, query: str) -> dict[str, Table]:
+        """The lake tables a query names (lower-case name -> Table pinned to its latest version).
+
+        A name that is neither a lake table nor in Spark's catalog is an error that lists the
+        lake's tables."""
         tree = parse_sql(query)
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         known = {t.lower(): t for t in self.tables()}
-        names = []
+        out: dict[str, Table] = {}
         for t in tree.find_all(exp.Table):
             n = t.name.lower()
-            if n in ctes:
+            if n in ctes or n in out:
                 continue
-            if n in known:
-                names.append(known[n])
+            if n in known and not t.db:
+                out[n] = self.table(known[n])
             elif not t.db:
                 try:
                     self.spark.catalog.getTable(t.name)
                 except Exception:
                     raise NotATableError(os.path.join(self.root, t.name),
                                          f"the query names table {t.name!r}; the lake has {sorted(known.values())}")
-        return sorted(set(names))
+        return out

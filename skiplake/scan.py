@@ -38,6 +38,7 @@ class ScanReport:
     rows_selected: int | None = None
     partition_filters: list[str] = field(default_factory=list)
     data_filters: list[str] = field(default_factory=list)
+    label: str = ""  # how a SQL query names this scan ("store_sales AS ss"); empty for table scans
 
     @property
     def files_skipped(self) -> int:
@@ -53,7 +54,7 @@ class ScanReport:
         def pct(a: int, b: int) -> str:
             return f"{100.0 * (b - a) / b:.1f}% skipped" if b else "nothing to skip"
         lines = [
-            f"Scan skiplake {self.table} (version {self.version})",
+            f"Scan skiplake {self.label + ' ' if self.label else ''}{self.table} (version {self.version})",
             f"  PushedFilters: [{self.predicate or ''}]",
             f"  PartitionFilters: [{', '.join(self.partition_filters)}]",
             f"  DataFilters: [{', '.join(self.data_filters)}]",

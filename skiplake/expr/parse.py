@@ -184,7 +184,7 @@ def literal_value(node: exp.Expression) -> Any:
         try:
             if target == exp.DataType.Type.DATE:
                 return dt.date.fromisoformat(node.this.this.strip())
-            if target in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ,
+            if target in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPNTZ,
                           exp.DataType.Type.DATETIME):
                 return parse_timestamp(node.this.this)
         except ValueError:

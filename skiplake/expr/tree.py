@@ -127,6 +127,10 @@ def to_sql(node: Node) -> str:
     if isinstance(node, Or):
         return " OR ".join(f"({to_sql(c)})" if isinstance(c, And) else to_sql(c) for c in node.children)
     if isinstance(node, Not):
+        if isinstance(node.child, IsNull):
+            return f"{node.child.col.name} IS NOT NULL"
+        if isinstance(node.child, InList):
+            return to_sql(node.child).replace(" IN (", " NOT IN (", 1)
         return f"NOT ({to_sql(node.child)})"
     if isinstance(node, Const):
         return "NULL" if node.value is None else _lit_sql(node.value)

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from skiplake.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
+    from skiplake.scan import ScanPlan
     from skiplake.table import Table, Transaction
 
 
@@ -32,18 +33,26 @@ class OptimizeResult:
         return self.__dict__.copy()
 
 
+def check_where(txn: "Transaction", plan: "ScanPlan", where: str | None) -> None:
+    """OPTIMIZE rewrites whole partitions: its where may name partition columns only."""
+    if where is not None and plan.report.data_filters:
+        raise InvalidArgumentError(
+            f"optimize(where={where!r}) may only filter on partition columns {txn.partition_columns}; "
+            f"these parts name other columns: {', '.join(plan.report.data_filters)}")
+
+
 def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None, target_file_size: int,
              min_files: int, stage_only: bool = False) -> "OptimizeResult | Transaction":
-    if zorder_by:
-        raise InvalidArgumentError(
-            "optimize(zorder_by=...) is not supported by this release yet; run optimize() to bin-pack.")
     if target_file_size <= 0:
         raise InvalidArgumentError("target_file_size must be positive")
+    if zorder_by is not None:
+        from skiplake.spark.zorder import zorder
+        if isinstance(zorder_by, str):
+            zorder_by = [zorder_by]
+        return zorder(table, where, list(zorder_by), target_file_size, stage_only)
     txn = table.begin()
     plan = txn.scan(where)
-    if where is not None and set(plan.report.data_filters):
-        raise InvalidArgumentError(
-            f"optimize(where={where!r}) may only filter on partition columns {txn.partition_columns}")
+    check_where(txn, plan, where)
     by_partition = defaultdict(list)
     for f in plan.files:
         by_partition[tuple(sorted((f.partitionValues or {}).items()))].append(f)

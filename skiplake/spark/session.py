@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 
 from pyspark.sql import SparkSession
 
@@ -40,13 +41,18 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
                 conf: dict[str, str] | None = None) -> SparkSession:
     """A local SparkSession: `master` cores, few shuffle partitions, no UI, UTC, micros timestamps."""
     _check_java()
+    # Python workers (Z-order's mapInArrow) need this interpreter's packages (NumPy, Arrow);
+    # PySpark reads the variable when it creates the context.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
                .config("spark.driver.memory", driver_memory)
                .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-               .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
+               .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
+               # Listing the planned files is local work; never launch a Spark job for it.
+               .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000"))
     for k, v in REQUIRED_CONF.items():
         builder = builder.config(k, v)
     if packages:

@@ -1,0 +1,325 @@
+"""Spark SQL over lake tables, each table reference reading only the files its predicates allow.
+
+Which predicates apply to a table reference is decided by Spark's own optimizer, not guessed
+from the SQL text: it already knows which filters may move through CTEs, subqueries, outer
+joins and aggregates, and it infers new ones (`a.k = b.k AND b.k = 5` gives `a.k = 5`). So a
+query is planned twice:
+
+1. Each lake table reference is renamed to a view of its own over an *empty* relation with the
+   table's schema. Spark optimizes the query; the filters it pushes down to each relation are
+   read off the optimized plan (through py4j) and turned back into SQL text.
+2. Each view is replaced by a DataFrame over the files those filters select (partition values
+   and min/max stats), and the query runs for real. Spark applies every filter again to rows,
+   so pruning can only skip files, never change the result.
+
+A relation that occurs several times (a CTE used twice) reads the files of the union of its
+occurrences' filters. Anything that cannot be analysed this way (SQL that sqlglot cannot parse,
+a statement that is not a query) runs over whole tables, as plain Spark would.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import sqlglot
+from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from skiplake.errors import InvalidPredicateError
+from skiplake.expr.parse import bind
+from skiplake.expr.tree import And, Node, Or
+from skiplake.scan import ScanPlan, ScanReport, plan_scan
+from skiplake.spark.read import read_files
+from skiplake.spark.types import to_spark
+
+if TYPE_CHECKING:
+    from skiplake.table import Table
+
+
+@dataclass
+class TableReference:
+    """One place a lake table is named in the query."""
+    table: "Table"
+    name: str                       # the lake table's name
+    label: str                      # how the query names it ("store_sales AS ss")
+    view: str                       # the temporary view that stands for it while the query runs
+    filters: list[list[str]] = field(default_factory=list)  # per occurrence in the plan: conjuncts
+    plan: ScanPlan | None = None
+
+
+@dataclass
+class QueryScans:
+    sql: str                        # the query as it runs (references renamed to views)
+    references: list[TableReference]
+    analysed: bool                  # False when the query ran over whole tables
+    reason: str = ""                # why it was not analysed
+
+    @property
+    def reports(self) -> list[ScanReport]:
+        return [r.plan.report for r in self.references if r.plan is not None]
+
+
+# ------------------------------------------------------------------ finding references
+
+
+def _parse(query: str) -> exp.Expression | None:
+    try:
+        return sqlglot.parse_one(query, read="spark")
+    except (ParseError, TokenError):
+        return None
+
+
+def find_references(query: str, tree: exp.Expression, known: dict[str, str]) -> list[tuple[int, int, str, str]]:
+    """(start, end, lake name, alias) of each lake table named in `query`, in text order.
+
+    A name that a CTE defines anywhere in the query, or that has a database qualifier, is not a
+    lake table reference."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    out = []
+    for t in tree.find_all(exp.Table):
+        name = t.name.lower()
+        if t.db or t.catalog or name in ctes or name not in known:
+            continue
+        meta = t.this.meta if isinstance(t.this, exp.Identifier) else {}
+        if "start" not in meta or t.args.get("sample") is not None or t.args.get("version") is not None:
+            raise _CannotRewrite(f"cannot place table {t.name!r} in the query text")
+        out.append((meta["start"], meta["end"], known[name], t.alias))
+    return sorted(out)
+
+
+class _CannotRewrite(Exception):
+    pass
+
+
+def _rewrite(query: str, refs: list[tuple[int, int, str, str]], views: list[str]) -> str:
+    pieces = []
+    last = 0
+    for (start, end, name, alias), view in zip(refs, views):
+        pieces.append(query[last:start])
+        # Without an alias the query may qualify columns with the table's own name: keep it.
+        pieces.append(view if alias else f"{view} AS `{name}`")
+        last = end + 1
+    pieces.append(query[last:])
+    return "".join(pieces)
+
+
+# ------------------------------------------------------------------ reading Spark's plan
+
+
+_NUMERIC_SUFFIX = re.compile(r"(?<=[0-9])(?:BD|L|D|F|S|Y)\b")
+_COMPARISONS = {"EqualTo": "=", "EqualNullSafe": "<=>", "LessThan": "<", "LessThanOrEqual": "<=",
+                "GreaterThan": ">", "GreaterThanOrEqual": ">="}
+
+
+def _kind(node: Any) -> str:
+    return node.getClass().getSimpleName()
+
+
+def _seq(scala_seq: Any) -> list[Any]:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def _literal(lit: Any) -> str | None:
+    """Spark SQL text of a Catalyst literal that the predicate binder can read, else None."""
+    type_ = lit.dataType().simpleString()
+    if lit.value() is None:
+        return "NULL"
+    if type_ in ("tinyint", "smallint", "int", "bigint") or type_.startswith("decimal"):
+        return lit.toString()
+    if type_ in ("float", "double"):
+        text = lit.toString()
+        return None if text.lower() in ("nan", "infinity", "-infinity") else text
+    if type_ == "string":
+        text = lit.toString()
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if type_ in ("date", "timestamp", "boolean"):
+        return lit.sql()
+    return None
+
+
+def _attribute(node: Any) -> str | None:
+    if _kind(node) != "AttributeReference":
+        return None
+    return "`" + node.name().replace("`", "``") + "`"
+
+
+def catalyst_to_sql(node: Any) -> str | None:
+    """SQL text of a Catalyst predicate over one relation's columns, or None if it is not one of
+    the shapes the evaluators understand (leaving it out only makes pruning weaker)."""
+    kind = _kind(node)
+    if kind in ("And", "Or"):
+        left, right = catalyst_to_sql(node.left()), catalyst_to_sql(node.right())
+        if left is None or right is None:
+            return None
+        return f"({left} {kind.upper()} {right})"
+    if kind == "Not":
+        inner = catalyst_to_sql(node.child())
+        return None if inner is None else f"(NOT {inner})"
+    if kind in _COMPARISONS:
+        l, r = node.left(), node.right()
+        ls = _attribute(l) or (_literal(l) if _kind(l) == "Literal" else None)
+        rs = _attribute(r) or (_literal(r) if _kind(r) == "Literal" else None)
+        if ls is None or rs is None:
+            return None
+        return f"({ls} {_COMPARISONS[kind]} {rs})"
+    if kind in ("IsNull", "IsNotNull"):
+        a = _attribute(node.child())
+        return None if a is None else f"({a} IS {'NOT ' if kind == 'IsNotNull' else ''}NULL)"
+    if kind == "In":
+        a = _attribute(node.value())
+        items = [_literal(x) if _kind(x) == "Literal" else None for x in _seq(node.list())]
+        if a is None or not items or any(i is None for i in items):
+            return None
+        return f"({a} IN ({', '.join(items)}))"  # type: ignore[arg-type]
+    if kind == "InSet":
+        child = node.child()
+        a = _attribute(child)
+        type_ = child.dataType().simpleString()
+        if a is None or type_ not in ("tinyint", "smallint", "int", "bigint", "date") and not type_.startswith("decimal"):
+            return None
+        text = node.sql()  # "(<child sql> IN (<literal sql>, ...))": the list holds numbers or DATE '...'
+        head = f"({child.sql()} IN ("
+        if not text.startswith(head):
+            return None
+        items = text[len(head):-2]
+        return f"({a} IN ({_NUMERIC_SUFFIX.sub('', items)}))"
+    if kind == "StartsWith":
+        a = _attribute(node.left())
+        prefix = node.right()
+        if a is None or _kind(prefix) != "Literal" or prefix.dataType().simpleString() != "string" or prefix.value() is None:
+            return None
+        body = prefix.toString()
+        if any(ch in body for ch in "%_\\"):
+            return None
+        return f"({a} LIKE '{body.replace(chr(39), chr(92) + chr(39))}%')"
+    return None
+
+
+def _conjuncts(condition: Any) -> list[Any]:
+    if _kind(condition) == "And":
+        return _conjuncts(condition.left()) + _conjuncts(condition.right())
+    return [condition]
+
+
+def pushed_filters(plan: Any, roots: dict[str, int]) -> dict[int, list[list[str]]]:
+    """For each relation of `plan` whose root path is in `roots`: per occurrence, the SQL text
+    of the filter conjuncts directly above it."""
+    found: dict[int, list[list[str]]] = {}
+
+    def visit(node: Any, above: list[Any]) -> None:
+        kind = _kind(node)
+        if kind == "LogicalRelation":
+            location = node.relation().location() if _kind(node.relation()) == "HadoopFsRelation" else None
+            paths = _seq(location.rootPaths()) if location is not None else []
+            key = roots.get(_normal(paths[0].toString())) if len(paths) == 1 else None
+            if key is not None:
+                texts = []
+                for cond in above:
+                    for c in _conjuncts(cond):
+                        sql = catalyst_to_sql(c)
+                        if sql is not None:
+                            texts.append(sql)
+                found.setdefault(key, []).append(texts)
+        chain = above + [node.condition()] if kind == "Filter" else []
+        for child in _seq(node.children()):
+            visit(child, chain)
+        for sub in _seq(node.subqueries()):
+            visit(sub, [])
+
+    visit(plan, [])
+    return found
+
+
+def _normal(path: str) -> str:
+    return os.path.normpath(path[len("file:"):] if path.startswith("file:") else path)
+
+
+# ------------------------------------------------------------------ planning a query
+
+
+def _predicate(ref: TableReference) -> Node | None:
+    """OR over the occurrences of the AND of each occurrence's bound conjuncts; None = all files."""
+    schema = ref.table.snapshot.schema
+    if not ref.filters:
+        return None
+    per_occurrence: list[Node] = []
+    for conjunct_texts in ref.filters:
+        bound = []
+        for text in conjunct_texts:
+            try:
+                bound.append(bind(text, schema))
+            except InvalidPredicateError:
+                continue
+        if not bound:
+            return None
+        per_occurrence.append(bound[0] if len(bound) == 1 else And(tuple(bound)))
+    return per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence))
+
+
+def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"]) -> QueryScans:
+    """Rename the lake tables of `query` to views and plan each one's files (see the module doc).
+
+    `tables` maps each lake table name (lower case) to its Table, pinned for this query."""
+    tree = _parse(query)
+    if tree is None:
+        return QueryScans(query, [], False, "sqlglot could not parse the query")
+    if not isinstance(tree, exp.Query):
+        return QueryScans(query, [], False, "not a query")
+    try:
+        found = find_references(query, tree, {k: k for k in tables})
+    except _CannotRewrite as e:
+        return QueryScans(query, [], False, str(e))
+    token = uuid.uuid4().hex[:8]
+    refs: list[TableReference] = []
+    for i, (start, end, key, alias) in enumerate(found):
+        label = query[start:end + 1] + (f" AS {alias}" if alias else "")
+        refs.append(TableReference(tables[key], key, label, f"__skiplake_{token}_{i}"))
+    sql = _rewrite(query, found, [r.view for r in refs])
+    scratch = tempfile.mkdtemp(prefix="skiplake-sql-")
+    try:
+        roots: dict[str, int] = {}
+        for i, ref in enumerate(refs):
+            empty = os.path.join(scratch, str(i))
+            os.mkdir(empty)
+            roots[os.path.normpath(empty)] = i
+            spark.read.schema(to_spark(ref.table.snapshot.schema)).parquet(empty).createOrReplaceTempView(ref.view)
+        optimized = spark.sql(sql)._jdf.queryExecution().optimizedPlan()
+        for i, filters in pushed_filters(optimized, roots).items():
+            refs[i].filters = filters
+    finally:
+        for ref in refs:
+            spark.catalog.dropTempView(ref.view)
+        shutil.rmtree(scratch, ignore_errors=True)
+    for ref in refs:
+        ref.plan = plan_scan(ref.table.snapshot, _predicate(ref))
+        ref.plan.report = replace(ref.plan.report, label=ref.label)
+    return QueryScans(sql, refs, True)
+
+
+def run_query(spark: SparkSession, query: str, tables: dict[str, "Table"]) -> tuple[DataFrame, QueryScans]:
+    scans = plan_query(spark, query, tables)
+    if not scans.analysed:
+        # Whole tables under their own names: what plain Spark would read.
+        lowered = query.lower()
+        for key, table in tables.items():
+            if re.search(rf"\b{re.escape(key)}\b", lowered):
+                table.read().createOrReplaceTempView(key)
+        return spark.sql(query), scans
+    for ref in scans.references:
+        snap = ref.table.snapshot
+        assert ref.plan is not None
+        read_files(spark, snap.table_path, snap.schema, snap.partition_columns,
+                   ref.plan.files).createOrReplaceTempView(ref.view)
+    try:
+        df = spark.sql(scans.sql)
+    finally:
+        # The DataFrame holds the analysed views; the names are not needed once it exists.
+        for ref in scans.references:
+            spark.catalog.dropTempView(ref.view)
+    return df, scans
