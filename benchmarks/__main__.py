@@ -1,4 +1,4 @@
-"""Run the three benchmarks one after the other, each in its own process (its own JVM).
+"""Run the benchmarks one after the other, each in its own process (its own JVM).
 
     .venv/bin/python -m benchmarks [--quick] [--json] [--out-dir DIR] [--only bench_snapshot,...]
 
@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 
-BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurrency"]
+BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurrency", "bench_planning", "bench_skipping"]
 
 
 def main(argv: list[str] | None = None) -> int:

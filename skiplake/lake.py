@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 from sqlglot import exp
 
-from skiplake.errors import InvalidArgumentError, NotATableError
+from skiplake.errors import InvalidArgumentError, InvalidPredicateError, NotATableError
 from skiplake.expr.parse import parse_sql
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import LOG_DIR
@@ -47,28 +48,37 @@ class Lake:
         """Run Spark SQL in which lake tables are named like any table. The literal predicates
         Spark can push to each table reference prune its partitions and files first."""
         from skiplake.spark.sql import run_query
-        df, _ = run_query(self.spark, query, self._tables_of(query))
+        try:
+            tree = parse_sql(query)
+        except InvalidPredicateError:
+            # Spark SQL that sqlglot cannot read: every lake table the text names, whole.
+            names = [n for n in self.tables() if re.search(rf"\b{re.escape(n)}\b", query, re.IGNORECASE)]
+            df, _ = run_query(self.spark, query, {n.lower(): self.table(n) for n in names})
+            return df
+        df, _ = run_query(self.spark, query, self._tables_of(query, tree), tree)
         return df
 
     def explain(self, query: str) -> list[ScanReport]:
         """One scan report per lake table reference of `query`: what `sql(query)` would read."""
         from skiplake.spark.sql import plan_query
-        scans = plan_query(self.spark, query, self._tables_of(query))
+        tree = parse_sql(query)
+        scans = plan_query(self.spark, query, self._tables_of(query, tree), tree)
         if not scans.analysed:
             raise InvalidArgumentError(f"cannot plan the scans of this query ({scans.reason}); "
                                        "lake.sql() runs it over whole tables")
         return scans.reports
 
-    def _tables_of(self, query: str) -> dict[str, Table]:
+    def _tables_of(self, query: str, tree: exp.Expression) -> dict[str, Table]:
         """The lake tables a query names (lower-case name -> Table pinned to its latest version).
 
         A name that is neither a lake table nor in Spark's catalog is an error that lists the
         lake's tables."""
-        tree = parse_sql(query)
         ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         known = {t.lower(): t for t in self.tables()}
         out: dict[str, Table] = {}
         for t in tree.find_all(exp.Table):
+            if not isinstance(t.this, exp.Identifier):
+                continue  # a table-valued function such as range(10)
             n = t.name.lower()
             if n in ctes or n in out:
                 continue

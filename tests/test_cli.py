@@ -287,6 +287,8 @@ def test_demo_tiny(spark, tmp_path, capsys):
     assert ss.read("ss_item_sk = 42").count() == 0
     assert m["optimize"]["rows_after"] == tables["store_sales"]["rows"]
     assert m["optimize"]["files_after"] == tables["store_sales"]["files"]
+    assert m["optimize"]["zorder_by"] == ["ss_item_sk"]
+    assert m["optimize"]["q1_files_selected"] <= m["optimize"]["q1_files_total"] == m["optimize"]["files_after"]
     assert [e["operation"] for e in m["history"]] == ["OPTIMIZE", "UPDATE", "DELETE", "WRITE", "CREATE TABLE"]
     assert tables["store_sales"]["version"] == 4
 

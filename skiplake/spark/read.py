@@ -69,7 +69,12 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
         reader = spark.read.schema(full_schema)
         if partition_columns:
             reader = reader.option("basePath", root)
-        df = reader.parquet(*paths).select(*[f"`{n}`" for n in schema.names], *_file_info(with_file_info))
+        df = reader.parquet(*paths)
+        lowered = {c.lower() for c in partition_columns}
+        natural = [n for n in schema.names if n.lower() not in lowered] + list(partition_columns)
+        # Spark puts partition columns last; a select that changes nothing still costs an analysis.
+        if natural != list(schema.names) or with_file_info:
+            df = df.select(*[f"`{n}`" for n in schema.names], *_file_info(with_file_info))
     else:
         df = _read_by_partition(spark, schema, partition_columns, files, paths, with_file_info)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df

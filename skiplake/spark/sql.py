@@ -84,7 +84,7 @@ def find_references(query: str, tree: exp.Expression, known: dict[str, str]) -> 
     out = []
     for t in tree.find_all(exp.Table):
         name = t.name.lower()
-        if t.db or t.catalog or name in ctes or name not in known:
+        if not isinstance(t.this, exp.Identifier) or t.db or t.catalog or name in ctes or name not in known:
             continue
         meta = t.this.meta if isinstance(t.this, exp.Identifier) else {}
         if "start" not in meta or t.args.get("sample") is not None or t.args.get("version") is not None:
@@ -181,14 +181,16 @@ def catalyst_to_sql(node: Any) -> str | None:
         child = node.child()
         a = _attribute(child)
         type_ = child.dataType().simpleString()
-        if a is None or type_ not in ("tinyint", "smallint", "int", "bigint", "date") and not type_.startswith("decimal"):
+        numeric = type_ in ("tinyint", "smallint", "int", "bigint", "float", "double") or type_.startswith("decimal")
+        if a is None or not (numeric or type_ in ("string", "date")):
             return None
-        text = node.sql()  # "(<child sql> IN (<literal sql>, ...))": the list holds numbers or DATE '...'
+        # "(<child sql> IN (<literal sql>, ...))": numbers carry Spark's type suffixes (5L, 1.5BD).
+        text = node.sql()
         head = f"({child.sql()} IN ("
-        if not text.startswith(head):
+        if not text.startswith(head) or not text.endswith("))"):
             return None
         items = text[len(head):-2]
-        return f"({a} IN ({_NUMERIC_SUFFIX.sub('', items)}))"
+        return f"({a} IN ({_NUMERIC_SUFFIX.sub('', items) if numeric else items}))"
     if kind == "StartsWith":
         a = _attribute(node.left())
         prefix = node.right()
@@ -262,11 +264,35 @@ def _predicate(ref: TableReference) -> Node | None:
     return per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence))
 
 
-def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"]) -> QueryScans:
+def _single_table_where(tree: exp.Expression, refs: list[TableReference]) -> Node | None:
+    """The bound WHERE of a query that is one SELECT over one lake table and nothing else.
+
+    Such a WHERE applies to that table's rows as a whole, so Spark's optimizer has nothing to
+    add and the analysis round trip (tens of milliseconds) is skipped. None when the query has
+    any other shape, or the WHERE names something that is not a column of the table."""
+    if len(refs) != 1 or sum(1 for _ in tree.find_all(exp.Table)) != 1:
+        return None
+    if not isinstance(tree, exp.Select) or any(
+            True for _ in tree.find_all(exp.Join, exp.Subquery, exp.CTE, exp.Union, exp.Lateral, exp.Unnest)):
+        return None
+    if any(len(list(node.find_all(exp.Select))) for node in tree.expressions):
+        return None
+    where = tree.args.get("where")
+    if where is None:
+        return None
+    try:
+        return bind(where.this.sql(dialect="spark"), refs[0].table.snapshot.schema)
+    except InvalidPredicateError:
+        return None
+
+
+def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"],
+               tree: exp.Expression | None = None) -> QueryScans:
     """Rename the lake tables of `query` to views and plan each one's files (see the module doc).
 
-    `tables` maps each lake table name (lower case) to its Table, pinned for this query."""
-    tree = _parse(query)
+    `tables` maps each lake table name (lower case) to its Table, pinned for this query; `tree`
+    is the query parsed by sqlglot, if the caller has it already."""
+    tree = tree if tree is not None else _parse(query)
     if tree is None:
         return QueryScans(query, [], False, "sqlglot could not parse the query")
     if not isinstance(tree, exp.Query):
@@ -281,6 +307,11 @@ def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"]) -> Q
         label = query[start:end + 1] + (f" AS {alias}" if alias else "")
         refs.append(TableReference(tables[key], key, label, f"__skiplake_{token}_{i}"))
     sql = _rewrite(query, found, [r.view for r in refs])
+    single = _single_table_where(tree, refs)
+    if single is not None:
+        refs[0].plan = plan_scan(refs[0].table.snapshot, single)
+        refs[0].plan.report = replace(refs[0].plan.report, label=refs[0].label)
+        return QueryScans(sql, refs, True)
     scratch = tempfile.mkdtemp(prefix="skiplake-sql-")
     try:
         roots: dict[str, int] = {}
@@ -302,8 +333,9 @@ def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"]) -> Q
     return QueryScans(sql, refs, True)
 
 
-def run_query(spark: SparkSession, query: str, tables: dict[str, "Table"]) -> tuple[DataFrame, QueryScans]:
-    scans = plan_query(spark, query, tables)
+def run_query(spark: SparkSession, query: str, tables: dict[str, "Table"],
+              tree: exp.Expression | None = None) -> tuple[DataFrame, QueryScans]:
+    scans = plan_query(spark, query, tables, tree)
     if not scans.analysed:
         # Whole tables under their own names: what plain Spark would read.
         lowered = query.lower()
