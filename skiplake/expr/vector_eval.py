@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skiplake.expr.evaluate import ColumnRange, evaluate
+from skiplake.expr.sortable import sortable
 from skiplake.expr.stats_table import ColumnStats, StatsTable, arrow_type
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith, columns_of
 from skiplake.expr.values import TIMESTAMP_TYPES
@@ -193,8 +194,8 @@ def _any_inside(lo: pa.Array, hi: pa.Array, values: list[pa.Scalar]) -> np.ndarr
             out |= _np(pc.less_equal(lo, v), True) & _np(pc.less_equal(v, hi), True)
         return out
     sorted_values = pc.sort_indices(pa.array([v.as_py() for v in values], type=values[0].type))
-    keys = _sortable(pa.array([v.as_py() for v in values], type=values[0].type).take(sorted_values))
-    lo_keys, hi_keys = _sortable(lo), _sortable(hi)
+    keys = sortable(pa.array([v.as_py() for v in values], type=values[0].type).take(sorted_values))
+    lo_keys, hi_keys = sortable(lo), sortable(hi)
     lo_known, hi_known = np.asarray(lo.is_valid()), np.asarray(hi.is_valid())
     # The first value >= lo (or the smallest value when lo is unknown) must be <= hi.
     start = np.where(lo_known, np.searchsorted(keys, np.where(lo_known, lo_keys, keys[0]), side="left"), 0)
@@ -202,23 +203,6 @@ def _any_inside(lo: pa.Array, hi: pa.Array, values: list[pa.Scalar]) -> np.ndarr
     candidate = keys[np.minimum(start, len(keys) - 1)]
     within = np.where(hi_known, candidate <= np.where(hi_known, hi_keys, candidate), True)
     return found & within
-
-
-def _sortable(values: pa.Array) -> np.ndarray:
-    """Values as a NumPy array that orders them as Spark does (nulls become a placeholder)."""
-    t = values.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t):
-        return values.fill_null(0).to_numpy(zero_copy_only=False)
-    if pa.types.is_date32(t):
-        return values.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False)
-    if pa.types.is_timestamp(t):
-        return values.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-    if pa.types.is_boolean(t):
-        return values.cast(pa.int8()).fill_null(0).to_numpy(zero_copy_only=False)
-    # Strings and decimals compare as Python objects (code-point order is UTF-8 byte order).
-    py = values.to_pylist()
-    filler = next((x for x in py if x is not None), "")
-    return np.array([filler if x is None else x for x in py], dtype=object)
 
 
 def _leaf_by_file(node: Node, col: ColumnStats) -> Masks:

@@ -22,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from skiplake.expr.sortable import sortable
+
 MAX_RANGES = 1024          # ranges per column when there is one column; fewer bits each with more
 ZVALUE_BITS = 62           # Z-values are non-negative int64s (Spark sorts them signed)
 
@@ -36,41 +38,19 @@ def bits_per_column(num_columns: int) -> int:
     return max(1, min(int(np.log2(MAX_RANGES)), ZVALUE_BITS // max(1, num_columns)))
 
 
-def comparable(values: pa.Array) -> np.ndarray:
-    """Values as a NumPy array that sorts them as Spark does (nulls are handled by the caller)."""
-    t = values.type
-    if pa.types.is_dictionary(t):
-        values = values.dictionary_decode()
-        t = values.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t):
-        return values.fill_null(0).to_numpy(zero_copy_only=False)
-    if pa.types.is_boolean(t):
-        return values.cast(pa.int8()).fill_null(0).to_numpy(zero_copy_only=False)
-    if pa.types.is_date(t):
-        return values.cast(pa.int32() if pa.types.is_date32(t) else pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-    if pa.types.is_timestamp(t):
-        return values.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
-    if pa.types.is_decimal(t):
-        return values.cast(pa.float64()).fill_null(0).to_numpy(zero_copy_only=False)
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t):
-        py = values.fill_null("" if not pa.types.is_binary(t) else b"").to_numpy(zero_copy_only=False)
-        return py.astype(str) if not pa.types.is_binary(t) else py.astype(bytes)
-    raise TypeError(f"cannot Z-order a column of type {t}")
-
-
 def range_boundaries(sample: pa.Array, num_ranges: int) -> np.ndarray:
     """Up to num_ranges - 1 increasing cut points splitting the sample's non-null values evenly."""
     values = sample.filter(sample.is_valid()) if sample.null_count else sample
     if len(values) == 0 or num_ranges <= 1:
-        return comparable(pa.array([], type=sample.type))[:0]
-    ordered = np.sort(comparable(values), kind="stable")
+        return sortable(pa.array([], type=sample.type))[:0]
+    ordered = np.sort(sortable(values), kind="stable")
     positions = (np.arange(1, num_ranges) * len(ordered)) // num_ranges
     return np.unique(ordered[positions])
 
 
 def range_ids(values: pa.Array, boundaries: np.ndarray) -> np.ndarray:
     """Range id of each value: 0 for NULL, else 1 + the number of boundaries <= value."""
-    ids = np.searchsorted(boundaries, comparable(values), side="right").astype(np.uint64) + 1
+    ids = np.searchsorted(boundaries, sortable(values), side="right").astype(np.uint64) + 1
     if values.null_count:
         ids[np.asarray(values.is_null())] = 0
     return ids
