@@ -33,7 +33,8 @@ def render(data: dict) -> str:
     if data["goals"]:
         out += ["", "| goal | actual | target | met | note |", "| --- | ---: | ---: | --- | --- |"]
         for g in data["goals"]:
-            show = fmt_s if g["unit"] == "s" else (lambda x: f"{x:.2f}x")
+            show = fmt_s if g["unit"] == "s" else (
+                (lambda x: f"{x * 100:.2f}%") if g["unit"] == "%" else (lambda x: f"{x:.2f}x"))
             out.append(f"| {_cell(g['name'])} | {show(g['actual'])} | {show(g['target'])} | "
                        f"{'**met**' if g['met'] else '**missed**'} | {_cell(g['note'])} |")
     if data["checks"]:
