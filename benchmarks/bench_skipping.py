@@ -95,7 +95,8 @@ def lay_out(spark, data: Path, source: str, files: int, progress: Progress) -> d
     z.append(base, options=WriteOptions(max_records_per_file=per_file))
     total = sum(f.size for f in lake.table("store_sales").snapshot.add_files)
     progress(f"appended store_sales ({total:,} bytes); Z-ordering by ss_item_sk ...")
-    result = lake.table("store_sales").optimize(zorder_by=["ss_item_sk"], target_file_size=max(1, total // files))
+    result = lake.table("store_sales").optimize(zorder_by=["ss_item_sk"], target_file_size=max(1, total // files),
+                                                progress=progress)
     progress(f"Z-ordered: {result.files_removed} files -> {result.files_added} files")
     lake.table("store_sales").vacuum(retention_hours=0, force=True)
     progress("vacuumed the unclustered files out of the Z-ordered table's folder")

@@ -352,7 +352,8 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
         q1_before_optimize = ss.scan(Q1_PREDICATE).report
         total_bytes = int(sum(f.size for f in ss.snapshot.add_files))
         # Small files on purpose, so that a demo-sized table still has files to skip.
-        result = ss.optimize(zorder_by=["ss_item_sk"], target_file_size=max(1 << 20, total_bytes // 32))
+        result = ss.optimize(zorder_by=["ss_item_sk"], target_file_size=max(1 << 20, total_bytes // 32),
+                             progress=progress.line)
         files_after = ss.refresh().snapshot.num_files
         rows_after_optimize = _table_state(ss.path)["rows"]
         maintenance["optimize"] = {**result.to_dict(), "zorder_by": ["ss_item_sk"], "files_before": files_before,

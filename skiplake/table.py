@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -244,9 +244,12 @@ class Table:
                          when_not_matched_insert_condition)
 
     def optimize(self, where: str | None = None, zorder_by: Sequence[str] | None = None,
-                 target_file_size: int = 128 * 1024 * 1024, min_files: int = 2) -> "OptimizeResult":
+                 target_file_size: int = 128 * 1024 * 1024, min_files: int = 2,
+                 progress: Callable[[str], None] | None = None) -> "OptimizeResult":
+        """Bin-pack small files, or with zorder_by cluster the files by those columns.
+        `progress` receives one line per stage of a long rewrite."""
         from skiplake.spark.optimize import optimize
-        return optimize(self, where, zorder_by, target_file_size, min_files)
+        return optimize(self, where, zorder_by, target_file_size, min_files, progress=progress)
 
     def vacuum(self, retention_hours: float = 168, dry_run: bool = False, force: bool = False) -> "VacuumResult":
         from skiplake.vacuum import vacuum

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from pyspark.sql import functions as F
 
@@ -42,14 +42,15 @@ def check_where(txn: "Transaction", plan: "ScanPlan", where: str | None) -> None
 
 
 def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None, target_file_size: int,
-             min_files: int, stage_only: bool = False) -> "OptimizeResult | Transaction":
+             min_files: int, stage_only: bool = False,
+             progress: Callable[[str], None] | None = None) -> "OptimizeResult | Transaction":
     if target_file_size <= 0:
         raise InvalidArgumentError("target_file_size must be positive")
     if zorder_by is not None:
         from skiplake.spark.zorder import zorder
         if isinstance(zorder_by, str):
             zorder_by = [zorder_by]
-        return zorder(table, where, list(zorder_by), target_file_size, stage_only)
+        return zorder(table, where, list(zorder_by), target_file_size, stage_only, progress)
     txn = table.begin()
     plan = txn.scan(where)
     check_where(txn, plan, where)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -72,8 +72,9 @@ def check_columns(txn: "Transaction", columns: Sequence[str]) -> list[str]:
 
 
 def zorder(table: "Table", where: str | None, columns: Sequence[str], target_file_size: int,
-           stage_only: bool = False) -> "OptimizeResult | Transaction":
+           stage_only: bool = False, progress: Callable[[str], None] | None = None) -> "OptimizeResult | Transaction":
     from skiplake.spark.optimize import OptimizeResult, check_where
+    say = progress or (lambda _line: None)
     txn = table.begin()
     plan = txn.scan(where)
     check_where(txn, plan, where)
@@ -81,6 +82,7 @@ def zorder(table: "Table", where: str | None, columns: Sequence[str], target_fil
     tag = json.dumps(cols)
     files = [f for f in plan.files if (f.tags or {}).get(ZCUBE_ZORDER_BY) != tag]
     if not files:
+        say(f"ZORDER BY {', '.join(cols)}: every selected file is already clustered by these columns")
         return OptimizeResult(None, 0, 0, 0, 0, 0)
     parts = list(txn.partition_columns)
     df = txn.read_files(files)
@@ -88,6 +90,8 @@ def zorder(table: "Table", where: str | None, columns: Sequence[str], target_fil
     total_bytes = sum(f.size for f in files)
     bytes_per_row = total_bytes / max(1, total_rows)
     fraction = min(1.0, SAMPLE_ROWS / max(1, total_rows))
+    say(f"ZORDER BY {', '.join(cols)}: {len(files):,} files, {total_rows:,} rows, {total_bytes:,} bytes; "
+        f"sampling {min(1.0, fraction):.2%} of the rows")
     picked = df.select(*[F.col(f"`{c}`") for c in cols + parts])
     sample = (picked if fraction >= 1.0 else picked.sample(fraction=fraction, seed=17)).toArrow()
     curve = Curve.from_sample(sample, cols)
@@ -130,7 +134,10 @@ def zorder(table: "Table", where: str | None, columns: Sequence[str], target_fil
               .sortWithinPartitions(*[F.col(f"`{p}`") for p in parts], F.col(Z_COLUMN))
               .drop(Z_COLUMN, FILE_COLUMN))
     tags = {ZCUBE_ID: str(uuid.uuid4()), ZCUBE_ZORDER_BY: tag, ZCUBE_ZORDER_CURVE: "zorder"}
+    say(f"sampled {sample.num_rows:,} rows: {curve.bits} bits per column; writing {next_file:,} files "
+        f"over {len(layout):,} partitions in {num_tasks:,} tasks")
     adds: list["AddFile"] = txn.write(placed, data_change=False, tags=tags)
+    say(f"wrote {len(adds):,} files ({sum(a.size for a in adds):,} bytes); committing")
     txn.remove(files, data_change=False)
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "zOrderBy": cols,
                            "targetFileSize": target_file_size})
