@@ -356,7 +356,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     try:
         table = skiplake.Table.open(spark, path)
         kwargs = {} if args.target_file_size is None else {"target_file_size": args.target_file_size}
-        zorder = [c.strip() for c in args.zorder_by.split(",") if c.strip()] if args.zorder_by else None
+        zorder = [c.strip() for c in args.zorder_by.split(",") if c.strip()] if args.zorder_by is not None else None
         result = table.optimize(where=args.where, zorder_by=zorder, **kwargs,
                                 progress=lambda line: print(f"optimize: {line}", file=sys.stderr, flush=True))
     finally:

@@ -69,18 +69,18 @@ class Lake:
         return scans.reports
 
     def _tables_of(self, query: str, tree: exp.Expression) -> dict[str, Table]:
+        from skiplake.spark.sql import names_cte
         """The lake tables a query names (lower-case name -> Table pinned to its latest version).
 
         A name that is neither a lake table nor in Spark's catalog is an error that lists the
         lake's tables."""
-        ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
         known = {t.lower(): t for t in self.tables()}
         out: dict[str, Table] = {}
         for t in tree.find_all(exp.Table):
             if not isinstance(t.this, exp.Identifier):
                 continue  # a table-valued function such as range(10)
             n = t.name.lower()
-            if n in ctes or n in out:
+            if names_cte(t) or n in out:
                 continue
             if n in known and not t.db:
                 out[n] = self.table(known[n])

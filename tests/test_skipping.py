@@ -665,3 +665,52 @@ def test_cli_explain_json_matches_scan(sql_lake: tuple[skiplake.Lake, list[tuple
     assert selected["ss_item_sk IN (40, 41, 42)"] == 1
     assert 2 <= selected["ss_item_sk >= 150 OR ss_item_sk < 10"] < SALES_FILES
     assert selected["ss_quantity > 0"] == SALES_FILES  # every file holds positive quantities
+
+
+# ================================================================ regressions found in review
+
+
+def test_sql_float_literals_and_pivots_and_self_named_cte(spark: SparkSession, lake: skiplake.Lake) -> None:
+    """A FLOAT literal reaching a scan through a join is the float32 value, not the double it
+    spells; a WHERE after PIVOT/UNPIVOT filters the pivot's output, not the table; a CTE named
+    like its table reads the table inside its own definition."""
+    fl = lake.create_table("fl_r", "id int, f float")
+    fl.append(spark.createDataFrame([(1, 1.1)], "id int, f float").coalesce(1))
+    fl.append(spark.createDataFrame([(2, 9.0)], "id int, f float").coalesce(1))
+    pv = lake.create_table("pv_r", "id int, k int, a int, b int")
+    pv.append(spark.createDataFrame([(1, 1, 5, 500), (2, 1, 6, 7)], "id int, k int, a int, b int").coalesce(1))
+    pv.append(spark.createDataFrame([(3, 2, 200, 1), (4, 2, 300, 2)], "id int, k int, a int, b int").coalesce(1))
+    tables = {"fl_r": lake.table("fl_r"), "pv_r": lake.table("pv_r")}
+    for query in [
+        "SELECT x.id FROM fl_r x JOIN fl_r y ON x.id = y.id WHERE x.f = 1.1F",
+        "SELECT id FROM (SELECT * FROM fl_r) WHERE f IN (CAST(1.1 AS FLOAT), CAST(7 AS FLOAT))",
+        "SELECT x.id FROM fl_r x JOIN pv_r ON x.id = pv_r.id WHERE x.f <= 1.100000023841858",
+        "SELECT * FROM pv_r UNPIVOT (a FOR col IN (a, b)) WHERE a > 100",
+        "SELECT * FROM (SELECT id, k, a FROM pv_r) PIVOT (sum(a) FOR k IN (1 AS one)) WHERE one > 100",
+        "WITH pv_r AS (SELECT * FROM pv_r WHERE k = 1) SELECT * FROM pv_r",
+    ]:
+        assert canon(lake.sql(query).collect()) == plain_sql(spark, tables, query), query
+    assert canon(lake.sql("SELECT x.id FROM fl_r x JOIN fl_r y ON x.id = y.id WHERE x.f = 1.1F").collect()) \
+        == ["(1,)"]
+    [inner] = lake.explain("WITH pv_r AS (SELECT * FROM pv_r WHERE k = 1) SELECT * FROM pv_r")
+    assert inner.files_selected == 1 < inner.files_total
+
+
+def test_zorder_of_files_without_stats(spark: SparkSession, lake: skiplake.Lake) -> None:
+    """Files another writer left without numRecords: OPTIMIZE counts the rows instead of
+    taking them for zero (which planned one file per row)."""
+    import dataclasses
+
+    from skiplake.log.commit import commit
+    from skiplake.log.snapshot import Snapshot
+    t = lake.create_table("nostats", "a int, s string")
+    t.append(spark.createDataFrame([(i, f"s{i % 7}") for i in range(3000)], "a int, s string").repartition(3))
+    snap = Snapshot.load(t.path)
+    adds = snap.add_files
+    stripped = [dataclasses.replace(f, stats=None, dataChange=False) for f in adds]
+    commit(snap, [f.remove(data_change=False) for f in adds] + stripped, "OPTIMIZE")
+    t = lake.table("nostats")
+    assert all(f.num_records is None for f in t.snapshot.add_files)
+    res = t.optimize(zorder_by=["a"], target_file_size=64 * 1024)
+    assert res.files_added <= 3
+    assert lake.table("nostats").read().count() == 3000

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from decimal import Decimal
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -185,7 +186,11 @@ def partition_lookup(schema: Schema, partition_values: Mapping[str, str | None])
         key = name.lower()
         if key not in lowered:
             return UNKNOWN
-        return exact_value(parse_partition_value(lowered[key], schema.field(name).type))
+        value = parse_partition_value(lowered[key], schema.field(name).type)
+        if isinstance(value, float) and math.isnan(value):
+            # Spark sorts NaN above every number; range tests here do not: claim nothing.
+            return ColumnRange(None, None, False, False, False)
+        return exact_value(value)
     return lookup
 
 

@@ -193,10 +193,16 @@ def literal_value(node: exp.Expression) -> Any:
 
 
 def _number(text: str) -> Any:
+    """A numeric literal as Spark types it: integers exact, 1.5 a decimal, 1.5e3 a DOUBLE."""
     try:
         return int(text)
     except ValueError:
         pass
+    if "e" in text.lower():
+        try:
+            return float(text)
+        except ValueError:
+            return _NOT_A_LITERAL
     try:
         return Decimal(text)
     except InvalidOperation:
@@ -213,6 +219,10 @@ def cast_literal(value: Any, type_: Any) -> Any:
     if isinstance(value, bool):
         return value if type_ == "boolean" else _NOT_A_LITERAL
     if type_ in INTEGER_TYPES or is_decimal(type_) or type_ in ("float", "double"):
+        if isinstance(value, float) and type_ not in ("float", "double"):
+            # A DOUBLE literal makes Spark compare in doubles, where 2**60 + 1 equals 2**60:
+            # exact comparisons here could skip a file Spark would match.
+            return _NOT_A_LITERAL
         if isinstance(value, (int, Decimal, float)):
             # Kept numeric as written: 5.5 against an int column must not become 5.
             return float(value) if type_ in ("float", "double") else value

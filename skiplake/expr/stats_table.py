@@ -12,6 +12,7 @@ millisecond Delta truncates, and a NaN or unparseable bound is unknown.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Sequence
@@ -125,14 +126,23 @@ class StatsTable:
         type_ = self.schema.field(name).type
         position = self.partition_columns.index(name)
         values = [parse_partition_value(k[position], type_) for k in self.partition_keys]
+        # Spark sorts NaN above every number, Arrow's comparisons say false: a NaN partition
+        # value gets unknown bounds (never skipped by a range test).
+        nan = [isinstance(v, float) and math.isnan(v) for v in values]
         at = arrow_type(type_)
-        per_key = _safe_array(values, at) if at is not None else pa.nulls(len(values))
-        value = per_key.take(pa.array(self.partition_ids)) if self.num_files else per_key
-        is_null = np.asarray(value.is_null()) if self.num_files else np.zeros(0, dtype=bool)
-        if at is None:  # a type the evaluators cannot compare: only NULL-ness is known
-            return ColumnStats(type_, value, value, np.ones(self.num_files, bool), np.zeros(self.num_files, bool),
-                               np.zeros(self.num_files, bool))
-        return ColumnStats(type_, value, value, is_null, is_null.copy(), np.ones(self.num_files, dtype=bool))
+        n = self.num_files
+        ids = pa.array(self.partition_ids)
+        typed = _safe_array([None if b else v for v, b in zip(values, nan)], at) if at is not None else None
+        if typed is None or (typed.null_count > sum(v is None or b for v, b in zip(values, nan))):
+            # A type the evaluators cannot compare, or values that would not convert: only
+            # NULL-ness is known.
+            is_null = np.asarray(pa.array([v is None for v in values], pa.bool_()).take(ids)) if n else np.zeros(0, bool)
+            nulls = pa.nulls(n, type=at or pa.null())
+            return ColumnStats(type_, nulls, nulls, is_null.copy(), is_null, np.zeros(n, bool))
+        value = typed.take(ids) if n else typed
+        is_nan = np.asarray(pa.array(nan, pa.bool_()).take(ids)) if n else np.zeros(0, bool)
+        is_null = np.asarray(value.is_null()) & ~is_nan if n else np.zeros(0, dtype=bool)
+        return ColumnStats(type_, value, value, is_null, is_null.copy(), ~is_nan)
 
     # ---------------------------------------------------------------- data columns
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation, localcontext
 from typing import Any
 
 import numpy as np
@@ -68,7 +68,8 @@ def evaluate_files(node: Node, stats: StatsTable) -> Masks:
     col = stats.column(node.col.name)
     try:
         masks = _leaf(node, col)
-    except (_Mismatch, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+    except (_Mismatch, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError,
+            InvalidOperation):
         return _leaf_by_file(node, col)
     # Files whose column is entirely NULL: only IS NULL is true, <=> is false, the rest NULL.
     a = col.all_null
@@ -116,7 +117,11 @@ def _scalar(value: Any, col: ColumnStats) -> pa.Scalar:
         if isinstance(value, float):
             raise _Mismatch
         d = Decimal(value)
-        scaled = d.quantize(Decimal(1).scaleb(-target.scale)) if d.is_finite() else d
+        if not d.is_finite():
+            raise _Mismatch
+        with localcontext() as ctx:
+            ctx.prec = 80  # decimal(38, s) values exceed the default 28 digits
+            scaled = d.quantize(Decimal(1).scaleb(-target.scale))
         if scaled != d:
             raise _Mismatch
         value = scaled

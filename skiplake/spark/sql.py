@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
@@ -80,17 +81,39 @@ def find_references(query: str, tree: exp.Expression, known: dict[str, str]) -> 
 
     A name that a CTE defines anywhere in the query, or that has a database qualifier, is not a
     lake table reference."""
-    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
     out = []
     for t in tree.find_all(exp.Table):
         name = t.name.lower()
-        if not isinstance(t.this, exp.Identifier) or t.db or t.catalog or name in ctes or name not in known:
+        if not isinstance(t.this, exp.Identifier) or t.db or t.catalog or names_cte(t) or name not in known:
             continue
         meta = t.this.meta if isinstance(t.this, exp.Identifier) else {}
         if "start" not in meta or t.args.get("sample") is not None or t.args.get("version") is not None:
             raise _CannotRewrite(f"cannot place table {t.name!r} in the query text")
         out.append((meta["start"], meta["end"], known[name], t.alias))
     return sorted(out)
+
+
+def names_cte(table: exp.Table) -> bool:
+    """Whether a table name refers to a CTE of the query rather than to a table.
+
+    Spark's CTEs are not recursive: inside `WITH sales AS (SELECT ... FROM sales)` the inner
+    `sales` is the table; a CTE sees only the CTEs defined before it, the query body sees all."""
+    name = table.name.lower()
+    child: exp.Expression = table
+    node = table.parent
+    while node is not None:
+        if isinstance(node, exp.With):
+            ctes = node.expressions
+            mine = next((i for i, c in enumerate(ctes) if c is child), len(ctes))
+            if any(c.alias_or_name.lower() == name for c in ctes[:mine]):
+                return True
+        else:
+            with_ = node.args.get("with_") or node.args.get("with")
+            if isinstance(with_, exp.With) and child is not with_ and any(
+                    c.alias_or_name.lower() == name for c in with_.expressions):
+                return True
+        child, node = node, node.parent
+    return False
 
 
 class _CannotRewrite(Exception):
@@ -103,7 +126,7 @@ def _rewrite(query: str, refs: list[tuple[int, int, str, str]], views: list[str]
     for (start, end, name, alias), view in zip(refs, views):
         pieces.append(query[last:start])
         # Without an alias the query may qualify columns with the table's own name: keep it.
-        pieces.append(view if alias else f"{view} AS `{name}`")
+        pieces.append(view if alias else f"{view} AS {query[start:end + 1]}")
         last = end + 1
     pieces.append(query[last:])
     return "".join(pieces)
@@ -134,7 +157,11 @@ def _literal(lit: Any) -> str | None:
         return lit.toString()
     if type_ in ("float", "double"):
         text = lit.toString()
-        return None if text.lower() in ("nan", "infinity", "-infinity") else text
+        if text.lower() in ("nan", "infinity", "-infinity"):
+            return None
+        # A FLOAT literal is compared as a float32; written as the double it widens to, it
+        # meets the stats (float32 values widened the same way) exactly.
+        return repr(float(np.float32(text))) if type_ == "float" else repr(float(text))
     if type_ == "string":
         text = lit.toString()
         return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -270,8 +297,11 @@ def _single_table_where(tree: exp.Expression, refs: list[TableReference]) -> Nod
     Such a WHERE applies to that table's rows as a whole, so Spark's optimizer has nothing to
     add and the analysis round trip (tens of milliseconds) is skipped. None when the query has
     any other shape, or the WHERE names something that is not a column of the table."""
-    if len(refs) != 1 or sum(1 for _ in tree.find_all(exp.Table)) != 1:
+    tables = list(tree.find_all(exp.Table))
+    if len(refs) != 1 or len(tables) != 1:
         return None
+    if any(value for key, value in tables[0].args.items() if key not in ("this", "alias")):
+        return None  # PIVOT, UNPIVOT, TABLESAMPLE ...: the WHERE filters something else
     if not isinstance(tree, exp.Select) or any(
             True for _ in tree.find_all(exp.Join, exp.Subquery, exp.CTE, exp.Union, exp.Lateral, exp.Unnest)):
         return None

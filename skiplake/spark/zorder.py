@@ -86,7 +86,9 @@ def zorder(table: "Table", where: str | None, columns: Sequence[str], target_fil
         return OptimizeResult(None, 0, 0, 0, 0, 0)
     parts = list(txn.partition_columns)
     df = txn.read_files(files)
-    total_rows = sum(f.num_records or 0 for f in files)
+    counts = [f.num_records for f in files]
+    # Files written without stats: count their rows (Parquet footers answer it without a scan).
+    total_rows = sum(c for c in counts if c is not None) if None not in counts else df.count()
     total_bytes = sum(f.size for f in files)
     bytes_per_row = total_bytes / max(1, total_rows)
     fraction = min(1.0, SAMPLE_ROWS / max(1, total_rows))

@@ -141,3 +141,33 @@ def test_unparseable_stats_fall_back_to_per_file_parsing():
     assert may_match_files(bind("l = 12", SCHEMA), table).tolist() == [False, True]
     assert may_match_files(bind("x > 100", SCHEMA), table).tolist() == [True, True]
     assert table.num_records.tolist() == [3.0, 3.0]
+
+
+def test_double_literals_against_integers_never_prune():
+    # Spark compares bigint with a DOUBLE literal in doubles: 2**60 + 64 <= 1.152921504606847e18 is true there.
+    big = 2 ** 60 + 64
+    entries = [({"p": "1", "q": "x"}, json.dumps({"numRecords": 1, "minValues": {"l": big}, "maxValues": {"l": big},
+                                                  "nullCount": {"l": 0}}))]
+    table = StatsTable(_table(entries), SCHEMA, PARTS)
+    for where in (f"l <= {float(2 ** 60)!r}", f"l = {float(2 ** 60)!r}", "l <= 1.152921504606847e18"):
+        assert may_match_files(bind(where, SCHEMA), table).tolist() == [True], where
+
+
+def test_nan_partition_values_are_never_skipped_by_ranges():
+    schema = Schema((Field("id", "integer"), Field("p", "double")))
+    entries = [({"p": v}, None) for v in ("NaN", "1.0", "-0.0", None)]
+    table = StatsTable(_table(entries), schema, ["p"])
+    for where, expected in (("p > 2.5", [True, False, False, False]), ("p >= 1.0", [True, True, False, False]),
+                            ("NOT (p <= 1.0)", [True, False, False, False]), ("p IS NULL", [False, False, False, True])):
+        assert may_match_files(bind(where, schema), table).tolist() == expected, where
+        for i, (pv, _) in enumerate(entries):
+            assert (True in evaluate(bind(where, schema), file_lookup(schema, pv, None))) == expected[i], (where, pv)
+
+
+def test_wide_decimal_literals_plan():
+    schema = Schema((Field("d", "decimal(38,18)"),))
+    entries = [({}, json.dumps({"numRecords": 1, "minValues": {"d": 5}, "maxValues": {"d": 20000000000},
+                                "nullCount": {"d": 0}}))]
+    table = StatsTable(_table(entries), schema, [])
+    assert may_match_files(bind("d > 10000000000", schema), table).tolist() == [True]
+    assert may_match_files(bind("d > 30000000000", schema), table).tolist() == [False]
