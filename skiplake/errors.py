@@ -193,3 +193,32 @@ class ProtocolChangedException(ConcurrentModificationError):
 
 class CommitFailedError(SkiplakeError):
     """A commit could not be written after retries (not a logical conflict)."""
+
+
+# ---------------------------------------------------------------- the catalog (AWS Glue's error shapes)
+
+
+class CatalogError(SkiplakeError):
+    """An error of the Glue-compatible catalog; `code` is Glue's error type on the wire."""
+    code = "InternalServiceException"
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+
+class InvalidInputError(CatalogError):
+    """A request Glue would refuse as InvalidInputException (bad expression, bad value, ...)."""
+    code = "InvalidInputException"
+
+
+class EntityNotFoundError(CatalogError):
+    code = "EntityNotFoundException"
+
+
+class AlreadyExistsError(CatalogError):
+    code = "AlreadyExistsException"
+
+
+class ResourceNumberLimitExceededError(CatalogError):
+    code = "ResourceNumberLimitExceededException"

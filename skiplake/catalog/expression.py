@@ -1,0 +1,395 @@
+"""Glue's partition expression language: parse, bind to the table's partition keys, evaluate.
+
+    country = 'US' AND category IN ('Shoes', "Books") AND year > '2018'
+    creationDate BETWEEN '2020-08-01' AND '2020-08-31' OR NOT (month <> 2) AND name LIKE 'a_c%'
+
+Operators `= <> != > < >= <=` (`< >` with a space is `<>`), BETWEEN (inclusive), IN, LIKE (`%`
+and `_` only, no regular expressions), IS [NOT] NULL, AND, OR, NOT, parentheses. Strings in
+single or double quotes (a doubled quote inside is one quote). Values are compared by the key's
+declared type: integers numerically, dates as dates (`2023-9-01` is September 1st), strings as
+strings. A literal that cannot be cast to its key's type, or a key the table does not have, is
+an InvalidInputError that names it.
+
+Stored partition values are strings; one that does not parse as its key's type (possible when no
+index validated it) makes comparisons on it unknown, so it never matches.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any, Mapping, Sequence, Union
+
+from skiplake.errors import InvalidInputError
+
+INTEGER_TYPES = ("int", "integer", "bigint", "long", "tinyint", "smallint")
+STRING_TYPES = ("string", "char", "varchar")
+DECIMAL_TYPES = ("double", "float", "decimal")
+
+
+def type_kind(glue_type: str) -> str:
+    """'integer', 'date', 'string', 'number', 'boolean' or 'other' for a Glue/Hive column type."""
+    base = glue_type.strip().lower().split("(")[0].strip()
+    if base in INTEGER_TYPES:
+        return "integer"
+    if base == "date":
+        return "date"
+    if base in STRING_TYPES:
+        return "string"
+    if base in DECIMAL_TYPES:
+        return "number"
+    if base == "boolean":
+        return "boolean"
+    return "other"
+
+
+# ------------------------------------------------------------------ tree
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str     # the key's name as the table declares it
+    kind: str     # type_kind of its type
+    type: str     # the declared type
+
+
+@dataclass(frozen=True)
+class Compare:
+    key: Key
+    op: str       # = <> > < >= <=
+    value: Any    # typed literal
+
+
+@dataclass(frozen=True)
+class Between:
+    key: Key
+    low: Any
+    high: Any
+
+
+@dataclass(frozen=True)
+class In:
+    key: Key
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Like:
+    key: Key
+    pattern: str
+    regex: re.Pattern
+
+
+@dataclass(frozen=True)
+class IsNull:
+    key: Key
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class And:
+    children: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Or:
+    children: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    child: "Expr"
+
+
+Expr = Union[Compare, Between, In, Like, IsNull, And, Or, Not]
+
+
+def conjuncts(expr: Expr) -> list[Expr]:
+    if isinstance(expr, And):
+        out: list[Expr] = []
+        for c in expr.children:
+            out.extend(conjuncts(c))
+        return out
+    return [expr]
+
+
+# ------------------------------------------------------------------ tokens
+
+_TOKEN = re.compile(r"""
+    (?P<ws>\s+)
+  | (?P<str>'(?:[^']|'')*'|"(?:[^"]|"")*")
+  | (?P<num>-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)
+  | (?P<op><\s*>|!=|<=|>=|=|<|>)
+  | (?P<punct>[(),])
+  | (?P<ident>`[^`]+`|[A-Za-z_][A-Za-z0-9_.$]*)
+""", re.VERBOSE)
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str     # str, num, op, punct, ident, word (a keyword), end
+    text: str
+    pos: int
+
+
+_WORDS = {"and", "or", "not", "in", "between", "like", "is", "null"}
+
+
+def _tokens(text: str) -> list[_Tok]:
+    out: list[_Tok] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise InvalidInputError(f"Unsupported expression {text!r}: unexpected {text[pos:pos + 10]!r} at "
+                                    f"position {pos}")
+        kind = m.lastgroup or ""
+        tok = m.group(0)
+        if kind == "op":
+            tok = "<>" if re.fullmatch(r"<\s*>", tok) or tok == "!=" else tok
+        if kind == "ident" and tok.lower() in _WORDS:
+            kind, tok = "word", tok.lower()
+        if kind != "ws":
+            out.append(_Tok(kind, tok, pos))
+        pos = m.end()
+    out.append(_Tok("end", "", len(text)))
+    return out
+
+
+# ------------------------------------------------------------------ parser
+
+
+class _Parser:
+    def __init__(self, text: str, keys: Mapping[str, Key]) -> None:
+        self.text = text
+        self.toks = _tokens(text)
+        self.i = 0
+        self.keys = keys
+
+    def peek(self) -> _Tok:
+        return self.toks[self.i]
+
+    def take(self) -> _Tok:
+        tok = self.toks[self.i]
+        self.i += 1
+        return tok
+
+    def fail(self, what: str, tok: _Tok | None = None) -> InvalidInputError:
+        tok = tok or self.peek()
+        found = "the end" if tok.kind == "end" else repr(tok.text)
+        return InvalidInputError(f"Unsupported expression {self.text!r}: expected {what}, found {found} "
+                                 f"at position {tok.pos}")
+
+    def word(self, w: str) -> bool:
+        if self.peek().kind == "word" and self.peek().text == w:
+            self.i += 1
+            return True
+        return False
+
+    def parse(self) -> Expr:
+        if self.peek().kind == "end":
+            raise InvalidInputError("Unsupported expression '': it is empty")
+        expr = self.disjunction()
+        if self.peek().kind != "end":
+            raise self.fail("AND, OR or the end")
+        return expr
+
+    def disjunction(self) -> Expr:
+        parts = [self.conjunction()]
+        while self.word("or"):
+            parts.append(self.conjunction())
+        return parts[0] if len(parts) == 1 else Or(tuple(parts))
+
+    def conjunction(self) -> Expr:
+        parts = [self.negation()]
+        while self.word("and"):
+            parts.append(self.negation())
+        return parts[0] if len(parts) == 1 else And(tuple(parts))
+
+    def negation(self) -> Expr:
+        if self.word("not"):
+            return Not(self.negation())
+        if self.peek().kind == "punct" and self.peek().text == "(":
+            self.take()
+            inner = self.disjunction()
+            if not (self.peek().kind == "punct" and self.peek().text == ")"):
+                raise self.fail("')'")
+            self.take()
+            return inner
+        return self.predicate()
+
+    def key(self) -> Key:
+        tok = self.take()
+        if tok.kind != "ident":
+            raise self.fail("a partition key", tok)
+        name = tok.text.strip("`")
+        key = self.keys.get(name.lower())
+        if key is None:
+            known = ", ".join(k.name for k in self.keys.values()) or "none"
+            raise InvalidInputError(f"Unsupported expression {self.text!r}: {name!r} is not a partition key of "
+                                    f"the table (its partition keys: {known})")
+        return key
+
+    def literal(self, key: Key) -> Any:
+        tok = self.take()
+        if tok.kind == "str":
+            raw: Any = tok.text[1:-1].replace(tok.text[0] * 2, tok.text[0])
+        elif tok.kind == "num":
+            raw = tok.text
+        else:
+            raise self.fail("a literal value", tok)
+        return cast_literal(raw, key, self.text)
+
+    def predicate(self) -> Expr:
+        key = self.key()
+        tok = self.peek()
+        if tok.kind == "op":
+            self.take()
+            return Compare(key, tok.text, self.literal(key))
+        negated = self.word("not")
+        if self.word("between"):
+            low = self.literal(key)
+            if not self.word("and"):
+                raise self.fail("AND in BETWEEN")
+            node: Expr = Between(key, low, self.literal(key))
+        elif self.word("in"):
+            if not (self.peek().kind == "punct" and self.peek().text == "("):
+                raise self.fail("'(' after IN")
+            self.take()
+            values = [self.literal(key)]
+            while self.peek().kind == "punct" and self.peek().text == ",":
+                self.take()
+                values.append(self.literal(key))
+            if not (self.peek().kind == "punct" and self.peek().text == ")"):
+                raise self.fail("',' or ')' in the IN list")
+            self.take()
+            node = In(key, tuple(values))
+        elif self.word("like"):
+            tok = self.take()
+            if tok.kind != "str":
+                raise self.fail("a quoted LIKE pattern", tok)
+            pattern = tok.text[1:-1].replace(tok.text[0] * 2, tok.text[0])
+            node = Like(key, pattern, like_regex(pattern))
+        elif self.word("is"):
+            not_null = self.word("not")
+            if not self.word("null"):
+                raise self.fail("NULL after IS")
+            if negated:
+                raise self.fail("a comparison")
+            return IsNull(key, not_null)
+        else:
+            raise self.fail("a comparison operator, BETWEEN, IN, LIKE or IS NULL")
+        return Not(node) if negated else node
+
+
+def like_regex(pattern: str) -> re.Pattern:
+    """`%` is any run of characters, `_` one character; everything else is literal."""
+    out = []
+    for ch in pattern:
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return re.compile("".join(out), re.DOTALL)
+
+
+def parse_date(text: str) -> dt.date:
+    m = re.fullmatch(r"\s*(\d{1,4})-(\d{1,2})-(\d{1,2})\s*", text)
+    if m is None:
+        raise ValueError(text)
+    return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+
+def typed_value(raw: str, kind: str) -> Any:
+    """A string (stored partition value or literal) as a value of `kind`; ValueError if it is not one."""
+    if kind == "integer":
+        text = raw.strip()
+        if not re.fullmatch(r"[-+]?\d+", text):
+            raise ValueError(raw)
+        return int(text)
+    if kind == "date":
+        return parse_date(raw)
+    if kind == "number":
+        try:
+            return Decimal(raw.strip())
+        except InvalidOperation:
+            raise ValueError(raw) from None
+    if kind == "boolean":
+        if raw.strip().lower() not in ("true", "false"):
+            raise ValueError(raw)
+        return raw.strip().lower() == "true"
+    return raw
+
+
+def cast_literal(raw: str, key: Key, text: str = "") -> Any:
+    try:
+        return typed_value(raw, key.kind)
+    except ValueError:
+        raise InvalidInputError(
+            f"Unsupported expression {text!r}: the value {raw!r} cannot be compared with partition key "
+            f"{key.name!r} of type {key.type}") from None
+
+
+def parse(text: str, partition_keys: Sequence[tuple[str, str]]) -> Expr:
+    """Parse `text` and bind it to the table's partition keys [(name, type), ...]."""
+    keys = {name.lower(): Key(name, type_kind(t), t) for name, t in partition_keys}
+    return _Parser(text, keys).parse()
+
+
+# ------------------------------------------------------------------ evaluation
+
+
+def matches(expr: Expr, values: Mapping[str, str | None]) -> bool:
+    """Whether a partition (key name -> stored string value) satisfies `expr`."""
+    return _eval(expr, values) is True
+
+
+def _value(key: Key, values: Mapping[str, str | None]) -> Any:
+    raw = values.get(key.name)
+    if raw is None:
+        return None
+    try:
+        return typed_value(raw, key.kind)
+    except ValueError:
+        return None
+
+
+_OPS = {"=": lambda a, b: a == b, "<>": lambda a, b: a != b, ">": lambda a, b: a > b,
+        "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b}
+
+
+def _eval(expr: Expr, values: Mapping[str, str | None]) -> bool | None:
+    if isinstance(expr, And):
+        out: bool | None = True
+        for c in expr.children:
+            v = _eval(c, values)
+            if v is False:
+                return False
+            if v is None:
+                out = None
+        return out
+    if isinstance(expr, Or):
+        out = False
+        for c in expr.children:
+            v = _eval(c, values)
+            if v is True:
+                return True
+            if v is None:
+                out = None
+        return out
+    if isinstance(expr, Not):
+        v = _eval(expr.child, values)
+        return None if v is None else not v
+    if isinstance(expr, IsNull):
+        present = values.get(expr.key.name) is not None
+        return present if expr.negated else not present
+    v = _value(expr.key, values)
+    if v is None:
+        return None
+    if isinstance(expr, Compare):
+        return _OPS[expr.op](v, expr.value)
+    if isinstance(expr, Between):
+        return expr.low <= v <= expr.high
+    if isinstance(expr, In):
+        return v in expr.values
+    if isinstance(expr, Like):
+        return expr.regex.fullmatch(str(values.get(expr.key.name))) is not None
+    raise TypeError(f"not an expression node: {expr!r}")
