@@ -1,0 +1,103 @@
+"""The catalog's tables in a real database: SQLite (a file, the embedded default) or PostgreSQL.
+
+SQLAlchemy Core, no ORM: each Glue object is one row whose Glue-shaped body is kept as JSON,
+with the columns that queries need beside it. Partition index entries are rows
+(index_id, key, partition_id) under a B-tree on (index_id, key), so a GetPartitions that an
+index can serve is one range scan: O(log n + k).
+
+The schema is versioned (`catalog_meta.schema_version`): opening a database made by an older
+release migrates it (none yet), a newer one is refused.
+"""
+from __future__ import annotations
+
+from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text, UniqueConstraint,
+                        create_engine, event, select)
+from sqlalchemy.engine import Engine
+
+from skiplake.errors import CatalogError
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+catalog_meta = Table(
+    "catalog_meta", metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+databases = Table(
+    "databases", metadata,
+    Column("name", String(255), primary_key=True),
+    Column("body", Text, nullable=False),          # Glue's Database, as JSON
+    Column("create_time", Float, nullable=False),
+)
+
+tables = Table(
+    "tables", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("database", String(255), ForeignKey("databases.name", ondelete="CASCADE"), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("body", Text, nullable=False),          # Glue's TableInput fields, as JSON
+    Column("create_time", Float, nullable=False),
+    Column("update_time", Float, nullable=False),
+    UniqueConstraint("database", "name", name="uq_tables_database_name"),
+)
+
+partitions = Table(
+    "partitions", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("table_id", Integer, ForeignKey("tables.id", ondelete="CASCADE"), nullable=False),
+    Column("values_key", Text, nullable=False),    # JSON list of the values: identity within the table
+    Column("body", Text, nullable=False),          # Glue's PartitionInput fields, as JSON
+    Column("create_time", Float, nullable=False),
+    UniqueConstraint("table_id", "values_key", name="uq_partitions_values"),
+)
+
+partition_indexes = Table(
+    "partition_indexes", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("table_id", Integer, ForeignKey("tables.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("key_names", Text, nullable=False),     # JSON list of partition key names, index order
+    Column("status", String(16), nullable=False),  # CREATING, ACTIVE, DELETING, FAILED
+    Column("errors", Text, nullable=False, default="[]"),  # Glue's BackfillErrors, as JSON
+    Column("create_time", Float, nullable=False),
+)
+
+index_entries = Table(
+    "index_entries", metadata,
+    Column("index_id", Integer, ForeignKey("partition_indexes.id", ondelete="CASCADE"), primary_key=True),
+    # Byte order is what the key encoding relies on: "C" collation on PostgreSQL (SQLite's
+    # default BINARY already is).
+    Column("key", Text().with_variant(Text(collation="C"), "postgresql"), primary_key=True),
+    Column("partition_id", Integer, ForeignKey("partitions.id", ondelete="CASCADE"), primary_key=True),
+)
+Index("ix_index_entries_partition", index_entries.c.partition_id)
+
+
+def connect(url: str) -> Engine:
+    """An engine for `url` (`sqlite:///path.db` or `postgresql+psycopg://...`), schema ready."""
+    engine = create_engine(url, future=True)
+    if engine.dialect.name == "sqlite":
+        @event.listens_for(engine, "connect")
+        def _sqlite_pragmas(conn, _record) -> None:  # noqa: ANN001 (DBAPI objects)
+            cur = conn.cursor()
+            cur.execute("PRAGMA foreign_keys = ON")
+            cur.execute("PRAGMA journal_mode = WAL")   # readers do not block the writer
+            cur.execute("PRAGMA synchronous = NORMAL")
+            cur.close()
+    migrate(engine)
+    return engine
+
+
+def migrate(engine: Engine) -> None:
+    """Create the schema, or check the version of an existing one."""
+    metadata.create_all(engine)
+    with engine.begin() as conn:
+        row = conn.execute(select(catalog_meta.c.value).where(catalog_meta.c.key == "schema_version")).first()
+        if row is None:
+            conn.execute(catalog_meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise CatalogError(f"the catalog database has schema version {row[0]}, newer than this release "
+                               f"understands ({SCHEMA_VERSION}); upgrade skiplake")
