@@ -337,6 +337,22 @@ def _spark_session(app_name: str):
     return skiplake.local_spark(app_name=app_name), True
 
 
+def _cmd_catalog(args: argparse.Namespace) -> int:
+    if args.catalog_command != "serve":
+        sys.stderr.write("skiplake catalog: name a command: serve\n")
+        return EXIT_ERROR
+    from skiplake.catalog.server import CatalogServer
+    from skiplake.catalog.service import GlueCatalog
+    server = CatalogServer(GlueCatalog(args.db), args.host, args.port)
+    sys.stderr.write(f"skiplake catalog: serving AWS Glue's API for {args.db} on {server.endpoint}\n")
+    sys.stderr.flush()
+    try:
+        server.serve_forever()
+    finally:
+        server.stop()
+    return EXIT_OK
+
+
 def _cmd_optimize(args: argparse.Namespace) -> int:
     import time
 
@@ -472,6 +488,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", default="demo-data", metavar="DIR",
                    help="where the generated Parquet goes, reused across runs (default ./demo-data)")
     p.add_argument("--json", action="store_true", help="progress on stderr, one JSON summary on stdout")
+    p = add("catalog", _cmd_catalog, "the Glue-compatible catalog")
+    catalog_sub = p.add_subparsers(dest="catalog_command", metavar="CATALOG_COMMAND")
+    serve = catalog_sub.add_parser("serve", help="serve AWS Glue's JSON API (boto3's Glue client talks to it)",
+                                   description="serve AWS Glue's JSON API (boto3's Glue client talks to it)")
+    serve.add_argument("--db", default="sqlite:///catalog.db", metavar="URL",
+                       help="SQLAlchemy URL: sqlite:///FILE (default %(default)s) or postgresql+psycopg://...")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=9700)
+
     return parser
 
 

@@ -1,0 +1,105 @@
+"""AWS Glue's wire protocol over HTTP, so boto3's Glue client talks to the catalog.
+
+AWS JSON 1.1: every request is a POST whose `X-Amz-Target: AWSGlue.<Operation>` header names
+the operation and whose body is the request as JSON; the response is JSON
+(`application/x-amz-json-1.1`), timestamps as seconds since the epoch. An error is HTTP 400
+with `{"__type": "<Glue error type>", "message": ...}` and the same type in
+`x-amzn-ErrorType`, which is what botocore turns into `client.exceptions.<Type>`.
+
+Requests are not signature-checked: the server is meant for loopback and trusted networks.
+
+    skiplake catalog serve --db sqlite:///catalog.db --host 127.0.0.1 --port 9700
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from skiplake.catalog.service import GlueCatalog
+from skiplake.errors import CatalogError
+
+CONTENT_TYPE = "application/x-amz-json-1.1"
+TARGET_PREFIX = "AWSGlue."
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    raise TypeError(f"cannot encode {type(value).__name__}")
+
+
+def _handler(catalog: GlueCatalog) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+            pass  # one line per request would drown the server's own output
+
+        def _send(self, status: int, body: dict[str, Any], error_type: str | None = None) -> None:
+            data = json.dumps(body, default=_json_default).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            self.send_header("Content-Length", str(len(data)))
+            if error_type:
+                self.send_header("x-amzn-ErrorType", error_type)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b"{}"
+            target = self.headers.get("X-Amz-Target", "")
+            if not target.startswith(TARGET_PREFIX):
+                self._send(400, {"__type": "InvalidInputException",
+                                 "message": f"X-Amz-Target must be {TARGET_PREFIX}<Operation>, not {target!r}"},
+                           "InvalidInputException")
+                return
+            try:
+                params = json.loads(raw or b"{}")
+                result = catalog.call(target[len(TARGET_PREFIX):], params)
+            except CatalogError as e:
+                self._send(400, {"__type": e.code, "message": e.message}, e.code)
+                return
+            except (json.JSONDecodeError, TypeError) as e:
+                self._send(400, {"__type": "InvalidInputException", "message": f"bad request: {e}"},
+                           "InvalidInputException")
+                return
+            except Exception as e:  # noqa: BLE001 (a server answers, it does not die)
+                self._send(500, {"__type": "InternalServiceException", "message": str(e)[:1000]},
+                           "InternalServiceException")
+                return
+            self._send(200, result)
+
+    return Handler
+
+
+class CatalogServer:
+    """The catalog served over HTTP on (host, port); port 0 picks a free one."""
+
+    def __init__(self, catalog: GlueCatalog, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.catalog = catalog
+        self.httpd = ThreadingHTTPServer((host, port), _handler(catalog))
+        self.httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> "CatalogServer":
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="catalog-server")
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        self.httpd.serve_forever()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
