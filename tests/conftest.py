@@ -34,3 +34,23 @@ def spark():
 def lake(spark, tmp_path):
     import skiplake
     return skiplake.Lake(spark, str(tmp_path / "warehouse"))
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL server on loopback for the catalog tests (Debian's package, installed if missing)."""
+    from tests.postgres_server import PostgresUnavailable, start
+    try:
+        server = start()
+    except PostgresUnavailable as e:
+        pytest.skip(str(e))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path) -> str:
+    """A fresh, empty catalog database: an SQLite file, then a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'catalog.db'}"
+    return request.getfixturevalue("postgres").new_database()

@@ -9,8 +9,8 @@ from skiplake.catalog.service import GlueCatalog
 
 
 @pytest.fixture()
-def glue(tmp_path):
-    server = CatalogServer(GlueCatalog(f"sqlite:///{tmp_path / 'c.db'}")).start()
+def glue(db_url):
+    server = CatalogServer(GlueCatalog(db_url)).start()
     client = boto3.client("glue", endpoint_url=server.endpoint, region_name="us-east-1",
                           aws_access_key_id="x", aws_secret_access_key="x")
     yield client, server

@@ -18,8 +18,8 @@ CATEGORIES = ["Shoes", "Books", "Toys"]
 
 
 @pytest.fixture()
-def catalog(tmp_path) -> GlueCatalog:
-    c = GlueCatalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+def catalog(db_url) -> GlueCatalog:
+    c = GlueCatalog(db_url)
     c.create_database(DatabaseInput={"Name": "sales"})
     c.create_table(DatabaseName="sales", TableInput={
         "Name": "sales_data", "PartitionKeys": KEYS, "TableType": "EXTERNAL_TABLE",
@@ -192,8 +192,8 @@ def test_objects_and_errors(catalog):
     assert catalog.get_tables(DatabaseName="sales")["TableList"] == []
 
 
-def test_random_expressions_same_with_every_index(tmp_path):
-    c = GlueCatalog(f"sqlite:///{tmp_path / 'r.db'}")
+def test_random_expressions_same_with_every_index(db_url):
+    c = GlueCatalog(db_url)
     c.create_database(DatabaseInput={"Name": "sales"})
     c.create_table(DatabaseName="sales", TableInput={"Name": "sales_data", "PartitionKeys": KEYS})
     fill(c)
