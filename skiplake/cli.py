@@ -338,8 +338,20 @@ def _spark_session(app_name: str):
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
+    if args.catalog_command == "sync":
+        from skiplake.catalog.client import catalog_client
+        from skiplake.catalog.sync import sync_partitions
+        result = sync_partitions(catalog_client(args.db), args.database, args.table)
+        if args.json:
+            print(json.dumps(result.to_dict()))
+        else:
+            print(f"{args.database}.{args.table}: {result.found} partition folders, {result.registered} registered, "
+                  f"{result.existing} already in the catalog, {len(result.errors)} refused")
+            for e in result.errors[:20]:
+                print(f"  {e['PartitionValues']}: {e['ErrorDetail']['ErrorCode']}: {e['ErrorDetail']['ErrorMessage']}")
+        return EXIT_OK if not result.errors else EXIT_ERROR
     if args.catalog_command != "serve":
-        sys.stderr.write("skiplake catalog: name a command: serve\n")
+        sys.stderr.write("skiplake catalog: name a command: serve, sync\n")
         return EXIT_ERROR
     from skiplake.catalog.server import CatalogServer
     from skiplake.catalog.service import GlueCatalog
@@ -496,6 +508,15 @@ def build_parser() -> argparse.ArgumentParser:
                        help="SQLAlchemy URL: sqlite:///FILE (default %(default)s) or postgresql+psycopg://...")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=9700)
+    sync = catalog_sub.add_parser("sync", help="register the partition folders found under a table's location "
+                                  "(like MSCK REPAIR TABLE)",
+                                  description="register the partition folders found under a table's location "
+                                  "(like MSCK REPAIR TABLE)")
+    sync.add_argument("--db", default="sqlite:///catalog.db", metavar="URL",
+                      help="database URL, or http(s):// endpoint of a Glue-compatible server")
+    sync.add_argument("--database", required=True)
+    sync.add_argument("--table", required=True)
+    sync.add_argument("--json", action="store_true")
 
     return parser
 

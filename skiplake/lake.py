@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -18,12 +18,48 @@ from skiplake.table import BucketSpec, Table
 
 
 class Lake:
-    def __init__(self, spark: SparkSession, root: str) -> None:
+    """Tables as folders under `root`, and/or the tables of a Glue-compatible `catalog` (a
+    GlueCatalog, a database URL, a server endpoint or a boto3 Glue client) in `database`."""
+
+    def __init__(self, spark: SparkSession, root: str | None = None, catalog: Any = None,
+                 database: str = "default") -> None:
+        if root is None and catalog is None:
+            raise InvalidArgumentError("Lake needs a root folder, a catalog, or both")
         self.spark = spark
-        self.root = os.path.abspath(root)
-        os.makedirs(self.root, exist_ok=True)
+        self.root = os.path.abspath(root) if root is not None else None
+        if self.root is not None:
+            os.makedirs(self.root, exist_ok=True)
+        self.catalog = None
+        if catalog is not None:
+            from skiplake.catalog.client import catalog_client
+            self.catalog = catalog_client(catalog)
+        self.database = database
+
+    def catalog_table(self, name: str) -> Any:
+        """The catalog's table `name` (`db.table` or a table of this lake's database): a skiplake
+        Table when its location holds a Delta log, else a CatalogTable of Hive-style Parquet."""
+        if self.catalog is None:
+            raise InvalidArgumentError("this Lake has no catalog; pass catalog= to Lake(...)")
+        from skiplake.errors import EntityNotFoundError
+        database, _, table = name.rpartition(".")
+        database = database or self.database
+        try:
+            spec = self.catalog.call("GetTable", {"DatabaseName": database, "Name": table})["Table"]
+        except EntityNotFoundError:
+            raise NotATableError(f"{database}.{table}", "the catalog has no such table") from None
+        except Exception as e:  # boto3's EntityNotFoundException
+            if type(e).__name__ == "EntityNotFoundException":
+                raise NotATableError(f"{database}.{table}", "the catalog has no such table") from None
+            raise
+        location = ((spec.get("StorageDescriptor") or {}).get("Location") or "").removeprefix("file:")
+        if location and os.path.isdir(os.path.join(location, LOG_DIR)):
+            return Table.open(self.spark, location)
+        from skiplake.spark.catalog_tables import CatalogTable
+        return CatalogTable(self.spark, self.catalog, database, table, spec)
 
     def path_of(self, name: str) -> str:
+        if self.root is None:
+            raise InvalidArgumentError(f"this Lake has no root folder for table {name!r}; use catalog_table(...)")
         if not name or "/" in name or name.startswith((".", "_")):
             raise InvalidArgumentError(f"{name!r} is not a valid table name: use letters, digits and _")
         return os.path.join(self.root, name)
@@ -34,10 +70,15 @@ class Lake:
         return Table.create(self.spark, self.path_of(name), schema, partition_by, bucket_by, properties,
                             name=name, description=description)
 
-    def table(self, name: str, version: int | None = None, timestamp: str | None = None) -> Table:
-        return Table.open(self.spark, self.path_of(name), version, timestamp)
+    def table(self, name: str, version: int | None = None, timestamp: str | None = None) -> Any:
+        """A table under the root, or else (with a catalog) the catalog's table of that name."""
+        if self.root is not None and os.path.isdir(os.path.join(self.root, name, LOG_DIR)) or self.catalog is None:
+            return Table.open(self.spark, self.path_of(name), version, timestamp)
+        return self.catalog_table(name)
 
     def tables(self) -> list[str]:
+        if self.root is None:
+            return []
         out = []
         for entry in sorted(os.listdir(self.root)):
             if os.path.isdir(os.path.join(self.root, entry, LOG_DIR)):

@@ -1,0 +1,53 @@
+"""One way to call a catalog, whichever it is: in-process, a URL, or boto3's Glue client."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Protocol
+
+from skiplake.catalog.service import GlueCatalog, _snake
+
+
+class CatalogClient(Protocol):
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class Boto3Catalog:
+    """boto3's Glue client (AWS Glue itself, or `skiplake catalog serve`) behind `call`."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        return getattr(self.client, _snake(operation))(**params)
+
+
+def catalog_client(catalog: Any) -> CatalogClient:
+    """A GlueCatalog, a database URL (sqlite:///..., postgresql+psycopg://...), an http(s)
+    endpoint of a Glue-compatible server, or a boto3 Glue client."""
+    if isinstance(catalog, str):
+        if catalog.startswith(("http://", "https://")):
+            import boto3
+            return Boto3Catalog(boto3.client("glue", endpoint_url=catalog, region_name="us-east-1",
+                                             aws_access_key_id="x", aws_secret_access_key="x"))
+        return GlueCatalog(catalog)
+    if hasattr(catalog, "call"):
+        return catalog
+    if hasattr(catalog, "get_partitions"):
+        return Boto3Catalog(catalog)
+    raise TypeError(f"not a catalog: {catalog!r}; pass a GlueCatalog, a database URL, an endpoint or a boto3 client")
+
+
+def all_partitions(client: CatalogClient, database: str, table: str, expression: str | None = None,
+                   exclude_columns: bool = True) -> Iterator[dict[str, Any]]:
+    """Every partition GetPartitions returns, following NextToken."""
+    token: str | None = None
+    while True:
+        params: dict[str, Any] = {"DatabaseName": database, "TableName": table, "ExcludeColumnSchema": exclude_columns}
+        if expression:
+            params["Expression"] = expression
+        if token:
+            params["NextToken"] = token
+        out = client.call("GetPartitions", params)
+        yield from out.get("Partitions", [])
+        token = out.get("NextToken")
+        if not token:
+            return

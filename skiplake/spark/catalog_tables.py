@@ -1,0 +1,183 @@
+"""Hive-style partitioned Parquet tables registered in a Glue-compatible catalog, read by Spark.
+
+`read(where)` sends the part of `where` that names only partition keys to GetPartitions as a
+Glue expression (the catalog answers from a partition index when it has one), then reads just
+the returned locations. Spark filters the rows by the whole `where` afterwards, so a conjunct
+that cannot be written in Glue's language is simply left out of the expression.
+
+The table property `partition_filtering.enabled` = `false` turns the expression off: every
+partition is fetched and filtered here, as Athena does without partition filtering.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from skiplake.catalog.client import CatalogClient, all_partitions
+from skiplake.catalog.expression import matches, parse
+from skiplake.expr.parse import bind
+from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or, StartsWith, columns_of, conjuncts
+from skiplake.layout.partitioning import escape_path_name
+from skiplake.log.schema import Field, Schema
+
+_GLUE_TO_DELTA = {"string": "string", "varchar": "string", "char": "string", "int": "integer",
+                  "integer": "integer", "bigint": "long", "long": "long", "smallint": "short", "tinyint": "byte",
+                  "double": "double", "float": "float", "date": "date", "timestamp": "timestamp",
+                  "boolean": "boolean", "binary": "binary"}
+
+
+def delta_type(glue_type: str) -> Any:
+    t = glue_type.strip().lower()
+    if t.startswith("decimal"):
+        return t.replace(" ", "")
+    base = t.split("(")[0].strip()
+    # Nested types are left unanalysed: a predicate on them never prunes.
+    return _GLUE_TO_DELTA.get(base, {"type": "struct", "fields": []})
+
+
+def _glue_literal(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    if isinstance(value, dt.datetime):
+        return None
+    if isinstance(value, dt.date):
+        return f"'{value.isoformat()}'"
+    if isinstance(value, (int, Decimal)):
+        return str(value)
+    return None
+
+
+def glue_expression(node: Node) -> str | None:
+    """Glue expression text for a predicate on partition keys, or None if it has no Glue form."""
+    if isinstance(node, Cmp) and node.op != "<=>":
+        lit = _glue_literal(node.value)
+        return None if lit is None else f"{node.col.name} {node.op} {lit}"
+    if isinstance(node, InList) and not node.has_null:
+        items = [_glue_literal(v) for v in node.values]
+        return None if any(i is None for i in items) else f"{node.col.name} IN ({', '.join(items)})"  # type: ignore[arg-type]
+    if isinstance(node, IsNull):
+        return f"{node.col.name} IS NULL"
+    if isinstance(node, StartsWith) and not any(ch in node.prefix for ch in "%_"):
+        return f"{node.col.name} LIKE {_glue_literal(node.prefix + '%')}"
+    if isinstance(node, (And, Or)):
+        parts = [glue_expression(c) for c in node.children]
+        if any(p is None for p in parts):
+            return None
+        return "(" + f" {'AND' if isinstance(node, And) else 'OR'} ".join(parts) + ")"  # type: ignore[arg-type]
+    if isinstance(node, Not):
+        inner = glue_expression(node.child)
+        return None if inner is None else f"NOT ({inner})"
+    if isinstance(node, Const) and node.value is not None:
+        return None
+    return None
+
+
+@dataclass
+class CatalogTable:
+    """A table of the catalog whose data is Hive-style partitioned Parquet (not a Delta table)."""
+    spark: SparkSession
+    client: CatalogClient
+    database: str
+    name: str
+    spec: dict[str, Any]
+    last_expression: str | None = field(default=None, init=False)   # what the latest read asked for
+    last_partitions: int = field(default=0, init=False)             # how many partitions it read
+
+    @property
+    def partition_keys(self) -> list[tuple[str, str]]:
+        return [(k["Name"], k.get("Type", "string")) for k in self.spec.get("PartitionKeys") or []]
+
+    @property
+    def columns(self) -> list[tuple[str, str]]:
+        sd = self.spec.get("StorageDescriptor") or {}
+        return [(c["Name"], c.get("Type", "string")) for c in sd.get("Columns") or []]
+
+    @property
+    def location(self) -> str | None:
+        return (self.spec.get("StorageDescriptor") or {}).get("Location")
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.spec.get("Parameters") or {})
+
+    @property
+    def filtering_enabled(self) -> bool:
+        return self.properties.get("partition_filtering.enabled", "true").strip().lower() != "false"
+
+    @property
+    def schema(self) -> Schema:
+        return Schema(tuple(Field(n, delta_type(t)) for n, t in self.columns + self.partition_keys))
+
+    def _ddl(self) -> str:
+        return ", ".join(f"`{n}` {t}" for n, t in self.columns + self.partition_keys)
+
+    def partition_predicate(self, where: str | None) -> str | None:
+        """The Glue expression for the conjuncts of `where` that name only partition keys."""
+        if not where:
+            return None
+        keys = {n.lower() for n, _ in self.partition_keys}
+        parts = []
+        for c in conjuncts(bind(where, self.schema)):
+            if {n.lower() for n in columns_of(c)} <= keys and columns_of(c):
+                text = glue_expression(c)
+                if text is not None:
+                    parts.append(text)
+        return " AND ".join(parts) if parts else None
+
+    def partitions(self, where: str | None = None) -> list[dict[str, Any]]:
+        expression = self.partition_predicate(where)
+        self.last_expression = expression if self.filtering_enabled else None
+        found = list(all_partitions(self.client, self.database, self.name, self.last_expression))
+        if expression and not self.filtering_enabled:
+            expr = parse(expression, self.partition_keys)
+            names = [n for n, _ in self.partition_keys]
+            found = [p for p in found if matches(expr, dict(zip(names, p["Values"])))]
+        return found
+
+    def read(self, where: str | None = None, columns: Sequence[str] | None = None) -> DataFrame:
+        parts = self.partitions(where)
+        self.last_partitions = len(parts)
+        df = self._read_partitions(parts)
+        if where:
+            df = df.filter(where)
+        return df.select(*[F.col(f"`{c}`") for c in columns]) if columns else df
+
+    def _read_partitions(self, parts: list[dict[str, Any]]) -> DataFrame:
+        reader = self.spark.read.schema(self._ddl())
+        if not parts:
+            return self.spark.createDataFrame([], self._ddl())
+        root = self.location.rstrip("/") if self.location else None
+        names = [n for n, _ in self.partition_keys]
+        locations = [(p.get("StorageDescriptor") or {}).get("Location", "") for p in parts]
+
+        def expected(values: list[str]) -> str:
+            return "/".join(f"{k}={escape_path_name(v) if v else '__HIVE_DEFAULT_PARTITION__'}"
+                            for k, v in zip(names, values))
+
+        hive = root is not None and all(
+            os.path.normpath(loc.removeprefix("file:")) == os.path.normpath(
+                os.path.join(root.removeprefix("file:"), expected(p["Values"])))
+            for loc, p in zip(locations, parts))
+        if hive:
+            return reader.option("basePath", root).parquet(*locations).select(
+                *[F.col(f"`{n}`") for n, _ in self.columns + self.partition_keys])
+        # Partitions anywhere: read each location and add its values as typed literals.
+        data_ddl = ", ".join(f"`{n}` {t}" for n, t in self.columns)
+        frames = []
+        for loc, p in zip(locations, parts):
+            df = self.spark.read.schema(data_ddl).parquet(loc)
+            for (k, t), v in zip(self.partition_keys, p["Values"]):
+                df = df.withColumn(k, F.lit(v if v != "" else None).cast(t))
+            frames.append(df)
+        out = frames[0]
+        for df in frames[1:]:
+            out = out.unionByName(df)
+        return out
