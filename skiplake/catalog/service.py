@@ -238,16 +238,20 @@ class GlueCatalog:
 
     # ------------------------------------------------------------------ partitions
 
-    def _partition_values_ok(self, conn: Connection, table_row: Any, values: Sequence[str]) -> None:
+    @staticmethod
+    def _live_indexes(conn: Connection, table_id: int) -> list[Any]:
+        return conn.execute(select(store.partition_indexes).where(and_(
+            store.partition_indexes.c.table_id == table_id,
+            store.partition_indexes.c.status.in_(("CREATING", "ACTIVE"))))).all()
+
+    def _partition_values_ok(self, table_row: Any, values: Sequence[str], indexes: list[Any]) -> None:
         """New partitions: arity, and (once an index exists) the indexed values' types and characters."""
         keys = _key_types(json.loads(table_row.body))
         if len(values) != len(keys):
             raise InvalidInputError(f"the table has {len(keys)} partition keys ({', '.join(keys)}); "
                                     f"{len(values)} values were given: {list(values)}")
         indexed: set[str] = set()
-        for idx in conn.execute(select(store.partition_indexes.c.key_names).where(and_(
-                store.partition_indexes.c.table_id == table_row.id,
-                store.partition_indexes.c.status.in_(("CREATING", "ACTIVE"))))).all():
+        for idx in indexes:
             indexed.update(json.loads(idx.key_names))
         for (name, type_), value in zip(keys.items(), values):
             if name not in indexed:
@@ -259,9 +263,11 @@ class GlueCatalog:
             if problem is not None:
                 raise InvalidInputError(f"partition value {value!r} is not a valid {type_} for indexed key {name!r}")
 
-    def _insert_partition(self, conn: Connection, table_row: Any, partition_input: dict) -> int:
+    def _insert_partition(self, conn: Connection, table_row: Any, partition_input: dict,
+                          indexes: list[Any] | None = None) -> int:
         values = [str(v) for v in partition_input.get("Values") or []]
-        self._partition_values_ok(conn, table_row, values)
+        indexes = self._live_indexes(conn, table_row.id) if indexes is None else indexes
+        self._partition_values_ok(table_row, values, indexes)
         key = json.dumps(values)
         if conn.execute(select(store.partitions.c.id).where(and_(store.partitions.c.table_id == table_row.id,
                                                                  store.partitions.c.values_key == key))).first():
@@ -270,15 +276,14 @@ class GlueCatalog:
         pid = conn.execute(insert(store.partitions).values(
             table_id=table_row.id, values_key=key, body=json.dumps(body, default=str),
             create_time=_now())).inserted_primary_key[0]
-        self._index_partition(conn, table_row, pid, values)
+        self._index_partition(conn, table_row, pid, values, indexes)
         return pid
 
-    def _index_partition(self, conn: Connection, table_row: Any, pid: int, values: Sequence[str]) -> None:
+    def _index_partition(self, conn: Connection, table_row: Any, pid: int, values: Sequence[str],
+                         indexes: list[Any]) -> None:
         keys = _key_types(json.loads(table_row.body))
         by_name = dict(zip(keys, values))
-        for idx in conn.execute(select(store.partition_indexes).where(and_(
-                store.partition_indexes.c.table_id == table_row.id,
-                store.partition_indexes.c.status.in_(("CREATING", "ACTIVE"))))).all():
+        for idx in indexes:
             names = json.loads(idx.key_names)
             kinds = [type_kind(keys[n]) for n in names]
             typed = [typed_value(by_name[n], k) for n, k in zip(names, kinds)]
@@ -296,17 +301,55 @@ class GlueCatalog:
         if len(PartitionInputList) > MAX_BATCH_CREATE:
             raise InvalidInputError(f"BatchCreatePartition takes at most {MAX_BATCH_CREATE} partitions, "
                                     f"not {len(PartitionInputList)}")
-        errors = []
+        errors: list[tuple[int, dict]] = []
+        position = {id(p): i for i, p in enumerate(PartitionInputList)}
+
+        def refuse(p: dict, e: CatalogError) -> None:
+            errors.append((position[id(p)], {"PartitionValues": p.get("Values") or [],
+                                             "ErrorDetail": {"ErrorCode": e.code, "ErrorMessage": e.message}}))
+
         with self.engine.begin() as conn:
             table_row = self._table_row(conn, DatabaseName, TableName)
+            indexes = self._live_indexes(conn, table_row.id)
+            # Check every item first (per-item errors), then write the good ones in bulk.
+            good: dict[str, tuple[list[str], dict]] = {}
             for p in PartitionInputList:
+                values = [str(v) for v in p.get("Values") or []]
                 try:
-                    with conn.begin_nested():
-                        self._insert_partition(conn, table_row, p)
+                    self._partition_values_ok(table_row, values, indexes)
                 except CatalogError as e:
-                    errors.append({"PartitionValues": p.get("Values") or [],
-                                   "ErrorDetail": {"ErrorCode": e.code, "ErrorMessage": e.message}})
-        return {"Errors": errors} if errors else {}
+                    refuse(p, e)
+                    continue
+                key = json.dumps(values)
+                if key in good:
+                    refuse(p, AlreadyExistsError(f"Partition {values} is in the request twice."))
+                    continue
+                good[key] = (values, p)
+            if good:
+                taken = {r.values_key for r in conn.execute(select(store.partitions.c.values_key).where(and_(
+                    store.partitions.c.table_id == table_row.id, store.partitions.c.values_key.in_(list(good)))))}
+                for key in taken:
+                    values, p = good.pop(key)
+                    refuse(p, AlreadyExistsError(f"Partition {values} already exists."))
+            if good:
+                now = _now()
+                rows = [{"table_id": table_row.id, "values_key": key, "create_time": now,
+                         "body": json.dumps({k: v for k, v in p.items() if k != "Values"}, default=str)}
+                        for key, (_, p) in good.items()]
+                ids = conn.execute(insert(store.partitions).returning(store.partitions.c.id,
+                                                                     store.partitions.c.values_key), rows).all()
+                keys = _key_types(json.loads(table_row.body))
+                entries = []
+                for pid, key in ids:
+                    by_name = dict(zip(keys, json.loads(key)))
+                    for idx in indexes:
+                        names = json.loads(idx.key_names)
+                        kinds = [type_kind(keys[n]) for n in names]
+                        entries.append({"index_id": idx.id, "partition_id": pid, "key": encode(
+                            [typed_value(by_name[n], k) for n, k in zip(names, kinds)], kinds)})
+                if entries:
+                    conn.execute(insert(store.index_entries), entries)
+        return {"Errors": [e for _, e in sorted(errors, key=lambda x: x[0])]} if errors else {}
 
     def _partition_out(self, table_row: Any, row: Any, exclude_columns: bool = False) -> dict:
         body = json.loads(row.body)
