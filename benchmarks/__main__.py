@@ -14,7 +14,8 @@ import os
 import subprocess
 import sys
 
-BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurrency", "bench_planning", "bench_skipping"]
+BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurrency", "bench_planning", "bench_skipping",
+              "bench_catalog"]
 
 
 def main(argv: list[str] | None = None) -> int:
