@@ -57,6 +57,13 @@ class Lake:
         from skiplake.spark.catalog_tables import CatalogTable
         return CatalogTable(self.spark, self.catalog, database, table, spec)
 
+    def _in_catalog(self, name: str) -> bool:
+        try:
+            self.catalog_table(name)
+            return True
+        except NotATableError:
+            return False
+
     def path_of(self, name: str) -> str:
         if self.root is None:
             raise InvalidArgumentError(f"this Lake has no root folder for table {name!r}; use catalog_table(...)")
@@ -125,6 +132,8 @@ class Lake:
                 continue
             if n in known and not t.db:
                 out[n] = self.table(known[n])
+            elif not t.db and self.catalog is not None and self._in_catalog(t.name):
+                out[n] = self.catalog_table(t.name)
             elif not t.db:
                 try:
                     self.spark.catalog.getTable(t.name)

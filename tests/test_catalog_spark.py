@@ -76,3 +76,19 @@ def test_unknown_catalog_table(spark, hive_table):
     catalog, *_ = hive_table
     with pytest.raises(skiplake.errors.NotATableError, match="no such table"):
         skiplake.Lake(spark, catalog=catalog, database="sales").table("nope")
+
+
+def test_lake_sql_prunes_catalog_partitions(spark, hive_table):
+    catalog, db, df, location = hive_table
+    from skiplake.catalog.client import catalog_client
+    from skiplake.catalog.sync import sync_partitions
+    sync_partitions(catalog_client(catalog), "sales", "sales_data")
+    lake = skiplake.Lake(spark, catalog=catalog, database="sales")
+    df.createOrReplaceTempView("plain_sales")
+    for query in ["SELECT count(*) AS n, sum(amount) AS s FROM sales_data WHERE country = 'UK' AND year = 2017",
+                  "SELECT a.country, count(*) AS n FROM sales_data a JOIN sales_data b ON a.id = b.id "
+                  "WHERE b.year = 2018 AND a.day = DATE'2020-01-03' GROUP BY a.country"]:
+        got = sorted(map(tuple, lake.sql(query).collect()))
+        assert got == sorted(map(tuple, spark.sql(query.replace("sales_data", "plain_sales")).collect())), query
+    lake.sql("SELECT count(*) FROM sales_data WHERE country = 'UK' AND year = 2017").collect()
+    assert catalog.last_plan["keys_used"] == ["country", "year"]

@@ -34,12 +34,13 @@ from sqlglot.errors import ParseError, TokenError
 
 from skiplake.errors import InvalidPredicateError
 from skiplake.expr.parse import bind
-from skiplake.expr.tree import And, Node, Or
+from skiplake.expr.tree import And, Node, Or, to_sql
 from skiplake.scan import ScanPlan, ScanReport, plan_scan
 from skiplake.spark.read import read_files
 from skiplake.spark.types import to_spark
 
 if TYPE_CHECKING:
+    from skiplake.log.schema import Schema
     from skiplake.table import Table
 
 
@@ -51,7 +52,34 @@ class TableReference:
     label: str                      # how the query names it ("store_sales AS ss")
     view: str                       # the temporary view that stands for it while the query runs
     filters: list[list[str]] = field(default_factory=list)  # per occurrence in the plan: conjuncts
-    plan: ScanPlan | None = None
+    plan: ScanPlan | None = None     # a skiplake table's planned files
+    where: str | None = None         # a catalog (Hive-style Parquet) table's pushed predicate
+
+    @property
+    def is_delta(self) -> bool:
+        return hasattr(self.table, "snapshot")
+
+    @property
+    def schema(self) -> "Schema":
+        return self.table.snapshot.schema if self.is_delta else self.table.schema
+
+    def relation_schema(self) -> Any:
+        """What the stand-in relation of the analysis is declared with (a StructType or DDL)."""
+        return to_spark(self.table.snapshot.schema) if self.is_delta else self.table._ddl()
+
+    def plan_with(self, predicate: Node | None) -> None:
+        if self.is_delta:
+            self.plan = plan_scan(self.table.snapshot, predicate)
+            self.plan.report = replace(self.plan.report, label=self.label)
+        else:
+            self.where = to_sql(predicate) if predicate is not None else None
+
+    def dataframe(self, spark: SparkSession) -> DataFrame:
+        if not self.is_delta:
+            return self.table.read(self.where)
+        snap = self.table.snapshot
+        assert self.plan is not None
+        return read_files(spark, snap.table_path, snap.schema, snap.partition_columns, self.plan.files)
 
 
 @dataclass
@@ -274,7 +302,7 @@ def _normal(path: str) -> str:
 
 def _predicate(ref: TableReference) -> Node | None:
     """OR over the occurrences of the AND of each occurrence's bound conjuncts; None = all files."""
-    schema = ref.table.snapshot.schema
+    schema = ref.schema
     if not ref.filters:
         return None
     per_occurrence: list[Node] = []
@@ -311,7 +339,7 @@ def _single_table_where(tree: exp.Expression, refs: list[TableReference]) -> Nod
     if where is None:
         return None
     try:
-        return bind(where.this.sql(dialect="spark"), refs[0].table.snapshot.schema)
+        return bind(where.this.sql(dialect="spark"), refs[0].schema)
     except InvalidPredicateError:
         return None
 
@@ -339,8 +367,7 @@ def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"],
     sql = _rewrite(query, found, [r.view for r in refs])
     single = _single_table_where(tree, refs)
     if single is not None:
-        refs[0].plan = plan_scan(refs[0].table.snapshot, single)
-        refs[0].plan.report = replace(refs[0].plan.report, label=refs[0].label)
+        refs[0].plan_with(single)
         return QueryScans(sql, refs, True)
     scratch = tempfile.mkdtemp(prefix="skiplake-sql-")
     try:
@@ -349,7 +376,7 @@ def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"],
             empty = os.path.join(scratch, str(i))
             os.mkdir(empty)
             roots[os.path.normpath(empty)] = i
-            spark.read.schema(to_spark(ref.table.snapshot.schema)).parquet(empty).createOrReplaceTempView(ref.view)
+            spark.read.schema(ref.relation_schema()).parquet(empty).createOrReplaceTempView(ref.view)
         optimized = spark.sql(sql)._jdf.queryExecution().optimizedPlan()
         for i, filters in pushed_filters(optimized, roots).items():
             refs[i].filters = filters
@@ -358,8 +385,7 @@ def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"],
             spark.catalog.dropTempView(ref.view)
         shutil.rmtree(scratch, ignore_errors=True)
     for ref in refs:
-        ref.plan = plan_scan(ref.table.snapshot, _predicate(ref))
-        ref.plan.report = replace(ref.plan.report, label=ref.label)
+        ref.plan_with(_predicate(ref))
     return QueryScans(sql, refs, True)
 
 
@@ -374,10 +400,7 @@ def run_query(spark: SparkSession, query: str, tables: dict[str, "Table"],
                 table.read().createOrReplaceTempView(key)
         return spark.sql(query), scans
     for ref in scans.references:
-        snap = ref.table.snapshot
-        assert ref.plan is not None
-        read_files(spark, snap.table_path, snap.schema, snap.partition_columns,
-                   ref.plan.files).createOrReplaceTempView(ref.view)
+        ref.dataframe(spark).createOrReplaceTempView(ref.view)
     try:
         df = spark.sql(scans.sql)
     finally:
