@@ -74,6 +74,9 @@ index_entries = Table(
     Column("partition_id", Integer, ForeignKey("partitions.id", ondelete="CASCADE"), primary_key=True),
 )
 Index("ix_index_entries_partition", index_entries.c.partition_id)
+# A full scan pages through a table's partitions by id: without this the database re-reads the
+# table for every page (quadratic in the number of partitions).
+Index("ix_partitions_table_id", partitions.c.table_id, partitions.c.id)
 
 
 def connect(url: str) -> Engine:
@@ -94,6 +97,9 @@ def connect(url: str) -> Engine:
 def migrate(engine: Engine) -> None:
     """Create the schema, or check the version of an existing one."""
     metadata.create_all(engine)
+    for table in metadata.sorted_tables:
+        for index in table.indexes:  # indexes added after a database was created
+            index.create(engine, checkfirst=True)
     with engine.begin() as conn:
         row = conn.execute(select(catalog_meta.c.value).where(catalog_meta.c.key == "schema_version")).first()
         if row is None:
