@@ -57,12 +57,11 @@ class Lake:
         from skiplake.spark.catalog_tables import CatalogTable
         return CatalogTable(self.spark, self.catalog, database, table, spec)
 
-    def _in_catalog(self, name: str) -> bool:
+    def _catalog_table_or_none(self, name: str) -> Any:
         try:
-            self.catalog_table(name)
-            return True
+            return self.catalog_table(name)
         except NotATableError:
-            return False
+            return None
 
     def path_of(self, name: str) -> str:
         if self.root is None:
@@ -132,12 +131,13 @@ class Lake:
                 continue
             if n in known and not t.db:
                 out[n] = self.table(known[n])
-            elif not t.db and self.catalog is not None and self._in_catalog(t.name):
-                out[n] = self.catalog_table(t.name)
+            elif not t.db and self.catalog is not None and (found := self._catalog_table_or_none(t.name)) is not None:
+                out[n] = found
             elif not t.db:
                 try:
                     self.spark.catalog.getTable(t.name)
                 except Exception:
-                    raise NotATableError(os.path.join(self.root, t.name),
+                    where = os.path.join(self.root, t.name) if self.root else f"{self.database}.{t.name}"
+                    raise NotATableError(where,
                                          f"the query names table {t.name!r}; the lake has {sorted(known.values())}")
         return out

@@ -281,14 +281,9 @@ class GlueCatalog:
 
     def _index_partition(self, conn: Connection, table_row: Any, pid: int, values: Sequence[str],
                          indexes: list[Any]) -> None:
-        keys = _key_types(json.loads(table_row.body))
-        by_name = dict(zip(keys, values))
-        for idx in indexes:
-            names = json.loads(idx.key_names)
-            kinds = [type_kind(keys[n]) for n in names]
-            typed = [typed_value(by_name[n], k) for n, k in zip(names, kinds)]
-            conn.execute(insert(store.index_entries).values(index_id=idx.id, key=encode(typed, kinds),
-                                                           partition_id=pid))
+        entries = _index_entries(indexes, _key_types(json.loads(table_row.body)), pid, values)
+        if entries:
+            conn.execute(insert(store.index_entries), entries)
 
     def create_partition(self, DatabaseName: str, TableName: str, PartitionInput: dict,
                          CatalogId: str | None = None) -> dict:
@@ -305,8 +300,7 @@ class GlueCatalog:
         position = {id(p): i for i, p in enumerate(PartitionInputList)}
 
         def refuse(p: dict, e: CatalogError) -> None:
-            errors.append((position[id(p)], {"PartitionValues": p.get("Values") or [],
-                                             "ErrorDetail": {"ErrorCode": e.code, "ErrorMessage": e.message}}))
+            errors.append((position[id(p)], _item_error(p, e)))
 
         with self.engine.begin() as conn:
             table_row = self._table_row(conn, DatabaseName, TableName)
@@ -339,14 +333,7 @@ class GlueCatalog:
                 ids = conn.execute(insert(store.partitions).returning(store.partitions.c.id,
                                                                      store.partitions.c.values_key), rows).all()
                 keys = _key_types(json.loads(table_row.body))
-                entries = []
-                for pid, key in ids:
-                    by_name = dict(zip(keys, json.loads(key)))
-                    for idx in indexes:
-                        names = json.loads(idx.key_names)
-                        kinds = [type_kind(keys[n]) for n in names]
-                        entries.append({"index_id": idx.id, "partition_id": pid, "key": encode(
-                            [typed_value(by_name[n], k) for n, k in zip(names, kinds)], kinds)})
+                entries = [e for pid, key in ids for e in _index_entries(indexes, keys, pid, json.loads(key))]
                 if entries:
                     conn.execute(insert(store.index_entries), entries)
         return {"Errors": [e for _, e in sorted(errors, key=lambda x: x[0])]} if errors else {}
@@ -422,8 +409,7 @@ class GlueCatalog:
                     row = self._partition_row(conn, t, p.get("Values") or [])
                     conn.execute(delete(store.partitions).where(store.partitions.c.id == row.id))
                 except CatalogError as e:
-                    errors.append({"PartitionValues": p.get("Values") or [],
-                                   "ErrorDetail": {"ErrorCode": e.code, "ErrorMessage": e.message}})
+                    errors.append(_item_error(p, e))
         return {"Errors": errors} if errors else {}
 
     def get_partitions(self, DatabaseName: str, TableName: str, Expression: str | None = None,
@@ -667,6 +653,24 @@ def _segment(segment: dict | None) -> tuple[int, int]:
         raise InvalidInputError(f"Segment must have 1 <= TotalSegments <= {MAX_SEGMENTS} and "
                                 f"0 <= SegmentNumber < TotalSegments, not {segment}")
     return number, total
+
+
+def _index_entries(indexes: list[Any], keys: dict[str, str], pid: int, values: Sequence[str]) -> list[dict]:
+    """The rows of index_entries for one partition (values in the table's key order)."""
+    by_name = dict(zip(keys, values))
+    out = []
+    for idx in indexes:
+        names = json.loads(idx.key_names)
+        kinds = [type_kind(keys[n]) for n in names]
+        out.append({"index_id": idx.id, "partition_id": pid,
+                    "key": encode([typed_value(by_name[n], k) for n, k in zip(names, kinds)], kinds)})
+    return out
+
+
+def _item_error(partition: dict, error: CatalogError) -> dict:
+    """One entry of a batch operation's Errors list, as Glue shapes it."""
+    return {"PartitionValues": partition.get("Values") or [],
+            "ErrorDetail": {"ErrorCode": error.code, "ErrorMessage": error.message}}
 
 
 def _key_types(body: dict) -> dict[str, str]:

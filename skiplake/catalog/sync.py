@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skiplake.catalog.client import CatalogClient, all_partitions
-from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, unescape_path_name
+from skiplake.layout.partitioning import parse_partition_dir
 
 BATCH = 100
 
@@ -41,8 +41,8 @@ def partition_folders(location: str, keys: list[str]) -> list[tuple[list[str], s
         for entry in sorted(os.listdir(path)):
             full = os.path.join(path, entry)
             if os.path.isdir(full) and entry.lower().startswith(prefix):
-                raw = unescape_path_name(entry[len(prefix):])
-                walk(full, depth + 1, values + ["" if raw == HIVE_DEFAULT_PARTITION else raw])
+                # Glue spells a NULL partition value as "".
+                walk(full, depth + 1, values + [next(iter(parse_partition_dir(entry).values())) or ""])
 
     if os.path.isdir(root):
         walk(root, 0, [])

@@ -169,8 +169,8 @@ def _leaf(node: Node, col: ColumnStats) -> Masks:
         return Masks(can_t, can_f, col.may_null.copy())
     if isinstance(node, InList):
         values = [_scalar(v, col) for v in node.values]
-        can_t = _any_inside(lo, hi, values)
         value_set = pa.array([s.as_py() for s in values], type=values[0].type) if values else pa.array([], lo.type)
+        can_t = _any_inside(lo, hi, value_set)
         single = col.exact & _np(pc.equal(lo, hi), False) & _np(pc.is_in(lo, value_set=value_set), False)
         can_f = ~single
         zeros = np.zeros(size, bool)
@@ -188,18 +188,17 @@ def _leaf(node: Node, col: ColumnStats) -> Masks:
     raise _Mismatch
 
 
-def _any_inside(lo: pa.Array, hi: pa.Array, values: list[pa.Scalar]) -> np.ndarray:
+def _any_inside(lo: pa.Array, hi: pa.Array, values: pa.Array) -> np.ndarray:
     """For each file, whether some value v has lo <= v <= hi (unknown bounds are open)."""
     size = len(lo)
-    if not values:
+    if not len(values):
         return np.zeros(size, bool)
     if len(values) <= 4:
         out = np.zeros(size, bool)
         for v in values:
             out |= _np(pc.less_equal(lo, v), True) & _np(pc.less_equal(v, hi), True)
         return out
-    sorted_values = pc.sort_indices(pa.array([v.as_py() for v in values], type=values[0].type))
-    keys = sortable(pa.array([v.as_py() for v in values], type=values[0].type).take(sorted_values))
+    keys = sortable(values.take(pc.sort_indices(values)))
     lo_keys, hi_keys = sortable(lo), sortable(hi)
     lo_known, hi_known = np.asarray(lo.is_valid()), np.asarray(hi.is_valid())
     # The first value >= lo (or the smallest value when lo is unknown) must be <= hi.

@@ -23,7 +23,7 @@ from skiplake.catalog.client import CatalogClient, all_partitions
 from skiplake.catalog.expression import matches, parse
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or, StartsWith, columns_of, conjuncts
-from skiplake.layout.partitioning import escape_path_name
+from skiplake.layout.partitioning import partition_dir
 from skiplake.log.schema import Field, Schema
 
 _GLUE_TO_DELTA = {"string": "string", "varchar": "string", "char": "string", "int": "integer",
@@ -158,13 +158,9 @@ class CatalogTable:
         names = [n for n, _ in self.partition_keys]
         locations = [(p.get("StorageDescriptor") or {}).get("Location", "") for p in parts]
 
-        def expected(values: list[str]) -> str:
-            return "/".join(f"{k}={escape_path_name(v) if v else '__HIVE_DEFAULT_PARTITION__'}"
-                            for k, v in zip(names, values))
-
         hive = root is not None and all(
             os.path.normpath(loc.removeprefix("file:")) == os.path.normpath(
-                os.path.join(root.removeprefix("file:"), expected(p["Values"])))
+                os.path.join(root.removeprefix("file:"), partition_dir(names, dict(zip(names, p["Values"])))))
             for loc, p in zip(locations, parts))
         if hive:
             return reader.option("basePath", root).parquet(*locations).select(
