@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
@@ -14,6 +14,23 @@ from skiplake.expr.parse import parse_sql
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import LOG_DIR
 from skiplake.scan import ScanReport
+
+if TYPE_CHECKING:
+    from skiplake.spark.bucket_join import JoinReport
+
+
+class QueryExplain(list):
+    """lake.explain's answer: a list of ScanReport (one per table reference), plus `joins`."""
+
+    def __init__(self, reports: Sequence[ScanReport], joins: Sequence["JoinReport"] = ()) -> None:
+        super().__init__(reports)
+        self.joins = list(joins)
+
+    def text(self) -> str:
+        return "\n".join([r.text() for r in self] + [j.text() for j in self.joins])
+
+    def to_dict(self) -> dict:
+        return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins]}
 from skiplake.table import BucketSpec, Table
 
 
@@ -105,15 +122,43 @@ class Lake:
         df, _ = run_query(self.spark, query, self._tables_of(query, tree), tree)
         return df
 
-    def explain(self, query: str) -> list[ScanReport]:
-        """One scan report per lake table reference of `query`: what `sql(query)` would read."""
+    def explain(self, query: str) -> "QueryExplain":
+        """One scan report per lake table reference of `query`: what `sql(query)` would read.
+        Its `joins` say, for each join of two lake tables, whether it runs as a bucket join."""
         from skiplake.spark.sql import plan_query
         tree = parse_sql(query)
         scans = plan_query(self.spark, query, self._tables_of(query, tree), tree)
         if not scans.analysed:
             raise InvalidArgumentError(f"cannot plan the scans of this query ({scans.reason}); "
                                        "lake.sql() runs it over whole tables")
-        return scans.reports
+        return QueryExplain(scans.reports, scans.joins)
+
+    def bucket_join(self, left: "Table | str", right: "Table | str",
+                    on: str | Sequence[str] | Sequence[tuple[str, str]], how: str = "inner",
+                    left_where: str | None = None, right_where: str | None = None) -> DataFrame:
+        """Join two lake tables on `on`; when both are bucketed alike on those columns, with no
+        shuffle of either side (each task joins one bucket's files). See explain_join."""
+        df, _ = self._bucket_join(left, right, on, how, left_where, right_where)
+        return df
+
+    def explain_join(self, left: "Table | str", right: "Table | str",
+                     on: str | Sequence[str] | Sequence[tuple[str, str]], how: str = "inner",
+                     left_where: str | None = None, right_where: str | None = None) -> "JoinReport":
+        """What bucket_join(...) would do: each side's scan, and bucket join or why not."""
+        _, report = self._bucket_join(left, right, on, how, left_where, right_where)
+        return report
+
+    def _bucket_join(self, left: "Table | str", right: "Table | str", on: Any, how: str,
+                     left_where: str | None, right_where: str | None) -> tuple[DataFrame, "JoinReport"]:
+        from skiplake.spark.bucket_join import bucket_join
+        tables = []
+        for t in (left, right):
+            table = self.table(t) if isinstance(t, str) else t
+            if not isinstance(table, Table):
+                raise InvalidArgumentError(f"{t!r} is not a skiplake (Delta) table; bucket joins need two")
+            tables.append(table)
+        labels = [t if isinstance(t, str) else None for t in (left, right)]
+        return bucket_join(self.spark, tables[0], tables[1], on, how, left_where, right_where, labels[0], labels[1])
 
     def _tables_of(self, query: str, tree: exp.Expression) -> dict[str, Table]:
         from skiplake.spark.sql import names_cte

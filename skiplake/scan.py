@@ -13,7 +13,9 @@ import numpy as np
 
 import pyarrow as pa
 
+from skiplake.expr.bucket_eval import selected_buckets
 from skiplake.expr.parse import bind
+from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.expr.stats_table import StatsTable
 from skiplake.expr.vector_eval import may_match_files
 from skiplake.expr.tree import Node, columns_of, conjuncts, to_sql
@@ -76,10 +78,12 @@ class ScanReport:
 class ScanPlan:
     """The files a scan must read (as the snapshot's Arrow rows), its report and bound predicate."""
 
-    def __init__(self, selected: pa.Table, report: ScanReport, predicate: Node | None) -> None:
+    def __init__(self, selected: pa.Table, report: ScanReport, predicate: Node | None,
+                 buckets: frozenset[int] | None = None) -> None:
         self.selected = selected
         self.report = report
         self.predicate = predicate
+        self.buckets = buckets  # the buckets the predicate may select; None when not bucketed or all
         self._files: list[AddFile] | None = None
 
     @property
@@ -128,12 +132,20 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None) -> ScanPlan:
     table = snapshot.files
     parts = snapshot.partition_columns
     partition_filters, data_filters = split_filters(node, parts)
+    spec = bucket_spec_of(snapshot.configuration)
+    buckets = None
+    if spec is not None:
+        buckets = selected_buckets(node, spec.columns, [snapshot.schema.field(c).type for c in spec.columns],
+                                   spec.num_buckets)
     if node is None or table.num_rows == 0:
         mask = np.ones(table.num_rows, dtype=bool)
-        selected = table
     else:
         mask = may_match_files(node, stats)
-        selected = table if mask.all() else table.filter(pa.array(mask))
+        if buckets is not None:
+            ids = stats.bucket_ids
+            # A file without a bucket id (another writer's) may hold any bucket's rows.
+            mask &= np.isin(ids, np.fromiter(buckets, dtype=np.int64, count=len(buckets))) | (ids < 0)
+    selected = table if mask.all() else table.filter(pa.array(mask))
     sizes = table.column("size").to_numpy() if table.num_rows else np.zeros(0, np.int64)
     records = stats.num_records
     report = ScanReport(
@@ -143,7 +155,9 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None) -> ScanPlan:
         bytes_total=int(sizes.sum()), bytes_selected=int(sizes[mask].sum()),
         partitions_total=len(stats.partition_keys) if parts else 0,
         partitions_selected=len(np.unique(stats.partition_ids[mask])) if parts else 0,
+        buckets_total=spec.num_buckets if spec else 0,
+        buckets_selected=(spec.num_buckets if buckets is None else len(buckets)) if spec else 0,
         rows_total=_rows(records), rows_selected=_rows(records[mask]),
         partition_filters=partition_filters, data_filters=data_filters,
     )
-    return ScanPlan(selected, report, node)
+    return ScanPlan(selected, report, node, buckets)

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
@@ -26,20 +27,13 @@ from skiplake.log.commit import ReadSet, check_writable_snapshot, commit, create
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import (Snapshot, add_files_from_arrow, commit_timestamps, list_log, log_storage,
                                    read_commit)
-from skiplake.scan import ScanPlan, plan_scan
+from skiplake.scan import ScanPlan, plan_scan, stats_table
+from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.partitioning import absolute_path
 from skiplake.spark.read import read_files
 from skiplake.spark.session import ensure_conf
 from skiplake.spark.types import conform, from_spark, schema_differences, to_spark
 from skiplake.spark.write import WriteOptions, check_partition_types, write_files
-
-
-@dataclass(frozen=True)
-class BucketSpec:
-    """Hash bucketing of a table (Spark's Murmur3, seed 42). Stored now; bucketed writes come later."""
-    num_buckets: int
-    columns: list[str]
-    sort_by: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -98,10 +92,15 @@ class Table:
         if len(parts) == len(sch.fields) and parts:
             raise InvalidArgumentError(f"{path}: a table needs at least one column that is not a partition column")
         config = {k: str(v) for k, v in (properties or {}).items()}
+        reserved = sorted(k for k in config if k.startswith("skiplake.bucketing."))
+        if reserved:
+            raise InvalidArgumentError(f"{path}: give the bucketing as bucket_by=BucketSpec(...), "
+                                       f"not as properties {reserved}")
         if bucket_by is not None:
-            raise InvalidArgumentError(
-                f"{path}: bucketed tables (bucket_by=) are not supported by this release yet; "
-                "create the table without bucket_by.")
+            if not isinstance(bucket_by, BucketSpec):
+                raise InvalidArgumentError(f"{path}: bucket_by must be a skiplake.BucketSpec, not {type(bucket_by)}")
+            bucket_by = bucket_by.resolved(path, sch, parts)
+            config.update(bucket_by.to_configuration())
         level = config.get("delta.isolationLevel")
         if level is not None and level not in ("Serializable", "WriteSerializable"):
             raise InvalidArgumentError(
@@ -138,7 +137,7 @@ class Table:
 
     @property
     def bucket_spec(self) -> BucketSpec | None:
-        return None
+        return bucket_spec_of(self.snapshot.configuration)
 
     @property
     def properties(self) -> dict[str, str]:
@@ -354,9 +353,17 @@ class Transaction:
     def write(self, df: DataFrame, data_change: bool = True, options: WriteOptions | None = None,
               tags: dict[str, str] | None = None) -> list[AddFile]:
         """Write an already conformed DataFrame as new files; they join the commit."""
-        adds = write_files(df, self.path, self.schema, self.partition_columns, options, data_change, tags)
+        adds = write_files(df, self.path, self.schema, self.partition_columns, options, data_change, tags,
+                           bucket_spec_of(self.snapshot.configuration), self._bytes_per_row())
         self.actions.extend(adds)
         return adds
+
+    def _bytes_per_row(self) -> float | None:
+        """The snapshot's average stored bytes per row, which sizes bucket files (None when unknown)."""
+        records = stats_table(self.snapshot).num_records
+        if not len(records) or np.isnan(records).any() or records.sum() == 0:
+            return None
+        return float(self.snapshot.files.column("size").to_numpy().sum() / records.sum())
 
     def append(self, df: DataFrame, merge_schema: bool = False, options: WriteOptions | None = None) -> list[AddFile]:
         return self.write(self.prepare(df, merge_schema), options=options)

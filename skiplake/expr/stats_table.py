@@ -24,6 +24,7 @@ import pyarrow.json as pj
 
 from skiplake.expr.evaluate import MAX_CHAR, STRING_PREFIX_LENGTH
 from skiplake.expr.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
+from skiplake.layout.bucket_spec import BUCKET_TAG
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 
 _JSON_BLOCK = 8 << 20
@@ -84,10 +85,23 @@ class StatsTable:
         self._num_records: np.ndarray | None = None
         self._partition_ids: np.ndarray | None = None
         self._partition_keys: list[tuple[str | None, ...]] | None = None
+        self._bucket_ids: np.ndarray | None = None
 
     @property
     def num_files(self) -> int:
         return self.files.num_rows
+
+    @property
+    def bucket_ids(self) -> np.ndarray:
+        """Each file's bucket id from its tags (BUCKET_TAG); -1 for a file that has none."""
+        if self._bucket_ids is None:
+            if self.num_files == 0:
+                self._bucket_ids = np.zeros(0, dtype=np.int64)
+            else:
+                found = pc.map_lookup(self.files.column("tags"), pa.scalar(BUCKET_TAG, pa.string()), "first")
+                self._bucket_ids = (pc.fill_null(pc.cast(found, pa.int64()), -1)
+                                    .to_numpy(zero_copy_only=False).astype(np.int64))
+        return self._bucket_ids
 
     # ---------------------------------------------------------------- partitions
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError
+from skiplake.layout.bucket_spec import BUCKET_TAG
+from skiplake.spark.write import WriteOptions
 
 if TYPE_CHECKING:
     from skiplake.scan import ScanPlan
@@ -46,7 +48,13 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
              progress: Callable[[str], None] | None = None) -> "OptimizeResult | Transaction":
     if target_file_size <= 0:
         raise InvalidArgumentError("target_file_size must be positive")
+    spec = table.bucket_spec
     if zorder_by is not None:
+        if spec is not None:
+            raise InvalidArgumentError(
+                f"{table.path} is bucketed by {list(spec.columns)}: its files are one per bucket, so Z-ordering "
+                "cannot regroup rows across files; order rows within each bucket with "
+                "BucketSpec(sort_by=[...]) instead")
         from skiplake.spark.zorder import zorder
         if isinstance(zorder_by, str):
             zorder_by = [zorder_by]
@@ -56,7 +64,9 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
     check_where(txn, plan, where)
     by_partition = defaultdict(list)
     for f in plan.files:
-        by_partition[tuple(sorted((f.partitionValues or {}).items()))].append(f)
+        # A bucketed table compacts each bucket of a partition on its own: files never mix buckets.
+        bucket = (f.tags or {}).get(BUCKET_TAG) if spec is not None else None
+        by_partition[(tuple(sorted((f.partitionValues or {}).items())), bucket)].append(f)
     # Partitions whose small files fit in one target-sized file are compacted together in one
     # job (one task per partition); a partition that needs n files gets a job of n tasks.
     chosen: list = []
@@ -76,11 +86,15 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
         return OptimizeResult(None, 0, 0, 0, 0, 0)
     parts = [F.col(f"`{p}`") for p in txn.partition_columns]
     adds = []
-    if single:
+    if spec is not None:
+        # The bucketed writer lays out one file per (partition, bucket), split past the target size.
+        adds += txn.write(txn.read_files(chosen), data_change=False,
+                          options=WriteOptions(target_file_size=target_file_size))
+    elif single:
         df = txn.read_files([f for group in single for f in group])
         df = df.repartition(len(single), *parts) if parts else df.repartition(1)
         adds += txn.write(df, data_change=False)
-    for files, n in multi:
+    for files, n in (multi if spec is None else []):
         adds += txn.write(txn.read_files(files).repartition(n), data_change=False)
     txn.remove(chosen, data_change=False)
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
@@ -88,4 +102,4 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
         return txn
     version = txn.commit()
     return OptimizeResult(version, len(chosen), len(adds), sum(f.size for f in chosen), sum(a.size for a in adds),
-                          len(single) + len(multi))
+                          len({tuple(sorted((f.partitionValues or {}).items())) for f in chosen}))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,6 +21,9 @@ from skiplake.layout.partitioning import absolute_path, from_log_path, parse_par
 from skiplake.log.actions import AddFile
 from skiplake.log.schema import Schema
 from skiplake.spark.types import spark_type, to_spark
+
+if TYPE_CHECKING:
+    from skiplake.layout.bucket_spec import BucketSpec
 
 
 FILE_COLUMN = "__skiplake_file"
@@ -46,30 +49,41 @@ def _same_values(from_dir: dict[str, str | None], logged: dict[str, str | None],
     return True
 
 
+def hive_layout(table_path: str, partition_columns: list[str], files: Sequence[AddFile]) -> bool:
+    """Whether every file sits in the Hive-style folder that spells its logged partition values."""
+    if not partition_columns:
+        return True
+    root = os.path.abspath(table_path)
+    for f in files:
+        p = absolute_path(root, f.path)
+        if not p.startswith(root + os.sep) or not _same_values(
+                parse_partition_dir(os.path.relpath(os.path.dirname(p), root)), f.partitionValues, partition_columns):
+            return False
+    return True
+
+
 def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
                files: Sequence[AddFile], columns: Sequence[str] | None = None,
-               with_file_info: bool = False) -> DataFrame:
+               with_file_info: bool = False, bucket_spec: "BucketSpec | None" = None) -> DataFrame:
     """A DataFrame over exactly `files`, with the table's columns (partition columns included).
 
     with_file_info adds FILE_COLUMN (the file's path as Spark names it) and ROW_COLUMN (the
-    row's index in its file), which identify every target row of a DELETE/UPDATE/MERGE."""
+    row's index in its file), which identify every target row of a DELETE/UPDATE/MERGE.
+    bucket_spec declares the files bucketed to Spark (see bucketed_relation): the caller checks
+    that every file carries its bucket id in its name and that the files are in Hive layout."""
     full_schema = to_spark(schema)
     if not files:
         df = spark.createDataFrame([], full_schema)
         return df.select(*columns) if columns else df
     root = os.path.abspath(table_path)
     paths = [absolute_path(root, f.path) for f in files]
-    hive_layout = all(
-        p.startswith(root + os.sep)
-        and _same_values(parse_partition_dir(os.path.relpath(os.path.dirname(p), root)), f.partitionValues,
-                         partition_columns)
-        for p, f in zip(paths, files)
-    ) if partition_columns else True
-    if hive_layout:
+    if hive_layout(root, partition_columns, files):
         reader = spark.read.schema(full_schema)
         if partition_columns:
             reader = reader.option("basePath", root)
         df = reader.parquet(*paths)
+        if bucket_spec is not None:
+            df = bucketed_relation(df, bucket_spec)
         lowered = {c.lower() for c in partition_columns}
         natural = [n for n in schema.names if n.lower() not in lowered] + list(partition_columns)
         # Spark puts partition columns last; a select that changes nothing still costs an analysis.
@@ -78,6 +92,33 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     else:
         df = _read_by_partition(spark, schema, partition_columns, files, paths, with_file_info)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df
+
+
+def bucketed_relation(df: DataFrame, spec: "BucketSpec") -> DataFrame:
+    """`df` (one Parquet relation over a file list) with the table's bucket spec declared.
+
+    Spark's bucketed scan then reads bucket i's files in task i (taking each file's bucket from
+    the `_%05d` suffix of its name) and reports its output hash-partitioned by the bucket
+    columns, so a join or aggregation on them needs no Exchange. Only the relation's metadata
+    changes: the same files, schema and options, through Spark's internal API (py4j)."""
+    jvm = df.sparkSession._jvm
+    plan = df._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() != "LogicalRelation":
+        raise TypeError(f"expected a file relation, found {plan.getClass().getSimpleName()}")
+    rel = plan.relation()
+    convert = jvm.scala.jdk.javaapi.CollectionConverters
+
+    def seq(items: Sequence[str]) -> object:
+        return convert.asScala(jvm.java.util.ArrayList(list(items))).toSeq()
+
+    spec_j = jvm.org.apache.spark.sql.catalyst.catalog.BucketSpec(spec.num_buckets, seq(spec.columns),
+                                                                   seq(spec.sort_by))
+    relation = jvm.org.apache.spark.sql.execution.datasources.HadoopFsRelation(
+        rel.location(), rel.partitionSchema(), rel.dataSchema(), jvm.scala.Some(spec_j), rel.fileFormat(),
+        rel.options(), rel.sparkSession())
+    bucketed = plan.copy(relation, plan.output(), plan.catalogTable(), plan.isStreaming(), plan.stream())
+    jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(df.sparkSession._jsparkSession, bucketed)
+    return DataFrame(jdf, df.sparkSession)
 
 
 def _read_by_partition(spark: SparkSession, schema: Schema, partition_columns: list[str],

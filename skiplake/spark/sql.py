@@ -35,7 +35,9 @@ from sqlglot.errors import ParseError, TokenError
 from skiplake.errors import InvalidPredicateError
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import And, Node, Or, to_sql
+from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.scan import ScanPlan, ScanReport, plan_scan
+from skiplake.spark.bucket_join import JoinReport
 from skiplake.spark.read import read_files
 from skiplake.spark.types import to_spark
 
@@ -54,6 +56,9 @@ class TableReference:
     filters: list[list[str]] = field(default_factory=list)  # per occurrence in the plan: conjuncts
     plan: ScanPlan | None = None     # a skiplake table's planned files
     where: str | None = None         # a catalog (Hive-style Parquet) table's pushed predicate
+    alias: str = ""                  # the query's alias for it, if any
+    bucketed: bool = False           # read as a bucketed relation (one side of a bucket join)
+    merge_hint: bool = False         # the right side of a bucket join: keep Spark from broadcasting it
 
     @property
     def is_delta(self) -> bool:
@@ -79,7 +84,10 @@ class TableReference:
             return self.table.read(self.where)
         snap = self.table.snapshot
         assert self.plan is not None
-        return read_files(spark, snap.table_path, snap.schema, snap.partition_columns, self.plan.files)
+        spec = bucket_spec_of(snap.configuration) if self.bucketed and self.plan.files else None
+        df = read_files(spark, snap.table_path, snap.schema, snap.partition_columns, self.plan.files,
+                        bucket_spec=spec)
+        return df.hint("merge") if self.merge_hint else df
 
 
 @dataclass
@@ -88,6 +96,7 @@ class QueryScans:
     references: list[TableReference]
     analysed: bool                  # False when the query ran over whole tables
     reason: str = ""                # why it was not analysed
+    joins: list[JoinReport] = field(default_factory=list)  # joins of two lake tables, one bucketed
 
     @property
     def reports(self) -> list[ScanReport]:
@@ -363,12 +372,18 @@ def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"],
     refs: list[TableReference] = []
     for i, (start, end, key, alias) in enumerate(found):
         label = query[start:end + 1] + (f" AS {alias}" if alias else "")
-        refs.append(TableReference(tables[key], key, label, f"__skiplake_{token}_{i}"))
+        refs.append(TableReference(tables[key], key, label, f"__skiplake_{token}_{i}", alias=alias or ""))
     sql = _rewrite(query, found, [r.view for r in refs])
     single = _single_table_where(tree, refs)
     if single is not None:
         refs[0].plan_with(single)
         return QueryScans(sql, refs, True)
+    scans = _plan_references(spark, sql, refs)
+    scans.joins = plan_bucket_joins(spark, tree, refs, {start: i for i, (start, *_r) in enumerate(found)})
+    return scans
+
+
+def _plan_references(spark: SparkSession, sql: str, refs: list[TableReference]) -> QueryScans:
     scratch = tempfile.mkdtemp(prefix="skiplake-sql-")
     try:
         roots: dict[str, int] = {}
@@ -387,6 +402,137 @@ def plan_query(spark: SparkSession, query: str, tables: dict[str, "Table"],
     for ref in refs:
         ref.plan_with(_predicate(ref))
     return QueryScans(sql, refs, True)
+
+
+# ------------------------------------------------------------------ bucket joins
+
+
+def _join_type(join: exp.Join) -> str:
+    side, kind = (join.side or "").upper(), (join.kind or "").upper()
+    if kind == "SEMI":
+        return "left_semi" if side in ("", "LEFT") else "right_semi"
+    if kind == "ANTI":
+        return "left_anti"
+    if side == "LEFT":
+        return "left_outer"
+    if side == "RIGHT":
+        return "right_outer"
+    if side == "FULL":
+        return "full_outer"
+    if kind == "CROSS" and not join.args.get("on") and not join.args.get("using"):
+        return "comma" if not join.args.get("kind") or kind == "CROSS" else "cross"
+    return "inner"
+
+
+def _side_of(column: exp.Column, candidates: dict[int, TableReference]) -> int | None:
+    """Which reference a column belongs to: by its qualifier, else the one schema holding it."""
+    qualifier = column.table.lower()
+    name = column.name.lower()
+    if qualifier:
+        hits = [i for i, r in candidates.items() if qualifier == (r.alias or r.name).lower()]
+    else:
+        hits = [i for i, r in candidates.items() if r.schema.find(name) is not None]
+    if len(hits) != 1 or candidates[hits[0]].schema.find(name) is None:
+        return None
+    return hits[0]
+
+
+def _equalities(condition: exp.Expression | None, candidates: dict[int, TableReference]
+                ) -> list[tuple[int, str, int, str]]:
+    """(ref, column, ref, column) of each `x.a = y.b` conjunct between two different references."""
+    out = []
+    if condition is None:
+        return out
+    for conj in condition.flatten() if isinstance(condition, exp.And) else [condition]:
+        if not isinstance(conj, exp.EQ) or not isinstance(conj.left, exp.Column) or not isinstance(
+                conj.right, exp.Column):
+            continue
+        a, b = _side_of(conj.left, candidates), _side_of(conj.right, candidates)
+        if a is None or b is None or a == b:
+            continue
+        out.append((a, candidates[a].schema.field(conj.left.name).name, b,
+                    candidates[b].schema.field(conj.right.name).name))
+    return out
+
+
+def plan_bucket_joins(spark: SparkSession, tree: exp.Expression, refs: list[TableReference],
+                      ref_at: dict[int, int]) -> list[JoinReport]:
+    """Decide, for each join whose right side is a lake table joined by equalities to one lake
+    table on its left, whether it runs as a bucket join; mark the references that do.
+
+    A join's left candidates are the tables of the same FROM clause before it, as long as every
+    join before it is inner (an outer join's output is not partitioned by the null side's keys).
+    For inner joins Spark also turns WHERE equalities between the two into join keys."""
+    from skiplake.spark.bucket_join import JoinSide, allow_coalescing, check
+    reports: list[JoinReport] = []
+
+    def ref_of(node: exp.Expression) -> int | None:
+        if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+            return None
+        i = ref_at.get(node.this.meta.get("start", -1))
+        return i if i is not None and refs[i].is_delta and refs[i].plan is not None else None
+
+    for select in tree.find_all(exp.Select):
+        from_ = select.args.get("from_") or select.args.get("from")
+        joins = select.args.get("joins") or []
+        if from_ is None or not joins:
+            continue
+        before: dict[int, TableReference] = {}
+        first = ref_of(from_.this)
+        if first is not None:
+            before[first] = refs[first]
+        where = select.args.get("where")
+        for join in joins:
+            right = ref_of(join.this)
+            kind = _join_type(join)
+            if right is None:
+                before = {}
+                continue
+            ok = False
+            scope = dict(before)
+            scope[right] = refs[right]
+            using = join.args.get("using") or []
+            if using:
+                pairs_by_left: dict[int, list[tuple[str, str]]] = {}
+                for ident in using:
+                    holders = [i for i in before if refs[i].schema.find(ident.name) is not None]
+                    if len(holders) == 1 and refs[right].schema.find(ident.name) is not None:
+                        pairs_by_left.setdefault(holders[0], []).append(
+                            (refs[holders[0]].schema.field(ident.name).name, refs[right].schema.field(ident.name).name))
+            else:
+                conditions = [join.args.get("on")]
+                if kind in ("inner", "comma", "cross") and where is not None:
+                    conditions.append(where.this)
+                pairs_by_left = {}
+                for cond in conditions:
+                    for a, ca, b, cb in _equalities(cond, scope):
+                        if b == right and a != right:
+                            pairs_by_left.setdefault(a, []).append((ca, cb))
+                        elif a == right and b != right:
+                            pairs_by_left.setdefault(b, []).append((cb, ca))
+            if kind in ("comma", "cross"):
+                kind = "inner" if pairs_by_left else kind
+            if len(pairs_by_left) == 1:
+                (left, pairs), = pairs_by_left.items()
+                lref, rref = refs[left], refs[right]
+                if bucket_spec_of(lref.table.snapshot.configuration) or bucket_spec_of(
+                        rref.table.snapshot.configuration):
+                    assert lref.plan is not None and rref.plan is not None
+                    lside, rside = JoinSide(lref.table, lref.plan, lref.label), JoinSide(rref.table, rref.plan,
+                                                                                          rref.label)
+                    ok, reason, buckets = check(lside, rside, pairs, kind, spark)
+                    if ok:
+                        lref.bucketed = rref.bucketed = rref.merge_hint = True
+                        allow_coalescing(spark, lside, rside)
+                    reports.append(JoinReport(lref.label, rref.label, kind, pairs, ok, reason, lref.plan.report,
+                                              rref.plan.report, buckets))
+            # A later join meets this join's output, laid out by buckets only if this was a bucket
+            # join (a left outer or semi join keeps the left side's layout, an inner join both).
+            if not ok:
+                before = {}
+            elif kind == "inner":
+                before[right] = refs[right]
+    return reports
 
 
 def run_query(spark: SparkSession, query: str, tables: dict[str, "Table"],

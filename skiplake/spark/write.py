@@ -13,8 +13,10 @@ import uuid
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from skiplake.errors import PartitionValueError
+from skiplake.layout.bucket_spec import BUCKET_TAG, BucketSpec, bucket_file_name
 from skiplake.layout.partitioning import parse_partition_dir, to_log_path
 from skiplake.log.actions import AddFile
 from skiplake.log.schema import Schema, is_primitive
@@ -30,6 +32,12 @@ class WriteOptions:
     max_records_per_file: int | None = None
     num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS
     compression: str = "snappy"
+    # A bucketed table gets one file per bucket per partition, split only past this size
+    # (rows per file estimated from the table's stored bytes per row).
+    target_file_size: int = 512 * 1024 * 1024
+
+
+BUCKET_COLUMN = "__skiplake_bucket"
 
 
 def check_partition_types(table_path: str, schema: Schema, partition_columns: list[str]) -> None:
@@ -42,18 +50,48 @@ def check_partition_types(table_path: str, schema: Schema, partition_columns: li
                                       "values of this type have no partition value encoding")
 
 
+def bucketed(df: DataFrame, spec: BucketSpec, partition_columns: list[str]) -> DataFrame:
+    """`df` with each row's bucket id in BUCKET_COLUMN, laid out so that every (partition, bucket)
+    lands whole in one task, sorted by the bucket's sort columns: one file per bucket per
+    partition instead of Spark's one per task per bucket."""
+    quoted = ", ".join(f"`{c}`" for c in spec.columns)
+    df = df.withColumn(BUCKET_COLUMN, F.expr(f"pmod(hash({quoted}), {spec.num_buckets})"))
+    bucket = F.col(BUCKET_COLUMN)
+    parts = [F.col(f"`{p}`") for p in partition_columns]
+    if parts:
+        # Hashing (partition, bucket) keeps each pair in one task; AQE may merge small tasks.
+        df = df.repartition(max(spec.num_buckets, _shuffle_partitions(df)), *parts, bucket)
+    else:
+        df = df.repartitionById(spec.num_buckets, bucket)  # task i writes bucket i
+    return df.sortWithinPartitions(*parts, bucket, *[F.col(f"`{c}`") for c in spec.sort_by])
+
+
+def _shuffle_partitions(df: DataFrame) -> int:
+    return int(df.sparkSession.conf.get("spark.sql.shuffle.partitions") or 200)
+
+
 def write_files(df: DataFrame, table_path: str, schema: Schema, partition_columns: list[str],
                 options: WriteOptions | None = None, data_change: bool = True,
-                tags: dict[str, str] | None = None) -> list[AddFile]:
-    """Write `df` (already conformed to `schema`) as Parquet files under `table_path`; return their adds."""
+                tags: dict[str, str] | None = None, bucket_spec: BucketSpec | None = None,
+                bytes_per_row: float | None = None) -> list[AddFile]:
+    """Write `df` (already conformed to `schema`) as Parquet files under `table_path`; return their adds.
+
+    With a bucket spec, rows are bucketed as Spark's bucketBy would place them; each file's bucket
+    id goes into its name and its tags."""
     options = options or WriteOptions()
     check_partition_types(table_path, schema, partition_columns)
     staging = os.path.join(table_path, STAGING_DIR, uuid.uuid4().hex)
+    max_records = options.max_records_per_file
+    if bucket_spec is not None:
+        df = bucketed(df, bucket_spec, partition_columns)
+        if max_records is None and bytes_per_row:
+            max_records = max(1, int(options.target_file_size / bytes_per_row))
     writer = df.write.mode("errorifexists").format("parquet").option("compression", options.compression)
-    if options.max_records_per_file:
-        writer = writer.option("maxRecordsPerFile", str(options.max_records_per_file))
-    if partition_columns:
-        writer = writer.partitionBy(*partition_columns)
+    if max_records:
+        writer = writer.option("maxRecordsPerFile", str(max_records))
+    dirs = list(partition_columns) + ([BUCKET_COLUMN] if bucket_spec is not None else [])
+    if dirs:
+        writer = writer.partitionBy(*dirs)
     try:
         writer.save(staging)
     except Exception as e:
@@ -66,33 +104,47 @@ def write_files(df: DataFrame, table_path: str, schema: Schema, partition_column
         shutil.rmtree(staging, ignore_errors=True)
     if not moved:
         return []
-    full_paths = [os.path.join(table_path, rel) for rel, _ in moved]
+    full_paths = [os.path.join(table_path, rel) for rel, _v, _b in moved]
     stats = many_file_stats(full_paths, schema, partition_columns, options.num_indexed_cols)
     adds = []
-    for (rel, values), full, st in zip(moved, full_paths, stats):
+    for (rel, values, bucket), full, st in zip(moved, full_paths, stats):
         if json.loads(st)["numRecords"] == 0:
             os.unlink(full)  # Spark writes an empty file for an empty DataFrame; the log needs none
             continue
         info = os.stat(full)
+        file_tags = dict(tags or {})
+        if bucket is not None:
+            file_tags[BUCKET_TAG] = str(bucket)
         adds.append(AddFile(path=to_log_path(rel), partitionValues=values, size=info.st_size,
                             modificationTime=int(info.st_mtime * 1000), dataChange=data_change,
-                            stats=st, tags=dict(tags) if tags else None))
+                            stats=st, tags=file_tags or None))
     return adds
 
 
-def _move_into_table(staging: str, table_path: str) -> list[tuple[str, dict[str, str | None]]]:
-    moved: list[tuple[str, dict[str, str | None]]] = []
+def _move_into_table(staging: str, table_path: str) -> list[tuple[str, dict[str, str | None], int | None]]:
+    """Rename Spark's output into the table's partition folders; a bucket folder level written
+    for BUCKET_COLUMN becomes the bucket suffix of the file's name instead."""
+    moved: list[tuple[str, dict[str, str | None], int | None]] = []
     for root, _dirs, files in os.walk(staging):
         rel_dir = os.path.relpath(root, staging)
         rel_dir = "" if rel_dir == "." else rel_dir
+        values = parse_partition_dir(rel_dir)
+        bucket_value = values.pop(BUCKET_COLUMN, None)
+        bucket = int(bucket_value) if bucket_value is not None else None
+        if bucket is not None:
+            rel_dir = os.path.dirname(rel_dir)
         for name in files:
             if not name.endswith(".parquet") or name.startswith((".", "_")):
                 continue  # Spark's .crc side files and markers stay behind
-            rel = os.path.join(rel_dir, name) if rel_dir else name
+            if bucket is not None:
+                name_out = bucket_file_name(name, bucket)
+            else:
+                name_out = name
+            rel = os.path.join(rel_dir, name_out) if rel_dir else name_out
             dest = os.path.join(table_path, rel)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             os.rename(os.path.join(root, name), dest)
-            moved.append((rel, parse_partition_dir(rel_dir)))
+            moved.append((rel, values, bucket))
     return moved
 
 

@@ -1,0 +1,114 @@
+"""A table's bucketing: the spec kept in the table's configuration, and bucket ids in file names and tags.
+
+Delta has no bucketing, so skiplake keeps the spec under its own configuration keys (Delta
+readers ignore keys outside `delta.`) and marks every data file twice: its add action's tags
+carry BUCKET_ID (what planning reads) and its name carries Spark's `_%05d` suffix (what Spark's
+bucketed scan reads, `BucketingUtils.getBucketId`).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from skiplake.errors import InvalidArgumentError
+from skiplake.log.schema import Schema, is_primitive
+
+NUM_BUCKETS_KEY = "skiplake.bucketing.numBuckets"
+COLUMNS_KEY = "skiplake.bucketing.columns"
+SORT_COLUMNS_KEY = "skiplake.bucketing.sortColumns"
+BUCKET_TAG = "BUCKET_ID"
+# Spark refuses more (spark.sql.sources.bucketing.maxBuckets defaults to 100,000).
+MAX_BUCKETS = 100_000
+_HASHABLE = {"boolean", "byte", "short", "integer", "long", "float", "double", "date", "timestamp",
+             "timestamp_ntz", "string", "binary"}
+# Spark's BucketingUtils: the digits after the last underscore, before the first dot that follows.
+_SPARK_BUCKET_NAME = re.compile(r".*_(\d+)(?:\..*)?$")
+
+
+@dataclass(frozen=True)
+class BucketSpec:
+    """Hash bucketing of a table: rows go to bucket pmod(murmur3(columns, seed 42), num_buckets),
+    exactly as Spark's bucketBy places them; files of a bucket are sorted by sort_by."""
+    num_buckets: int
+    columns: Sequence[str]
+    sort_by: Sequence[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # Lists are accepted for convenience; tuples keep the spec hashable and immutable.
+        object.__setattr__(self, "columns", tuple([self.columns] if isinstance(self.columns, str)
+                                                  else self.columns))
+        object.__setattr__(self, "sort_by", tuple([self.sort_by] if isinstance(self.sort_by, str)
+                                                  else self.sort_by))
+
+    def to_configuration(self) -> dict[str, str]:
+        out = {NUM_BUCKETS_KEY: str(self.num_buckets), COLUMNS_KEY: json.dumps(list(self.columns))}
+        if self.sort_by:
+            out[SORT_COLUMNS_KEY] = json.dumps(list(self.sort_by))
+        return out
+
+    @staticmethod
+    def from_configuration(configuration: Mapping[str, str]) -> "BucketSpec | None":
+        if NUM_BUCKETS_KEY not in configuration:
+            return None
+        return BucketSpec(int(configuration[NUM_BUCKETS_KEY]), json.loads(configuration[COLUMNS_KEY]),
+                          json.loads(configuration.get(SORT_COLUMNS_KEY, "[]")))
+
+    def resolved(self, table_path: str, schema: Schema, partition_columns: Sequence[str]) -> "BucketSpec":
+        """This spec with column names spelled as in the schema; a clear error when it cannot be."""
+        n = self.num_buckets
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= MAX_BUCKETS:
+            raise InvalidArgumentError(
+                f"{table_path}: BucketSpec.num_buckets must be an integer from 1 to {MAX_BUCKETS:,}, not {n!r}")
+        if not self.columns:
+            raise InvalidArgumentError(f"{table_path}: BucketSpec.columns names no column; bucket by at least one")
+        parts = {p.lower() for p in partition_columns}
+
+        def resolve(names: Sequence[str], role: str) -> tuple[str, ...]:
+            out: list[str] = []
+            for name in names:
+                f = schema.find(name)
+                if f is None:
+                    raise InvalidArgumentError(
+                        f"{table_path}: {role} column {name!r} is not in the schema "
+                        f"(columns: {', '.join(schema.names)})")
+                if f.name.lower() in parts:
+                    raise InvalidArgumentError(
+                        f"{table_path}: {role} column {f.name!r} is a partition column; every row of a "
+                        "partition has the same value, so bucket or sort by other columns")
+                if f.name in out:
+                    raise InvalidArgumentError(f"{table_path}: {role} column {f.name!r} is named twice")
+                out.append(f.name)
+            return tuple(out)
+
+        columns = resolve(self.columns, "bucket")
+        for name in columns:
+            type_ = schema.field(name).type
+            if not (is_primitive(type_) and (type_ in _HASHABLE or str(type_).startswith("decimal"))):
+                shown = type_ if isinstance(type_, str) else type_.get("type")
+                raise InvalidArgumentError(
+                    f"{table_path}: bucket column {name!r} has type {shown}; bucket by a column of an atomic "
+                    "type (numbers, strings, binary, booleans, dates, timestamps)")
+        return BucketSpec(n, columns, resolve(self.sort_by, "sort"))
+
+
+def bucket_spec_of(configuration: Mapping[str, str]) -> BucketSpec | None:
+    return BucketSpec.from_configuration(configuration)
+
+
+def bucket_file_name(name: str, bucket: int) -> str:
+    """Spark's name of a bucketed file: `part-00000-<uuid>_00003.c000.snappy.parquet`."""
+    stem, dot, rest = name.partition(".")
+    return f"{stem}_{bucket:05d}{dot}{rest}"
+
+
+def bucket_id_from_name(name: str) -> int | None:
+    """The bucket id Spark's bucketed scan reads from a file name, or None if it has none."""
+    m = _SPARK_BUCKET_NAME.match(name.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
+def bucket_id_of_tags(tags: Mapping[str, str] | None) -> int | None:
+    value = (tags or {}).get(BUCKET_TAG)
+    return int(value) if value is not None else None

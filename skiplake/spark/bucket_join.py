@@ -1,0 +1,232 @@
+"""Bucket joins: two tables bucketed alike, joined on their bucket columns with no shuffle.
+
+Rows with equal bucket-column values hash to the same bucket on both sides, so bucket i of one
+table only meets bucket i of the other. skiplake checks that the pair qualifies, prunes both
+sides' files, and declares each side's bucket spec to Spark (read.bucketed_relation). Spark's
+planner then sees both inputs hash-partitioned by the join keys and plans a sort-merge join
+with no Exchange: each task reads one bucket's files from both sides. When one count is a
+multiple of the other, Spark's CoalesceBucketsInJoin folds the larger side's buckets (bucket b
+of n is bucket b mod m of m, since m divides n).
+
+Anything that does not qualify runs as Spark's ordinary join; the report says why.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+
+from skiplake.errors import InvalidArgumentError
+from skiplake.layout.bucket_spec import BucketSpec, bucket_id_from_name, bucket_spec_of
+from skiplake.scan import ScanPlan, ScanReport
+from skiplake.spark.read import hive_layout, read_files
+
+if TYPE_CHECKING:
+    from skiplake.table import Table
+
+# The join types a bucket join runs; Spark's spelling of each accepted alias.
+JOIN_TYPES = {"inner": "inner", "left": "left_outer", "leftouter": "left_outer", "left_outer": "left_outer",
+              "semi": "left_semi", "leftsemi": "left_semi", "left_semi": "left_semi"}
+_OTHER_JOIN_TYPES = {"right", "rightouter", "right_outer", "full", "outer", "fullouter", "full_outer",
+                     "anti", "leftanti", "left_anti", "cross"}
+COALESCE_CONF = "spark.sql.bucketing.coalesceBucketsInJoin.enabled"
+RATIO_CONF = "spark.sql.bucketing.coalesceBucketsInJoin.maxBucketRatio"
+ALL_KEYS_CONF = "spark.sql.requireAllClusterKeysForCoPartition"
+
+
+@dataclass(frozen=True)
+class JoinReport:
+    """Whether a join of two lake tables runs as a bucket join, and if not, why."""
+    left: str
+    right: str
+    how: str
+    keys: list[tuple[str, str]]
+    bucketed: bool
+    reason: str                     # the bucket layout used, or why Spark's own join runs
+    left_scan: ScanReport | None = None
+    right_scan: ScanReport | None = None
+    buckets: int = 0                # buckets per side as joined (after coalescing), 0 when not bucketed
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    def text(self) -> str:
+        on = " AND ".join(f"{_short(self.left)}.{a} = {_short(self.right)}.{b}" for a, b in self.keys)
+        head = f"Join {self.left} {self.how.upper().replace('_', ' ')} JOIN {self.right} ON {on}"
+        kind = "BucketJoin (no Exchange)" if self.bucketed else "Spark's own join (shuffle)"
+        return f"{head}\n  {kind}: {self.reason}"
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _short(label: str) -> str:
+    """How a condition names a side: its alias ("store_sales AS ss" -> "ss") or its name."""
+    return label.rsplit(" AS ", 1)[-1]
+
+
+@dataclass
+class JoinSide:
+    """One input of a join: its table, the files planned for it and how the query names it."""
+    table: "Table"
+    plan: ScanPlan
+    label: str
+    columns: dict[str, str] = field(default_factory=dict)  # lower-case name -> schema spelling
+
+    def __post_init__(self) -> None:
+        self.columns = {n.lower(): n for n in self.table.snapshot.schema.names}
+
+    @property
+    def spec(self) -> BucketSpec | None:
+        return bucket_spec_of(self.table.snapshot.configuration)
+
+
+def normal_join_type(how: str) -> str:
+    key = how.lower().replace(" ", "_")
+    if key in JOIN_TYPES:
+        return JOIN_TYPES[key]
+    if key.replace("_", "") in _OTHER_JOIN_TYPES or key in _OTHER_JOIN_TYPES:
+        return key
+    raise InvalidArgumentError(
+        f"unknown join type {how!r}: use inner, left, left_semi (bucket joins) or right, full, left_anti, cross")
+
+
+def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how: str,
+          spark: SparkSession) -> tuple[bool, str, int]:
+    """(qualifies, the layout or the reason it does not, buckets per side as joined)."""
+    if how not in JOIN_TYPES.values():
+        return False, f"a {how.replace('_', ' ')} join; bucket joins run inner, left outer and left semi joins", 0
+    ls, rs = left.spec, right.spec
+    for side, spec in ((left, ls), (right, rs)):
+        if spec is None:
+            return False, f"{side.label} is not bucketed", 0
+    assert ls is not None and rs is not None
+    if len(ls.columns) != len(rs.columns):
+        return False, (f"{left.label} is bucketed by {list(ls.columns)} and {right.label} by {list(rs.columns)}: "
+                       "different numbers of bucket columns"), 0
+    wanted = [(a.lower(), b.lower()) for a, b in zip(ls.columns, rs.columns)]
+    given = {(a.lower(), b.lower()) for a, b in keys}
+    missing = [f"{a} = {b}" for a, b in zip(ls.columns, rs.columns) if (a.lower(), b.lower()) not in given]
+    if missing:
+        return False, (f"the join keys do not pair the bucket columns: it needs {' AND '.join(missing)} "
+                       f"({left.label} is bucketed by {list(ls.columns)}, {right.label} by {list(rs.columns)})"), 0
+    if len(given) > len(wanted) and (spark.conf.get(ALL_KEYS_CONF, "true") or "true").lower() != "false":
+        return False, (f"the join has keys beyond the bucket columns, and Spark shuffles such joins unless "
+                       f"{ALL_KEYS_CONF}=false"), 0
+    for a, b in zip(ls.columns, rs.columns):
+        ta, tb = left.table.snapshot.schema.field(a).type, right.table.snapshot.schema.field(b).type
+        if ta != tb:
+            return False, (f"bucket columns {a} ({ta}) and {b} ({tb}) have different types, "
+                           "so equal values may hash to different buckets"), 0
+    big, small = max(ls.num_buckets, rs.num_buckets), min(ls.num_buckets, rs.num_buckets)
+    if big % small:
+        return False, (f"{ls.num_buckets} and {rs.num_buckets} buckets: neither count is a multiple of the other"), 0
+    for side, spec in ((left, ls), (right, rs)):
+        problem = _file_problem(side, spec)
+        if problem:
+            return False, problem, 0
+    if big == small:
+        return True, f"{small} buckets on both sides", small
+    return True, f"{big} buckets coalesced to {small} to meet the other side", small
+
+
+def _file_problem(side: JoinSide, spec: BucketSpec) -> str | None:
+    from skiplake.layout.bucket_spec import bucket_id_of_tags
+    files = side.plan.files
+    unbucketed = [f.path for f in files
+                  if bucket_id_of_tags(f.tags) is None or bucket_id_from_name(f.path) != bucket_id_of_tags(f.tags)
+                  or not 0 <= bucket_id_of_tags(f.tags) < spec.num_buckets]  # type: ignore[operator]
+    if unbucketed:
+        return (f"{len(unbucketed)} selected files of {side.label} carry no bucket id (written by another "
+                f"writer, e.g. {unbucketed[0]}); OPTIMIZE the table to re-bucket them")
+    snap = side.table.snapshot
+    if not hive_layout(snap.table_path, snap.partition_columns, files):
+        return f"files of {side.label} are not in Hive-style partition folders"
+    return None
+
+
+def side_dataframe(spark: SparkSession, side: JoinSide, bucketed: bool) -> DataFrame:
+    snap = side.table.snapshot
+    spec = side.spec if bucketed and side.plan.files else None
+    return read_files(spark, snap.table_path, snap.schema, snap.partition_columns, side.plan.files,
+                      bucket_spec=spec)
+
+
+def allow_coalescing(spark: SparkSession, left: JoinSide, right: JoinSide) -> None:
+    """Let Spark fold the larger side's buckets when the counts differ (a session setting: Spark
+    reads it when the join is planned, which is when the DataFrame first runs)."""
+    ls, rs = left.spec, right.spec
+    assert ls is not None and rs is not None
+    if ls.num_buckets == rs.num_buckets:
+        return
+    ratio = max(ls.num_buckets, rs.num_buckets) // min(ls.num_buckets, rs.num_buckets)
+    if (spark.conf.get(COALESCE_CONF, "false") or "false").lower() != "true":
+        spark.conf.set(COALESCE_CONF, "true")
+    if int(spark.conf.get(RATIO_CONF, "4") or 4) < ratio:
+        spark.conf.set(RATIO_CONF, str(ratio))
+
+
+def join_keys(left: JoinSide, right: JoinSide, on: str | Sequence[str] | Sequence[tuple[str, str]]
+              ) -> tuple[list[tuple[str, str]], bool]:
+    """(pairs of key columns spelled as the schemas spell them, whether `on` names shared columns)."""
+    items: list = [on] if isinstance(on, str) else list(on)
+    if not items:
+        raise InvalidArgumentError("a join needs at least one key: on='k' or on=[('left_k', 'right_k')]")
+    pairs = []
+    shared = all(isinstance(i, str) for i in items)
+    for item in items:
+        a, b = (item, item) if isinstance(item, str) else item
+        for side, name in ((left, a), (right, b)):
+            if name.lower() not in side.columns:
+                raise InvalidArgumentError(
+                    f"join key {name!r} is not a column of {side.label} (columns: {', '.join(side.columns.values())})")
+        pairs.append((left.columns[a.lower()], right.columns[b.lower()]))
+    return pairs, shared
+
+
+def bucket_join(spark: SparkSession, left: "Table", right: "Table",
+                on: str | Sequence[str] | Sequence[tuple[str, str]], how: str = "inner",
+                left_where: str | None = None, right_where: str | None = None,
+                left_label: str | None = None, right_label: str | None = None) -> tuple[DataFrame, JoinReport]:
+    """Join two lake tables, as a bucket join when they qualify (see the module doc).
+
+    `on` names shared key columns (kept once in the output, like DataFrame.join) or gives
+    (left column, right column) pairs. Each side is pruned by its own where first."""
+    kind = normal_join_type(how)
+    lside = JoinSide(left, left.scan(left_where), left_label or _name(left))
+    rside = JoinSide(right, right.scan(right_where), right_label or _name(right))
+    pairs, shared = join_keys(lside, rside, on)
+    ok, reason, buckets = check(lside, rside, pairs, kind, spark)
+    if ok:
+        allow_coalescing(spark, lside, rside)
+    ldf = _filtered(side_dataframe(spark, lside, ok), left_where)
+    rdf = _filtered(side_dataframe(spark, rside, ok), right_where)
+    if ok:
+        # A side under the broadcast threshold would otherwise be broadcast: an Exchange after all.
+        rdf = rdf.hint("merge")
+    if shared:
+        df = ldf.join(rdf, on=[a for a, _ in pairs], how=kind)
+    else:
+        from functools import reduce
+        from pyspark.sql import functions as F
+        ldf, rdf = ldf.alias("__left"), rdf.alias("__right")  # aliases keep a self-join unambiguous
+        cond = reduce(lambda x, y: x & y,
+                      [F.col(f"__left.`{a}`") == F.col(f"__right.`{b}`") for a, b in pairs])
+        df = ldf.join(rdf, on=cond, how=kind)
+    report = JoinReport(lside.label, rside.label, kind, pairs, ok, reason, lside.plan.report, rside.plan.report,
+                        buckets)
+    return df, report
+
+
+def _filtered(df: DataFrame, where: str | None) -> DataFrame:
+    return df.filter(where) if where else df
+
+
+def _name(table: "Table") -> str:
+    import os
+    return os.path.basename(table.path.rstrip("/"))
