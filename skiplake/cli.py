@@ -130,6 +130,7 @@ def describe_table(path: str) -> dict[str, Any]:
         "schema": [{"name": f.name, "type": type_name(f.type), "nullable": f.nullable}
                    for f in md.schema.fields],
         "partition_columns": list(md.partitionColumns),
+        "bucketing": _bucketing(dict(md.configuration)),
         "properties": dict(md.configuration),
         "isolation_level": isolation_level(dict(md.configuration)),
         "num_files": snap.num_files,
@@ -145,6 +146,14 @@ def describe_table(path: str) -> dict[str, Any]:
         "created_time": iso_ms(md.createdTime),
         "last_commit_time": iso_ms(snap.timestamp or None),
     }
+
+
+def _bucketing(configuration: dict[str, str]) -> dict[str, Any] | None:
+    from skiplake.layout.bucket_spec import bucket_spec_of
+    spec = bucket_spec_of(configuration)
+    if spec is None:
+        return None
+    return {"num_buckets": spec.num_buckets, "columns": list(spec.columns), "sort_by": list(spec.sort_by)}
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:
@@ -173,6 +182,9 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         ("last commit", info["last_commit_time"]),
         ("created", info["created_time"]),
         ("partition columns", ", ".join(info["partition_columns"]) or "(none)"),
+        ("bucketing", "(none)" if not info["bucketing"] else
+         f"{info['bucketing']['num_buckets']} buckets by {', '.join(info['bucketing']['columns'])}"
+         + (f", sorted by {', '.join(info['bucketing']['sort_by'])}" if info["bucketing"]["sort_by"] else "")),
         ("isolation level", info["isolation_level"]),
         ("files", f"{info['num_files']:,}"),
         ("size", f"{human_bytes(info['total_bytes'])} ({info['total_bytes']:,} bytes)"),

@@ -72,7 +72,10 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
     chosen: list = []
     single: list = []
     multi: list[tuple[list, int]] = []
-    for files in by_partition.values():
+    for (_values, bucket), files in by_partition.items():
+        if spec is not None and bucket is None:
+            chosen.extend(files)  # another writer's files: re-bucket them, whatever their size
+            continue
         small = [f for f in files if f.size < target_file_size * 0.75]
         if len(small) < min_files:
             continue
