@@ -6,8 +6,10 @@
    files hold narrow item ranges and min/max stats can skip them);
 4. run TPC-DS-style queries through `lake.sql`, and plan the seed's Q1 with `table.scan` to
    show the files skipped;
-5. maintenance: DELETE, UPDATE, time travel, OPTIMIZE and the history they leave;
-6. a summary: tables, queries, stage timings (or, with as_json, one JSON document on stdout).
+5. bucketing: copies of store_sales and item bucketed by the item key, a point query's bucket
+   pruning and a join of the two that runs with no shuffle (lake.explain says so);
+6. maintenance: DELETE, UPDATE, time travel, OPTIMIZE and the history they leave;
+7. a summary: tables, queries, stage timings (or, with as_json, one JSON document on stdout).
 
 The demo is repeatable: tables already in the warehouse are dropped and created again.
 """
@@ -30,7 +32,11 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 TABLES = ("store_sales", "item", "date_dim")
-STAGES = 6
+BUCKETED = {"store_sales_by_item": ("store_sales", "ss_item_sk", 16), "item_by_sk": ("item", "i_item_sk", 8)}
+BUCKET_JOIN = ("SELECT i_category, count(*) AS sales, sum(ss_net_paid) AS net_paid "
+               "FROM store_sales_by_item JOIN item_by_sk ON ss_item_sk = i_item_sk "
+               "GROUP BY i_category ORDER BY net_paid DESC, i_category LIMIT 5")
+STAGES = 7
 
 Q1 = "SELECT sum(ss_quantity) AS total_quantity FROM store_sales WHERE ss_item_sk IN (40, 41, 42)"
 Q1_PREDICATE = "ss_item_sk IN (40, 41, 42)"
@@ -211,7 +217,7 @@ def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-dat
     warehouse = os.path.abspath(warehouse)
     data_dir = os.path.abspath(data_dir)
     summary: dict[str, Any] = {"sf": sf, "warehouse": warehouse, "data_dir": data_dir}
-    for name in TABLES:  # fail before the slow stages if the warehouse holds something else
+    for name in TABLES + tuple(BUCKETED):  # fail before the slow stages if the warehouse holds something else
         _check_table_dir(os.path.join(warehouse, name))
 
     # ---- 1. data
@@ -305,10 +311,14 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
     summary["queries"] = results
     summary["q1_scan"] = {**report.to_dict(), "files_skipped": report.files_skipped}
 
-    # ---- 5. maintenance
+    # ---- 5. bucketing
+    with progress.stage(5, "bucketing: store_sales and item bucketed by the item key; bucket pruning, bucket join"):
+        summary["bucketing"] = _bucketing_stage(spark, lake, tables, progress)
+
+    # ---- 6. maintenance
     maintenance: dict[str, Any] = {}
     ss = tables["store_sales"]
-    with progress.stage(5, "maintenance on store_sales: DELETE, UPDATE, time travel, OPTIMIZE ZORDER BY, history"):
+    with progress.stage(6, "maintenance on store_sales: DELETE, UPDATE, time travel, OPTIMIZE ZORDER BY, history"):
         before_version = ss.version
         before_rows = _table_state(ss.path)["rows"]
 
@@ -382,11 +392,49 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
         progress.show(_history_table(history))
     summary["maintenance"] = maintenance
 
-    # ---- 6. summary numbers (printing happens after the stage timings are complete)
-    with progress.stage(6, "summary"):
+    # ---- 7. summary numbers (printing happens after the stage timings are complete)
+    with progress.stage(7, "summary"):
         summary["tables"] = {name: _table_state(lake.path_of(name)) for name in TABLES}
         for name in TABLES:
             summary["tables"][name]["rows_loaded"] = loaded[name]["rows"]
+
+
+def _bucketing_stage(spark: "SparkSession", lake: Any, tables: dict[str, Any], progress: _Progress) -> dict[str, Any]:
+    """Bucketed copies of store_sales (16 buckets) and item (8), a point query's bucket pruning and
+    a join of the two that runs with no shuffle, checked against the same query unbucketed."""
+    import skiplake
+    out: dict[str, Any] = {}
+    for name, (source, column, buckets) in BUCKETED.items():
+        t0 = time.perf_counter()
+        _reset_table_dir(lake.path_of(name))
+        src = tables[source]
+        t = lake.create_table(name, src.schema, bucket_by=skiplake.BucketSpec(buckets, [column]),
+                              description=f"{source} bucketed by {column} into {buckets} buckets")
+        t.append(src.read())
+        state = _table_state(t.path)
+        out[name] = {**state, "num_buckets": buckets, "seconds": round(time.perf_counter() - t0, 3)}
+        progress.line(f"{name}: {state['rows']:,} rows in {_n(state['files'], 'file')}, one per bucket "
+                      f"({buckets} buckets by {column}), {time.perf_counter() - t0:.1f}s")
+    report = lake.table("store_sales_by_item").scan(Q1_PREDICATE).report
+    out["q1_scan"] = report.to_dict()
+    progress.line(f"seed Q1 on the bucketed copy reads {report.files_selected} of {report.files_total} files "
+                  f"(SelectedBucketsCount: {report.buckets_selected} out of {report.buckets_total})")
+    t0 = time.perf_counter()
+    explain = lake.explain(BUCKET_JOIN)
+    rows = [{k: _plain(v) for k, v in r.asDict().items()} for r in lake.sql(BUCKET_JOIN).collect()]
+    seconds = time.perf_counter() - t0
+    plain_sql = BUCKET_JOIN.replace("store_sales_by_item", "store_sales").replace("item_by_sk", "item")
+    plain = [{k: _plain(v) for k, v in r.asDict().items()} for r in lake.sql(plain_sql).collect()]
+    join = explain.joins[0] if explain.joins else None
+    out["join"] = {"sql": BUCKET_JOIN, "bucketed": bool(join and join.bucketed),
+                   "reason": join.reason if join else "no join of two lake tables found",
+                   "rows": rows, "same_as_unbucketed": rows == plain, "seconds": round(seconds, 3)}
+    progress.line(f"bucket join, sales by category ({seconds:.2f}s; same result as the unbucketed tables: "
+                  f"{'yes' if rows == plain else 'NO'}):")
+    for text_line in (join.text() if join else "no join found").splitlines():
+        progress.line("  " + text_line)
+    progress.show(_rows_table(rows))
+    return out
 
 
 def _metric(entry: dict[str, Any], key: str) -> int:

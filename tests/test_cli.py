@@ -262,11 +262,15 @@ def test_demo_tiny(spark, tmp_path, capsys):
     out, err = capsys.readouterr()
     doc = json.loads(out)  # --json: stdout is exactly one document
     assert doc["tables"] == summary["tables"]
-    assert "[1/6]" in err and "[6/6]" in err  # progress went to stderr
-    assert [s["stage"] for s in summary["stages"]] == [1, 2, 3, 4, 5, 6]
+    assert "[1/7]" in err and "[7/7]" in err  # progress went to stderr
+    assert [s["stage"] for s in summary["stages"]] == [1, 2, 3, 4, 5, 6, 7]
 
     generated = summary["generated"]["rows"]
     tables = summary["tables"]
+    b = summary["bucketing"]
+    assert b["join"]["bucketed"] and b["join"]["same_as_unbucketed"] and b["join"]["rows"]
+    assert b["store_sales_by_item"]["rows"] == generated["store_sales"]
+    assert b["q1_scan"]["buckets_selected"] <= 3 < b["q1_scan"]["buckets_total"] == 16
     for name in demo.TABLES:
         assert summary["loaded"][name]["rows"] == generated[name] > 0
         assert tables[name]["rows_loaded"] == generated[name]

@@ -16,11 +16,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith, conjuncts
-from skiplake.layout.bucketing import _arrow_type, _literal, bucket_ids
-
-
-def literal_array(values: list[Any], type_: Any) -> pa.Array:
-    return pa.array([_literal(v, type_) for v in values], type=_arrow_type(type_))
+from skiplake.errors import InvalidArgumentError
+from skiplake.layout.bucketing import bucket_ids, literal_array
 
 MAX_COMBINATIONS = 65_536
 _NULL = object()  # a NULL of a bucket column (hashes by leaving the seed unchanged)
@@ -112,7 +109,7 @@ class _Pruner:
         rows = list(itertools.product(*[list(v) for v in value_sets]))
         try:
             arrays = [_array([r[i] for r in rows], t) for i, t in enumerate(self.types)]
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, ValueError, TypeError):
+        except InvalidArgumentError:
             return None  # a literal the column type cannot hold exactly: do not prune on it
         return frozenset(int(b) for b in bucket_ids(arrays, self.types, self.n))
 
