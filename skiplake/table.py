@@ -416,8 +416,18 @@ class Transaction:
 
 def _rows_of(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], where: str | None,
              columns: Sequence[str] | None) -> DataFrame:
-    """The rows of planned files that satisfy `where` (pruning only skips files; Spark filters rows)."""
-    df = read_files(spark, snapshot.table_path, snapshot.schema, snapshot.partition_columns, files)
+    """The rows of planned files that satisfy `where` (pruning only skips files; Spark filters rows).
+
+    A bucketed table's files are declared to Spark as buckets when they all carry bucket ids, so
+    joins and aggregations of such reads on the bucket columns need no shuffle either (Spark
+    drops the bucketed scan where it does not help)."""
+    spec = bucket_spec_of(snapshot.configuration)
+    if spec is not None and files:
+        from skiplake.spark.bucket_join import bucket_file_problem
+        if bucket_file_problem(snapshot.table_path, snapshot.partition_columns, files, spec, "") is not None:
+            spec = None
+    df = read_files(spark, snapshot.table_path, snapshot.schema, snapshot.partition_columns, files,
+                    bucket_spec=spec if files else None)
     if where:
         df = df.filter(where)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Sequence
 from pyspark.sql import DataFrame, SparkSession
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.layout.bucket_spec import BucketSpec, bucket_id_from_name, bucket_spec_of
+from skiplake.layout.bucket_spec import BucketSpec, bucket_id_from_name, bucket_id_of_tags, bucket_spec_of
 from skiplake.scan import ScanPlan, ScanReport
 from skiplake.spark.read import hive_layout, read_files
 
 if TYPE_CHECKING:
+    from skiplake.log.actions import AddFile
     from skiplake.table import Table
 
 # The join types a bucket join runs; Spark's spelling of each accepted alias.
@@ -136,17 +137,21 @@ def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how:
 
 
 def _file_problem(side: JoinSide, spec: BucketSpec) -> str | None:
-    from skiplake.layout.bucket_spec import bucket_id_of_tags
-    files = side.plan.files
-    unbucketed = [f.path for f in files
-                  if bucket_id_of_tags(f.tags) is None or bucket_id_from_name(f.path) != bucket_id_of_tags(f.tags)
-                  or not 0 <= bucket_id_of_tags(f.tags) < spec.num_buckets]  # type: ignore[operator]
-    if unbucketed:
-        return (f"{len(unbucketed)} selected files of {side.label} carry no bucket id (written by another "
-                f"writer, e.g. {unbucketed[0]}); OPTIMIZE the table to re-bucket them")
     snap = side.table.snapshot
-    if not hive_layout(snap.table_path, snap.partition_columns, files):
-        return f"files of {side.label} are not in Hive-style partition folders"
+    return bucket_file_problem(snap.table_path, snap.partition_columns, side.plan.files, spec, side.label)
+
+
+def bucket_file_problem(table_path: str, partition_columns: list[str], files: Sequence["AddFile"],
+                        spec: BucketSpec, label: str) -> str | None:
+    """Why Spark's bucketed scan cannot read `files` as buckets of `spec`, or None if it can."""
+    unbucketed = [f.path for f in files
+                  if (b := bucket_id_of_tags(f.tags)) is None or bucket_id_from_name(f.path) != b
+                  or not 0 <= b < spec.num_buckets]
+    if unbucketed:
+        return (f"{len(unbucketed)} selected files of {label} carry no bucket id (written by another "
+                f"writer, e.g. {unbucketed[0]}); OPTIMIZE the table to re-bucket them")
+    if not hive_layout(table_path, partition_columns, files):
+        return f"files of {label} are not in Hive-style partition folders"
     return None
 
 

@@ -52,7 +52,10 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
                .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
                .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
                # Listing the planned files is local work; never launch a Spark job for it.
-               .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000"))
+               .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
+               # Bucketed reads of tables with different bucket counts (one a multiple of the
+               # other) then join without a shuffle too; only bucketed scans are affected.
+               .config("spark.sql.bucketing.coalesceBucketsInJoin.enabled", "true"))
     for k, v in REQUIRED_CONF.items():
         builder = builder.config(k, v)
     if packages:
