@@ -461,8 +461,9 @@ def plan_bucket_joins(spark: SparkSession, tree: exp.Expression, refs: list[Tabl
     table on its left, whether it runs as a bucket join; mark the references that do.
 
     A join's left candidates are the tables of the same FROM clause before it, as long as every
-    join before it is inner (an outer join's output is not partitioned by the null side's keys).
-    For inner joins Spark also turns WHERE equalities between the two into join keys."""
+    join before it was a bucket join (only then is its output still laid out by buckets), and of
+    those, not the right side of a left outer or semi join. For inner joins Spark also turns
+    WHERE equalities between the two into join keys, so those count as keys too."""
     from skiplake.spark.bucket_join import JoinSide, allow_coalescing, check
     reports: list[JoinReport] = []
 
