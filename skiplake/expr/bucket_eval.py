@@ -11,6 +11,8 @@ per-column value sets (capped at MAX_COMBINATIONS).
 from __future__ import annotations
 
 import itertools
+import math
+from decimal import Decimal
 from typing import Any, Sequence
 
 import pyarrow as pa
@@ -18,6 +20,7 @@ import pyarrow as pa
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith, conjuncts
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucketing import bucket_ids, literal_array
+from skiplake.log.schema import INTEGER_TYPES
 
 MAX_COMBINATIONS = 65_536
 _NULL = object()  # a NULL of a bucket column (hashes by leaving the seed unchanged)
@@ -74,11 +77,11 @@ class _Pruner:
         """(bucket column index, the finite set of values it may take) when `node` pins one."""
         if isinstance(node, Cmp) and node.op in ("=", "<=>"):
             index = self._index(node.col.name)
-            return None if index is None else (index, {node.value})
+            return None if index is None else (index, self._values(index, [node.value]))
         if isinstance(node, InList):
             # A NULL in the list never matches (x IN (1, NULL) is NULL, not TRUE, for other x).
             index = self._index(node.col.name)
-            return None if index is None else (index, set(node.values))
+            return None if index is None else (index, self._values(index, node.values))
         if isinstance(node, IsNull):
             index = self._index(node.col.name)
             return None if index is None else (index, {_NULL})
@@ -91,6 +94,21 @@ class _Pruner:
                     values |= f[1]
                 return found[0][0], values  # type: ignore[index]
         return None
+
+    def _values(self, index: int, values: Any) -> set[Any]:
+        """Literals as values of the column's type, so that equal values are one set member.
+
+        An integer column compared with 1.0 (a decimal or double literal) matches the integer 1;
+        a fractional literal matches no integer at all."""
+        if self.types[index] not in INTEGER_TYPES:
+            return set(values)
+        out: set[Any] = set()
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, (int, float, Decimal)):
+                out.add(v)
+            elif isinstance(v, int) or (math.isfinite(v) and v == int(v)):
+                out.add(int(v))
+        return out
 
     def _index(self, name: str) -> int | None:
         try:

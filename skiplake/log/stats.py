@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterable
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal
@@ -89,11 +90,40 @@ def _leaf_columns(schema: Schema, skip: set[str], limit: int) -> list[tuple[tupl
     return out
 
 
+def _column_paths(meta: pq.FileMetaData) -> list[tuple[str, ...]]:
+    """Each Parquet leaf column's path as name components, in column order.
+
+    Parquet spells a path as one dotted string, which cannot tell a top-level column named
+    `a.b` from field b of struct a; the Arrow schema keeps the names apart."""
+    out: list[tuple[str, ...]] = []
+
+    def walk(prefix: tuple[str, ...], type_: pa.DataType) -> None:
+        if pa.types.is_struct(type_):
+            for child in type_:
+                walk(prefix + (child.name,), child.type)
+        elif pa.types.is_map(type_):
+            walk(prefix + ("key_value", "key"), type_.key_type)
+            walk(prefix + ("key_value", "value"), type_.item_type)
+        elif pa.types.is_list(type_) or pa.types.is_large_list(type_) or pa.types.is_fixed_size_list(type_):
+            walk(prefix + ("list", "element"), type_.value_type)
+        else:
+            out.append(prefix)
+
+    try:
+        for field in meta.schema.to_arrow_schema():
+            walk((field.name,), field.type)
+    except (pa.ArrowException, NotImplementedError):
+        out = []
+    if len(out) != meta.num_columns:  # an unusual nesting: fall back to the dotted strings
+        return [tuple(meta.schema.column(i).path.split(".")) for i in range(meta.num_columns)]
+    return out
+
+
 def stats_from_metadata(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
                         num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS) -> str:
     skip = {c.lower() for c in partition_columns}
     leaves = _leaf_columns(schema, skip, num_indexed_cols)
-    index = {tuple(meta.schema.column(i).path.split(".")): i for i in range(meta.num_columns)}
+    index = {path: i for i, path in enumerate(_column_paths(meta))}
     lower_index = {tuple(p.lower() for p in k): v for k, v in index.items()}
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}

@@ -479,6 +479,7 @@ def plan_bucket_joins(spark: SparkSession, tree: exp.Expression, refs: list[Tabl
         if from_ is None or not joins:
             continue
         before: dict[int, TableReference] = {}
+        chain: int | None = None  # buckets per task of the bucket joins so far in this FROM
         first = ref_of(from_.this)
         if first is not None:
             before[first] = refs[first]
@@ -522,7 +523,16 @@ def plan_bucket_joins(spark: SparkSession, tree: exp.Expression, refs: list[Tabl
                     lside, rside = JoinSide(lref.table, lref.plan, lref.label), JoinSide(rref.table, rref.plan,
                                                                                           rref.label)
                     ok, reason, buckets = check(lside, rside, pairs, kind, spark)
+                    counts = {spec.num_buckets for spec in (lside.spec, rside.spec) if spec is not None}
+                    if ok and chain is not None and counts != {chain}:
+                        # The left input is a join's output, not a bucketed scan, and Spark
+                        # coalesces buckets only between two scans.
+                        ok, buckets = False, 0
+                        reason = (f"it follows a bucket join of {chain} buckets, so both tables need {chain} "
+                                  f"buckets (they have {lside.spec.num_buckets} and "  # type: ignore[union-attr]
+                                  f"{rside.spec.num_buckets})")  # type: ignore[union-attr]
                     if ok:
+                        chain = buckets
                         lref.bucketed = rref.bucketed = rref.merge_hint = True
                         allow_coalescing(spark, lside, rside)
                     reports.append(JoinReport(lref.label, rref.label, kind, pairs, ok, reason, lref.plan.report,
@@ -530,7 +540,7 @@ def plan_bucket_joins(spark: SparkSession, tree: exp.Expression, refs: list[Tabl
             # A later join meets this join's output, laid out by buckets only if this was a bucket
             # join (a left outer or semi join keeps the left side's layout, an inner join both).
             if not ok:
-                before = {}
+                before, chain = {}, None
             elif kind == "inner":
                 before[right] = refs[right]
     return reports
