@@ -35,6 +35,7 @@ _OTHER_JOIN_TYPES = {"right", "rightouter", "right_outer", "full", "outer", "ful
 COALESCE_CONF = "spark.sql.bucketing.coalesceBucketsInJoin.enabled"
 RATIO_CONF = "spark.sql.bucketing.coalesceBucketsInJoin.maxBucketRatio"
 ALL_KEYS_CONF = "spark.sql.requireAllClusterKeysForCoPartition"
+ORDERING_CONF = "spark.sql.legacy.bucketedTableScan.outputOrdering"
 
 
 @dataclass(frozen=True)
@@ -162,18 +163,39 @@ def side_dataframe(spark: SparkSession, side: JoinSide, bucketed: bool) -> DataF
                       bucket_spec=spec)
 
 
-def allow_coalescing(spark: SparkSession, left: JoinSide, right: JoinSide) -> None:
-    """Let Spark fold the larger side's buckets when the counts differ (a session setting: Spark
-    reads it when the join is planned, which is when the DataFrame first runs)."""
+def prepare_session(spark: SparkSession, left: JoinSide, right: JoinSide) -> None:
+    """Session settings a bucket join of these two sides needs; Spark reads them when the join
+    is planned, which is when the DataFrame first runs.
+
+    - Counts that differ: Spark folds the larger side's buckets (CoalesceBucketsInJoin), off by
+      default and limited to a ratio of 4.
+    - Buckets of one file sorted by the join keys: Spark may then take each bucket as sorted and
+      drop the sort-merge join's Sort (`legacy.bucketedTableScan.outputOrdering`). skiplake's
+      writer sorts every file by the spec's sort_by, and Spark claims the order only for
+      buckets of a single file, so this holds for any table Spark reads as bucketed."""
     ls, rs = left.spec, right.spec
     assert ls is not None and rs is not None
-    if ls.num_buckets == rs.num_buckets:
-        return
-    ratio = max(ls.num_buckets, rs.num_buckets) // min(ls.num_buckets, rs.num_buckets)
-    if (spark.conf.get(COALESCE_CONF, "false") or "false").lower() != "true":
-        spark.conf.set(COALESCE_CONF, "true")
-    if int(spark.conf.get(RATIO_CONF, "4") or 4) < ratio:
-        spark.conf.set(RATIO_CONF, str(ratio))
+    if ls.num_buckets != rs.num_buckets:
+        ratio = max(ls.num_buckets, rs.num_buckets) // min(ls.num_buckets, rs.num_buckets)
+        _set_at_least(spark, COALESCE_CONF, "true")
+        if int(spark.conf.get(RATIO_CONF, "4") or 4) < ratio:
+            spark.conf.set(RATIO_CONF, str(ratio))
+    elif _presorted(left, ls) or _presorted(right, rs):
+        _set_at_least(spark, ORDERING_CONF, "true")
+
+
+def _set_at_least(spark: SparkSession, key: str, value: str) -> None:
+    if (spark.conf.get(key, None) or "").lower() != value:
+        spark.conf.set(key, value)
+
+
+def _presorted(side: JoinSide, spec: BucketSpec) -> bool:
+    """Whether every selected bucket is one file sorted by the bucket columns first."""
+    lead = [c.lower() for c in spec.sort_by[:len(spec.columns)]]
+    if lead != [c.lower() for c in spec.columns]:
+        return False
+    buckets = [bucket_id_of_tags(f.tags) for f in side.plan.files]
+    return len(buckets) == len(set(buckets))
 
 
 def join_keys(left: JoinSide, right: JoinSide, on: str | Sequence[str] | Sequence[tuple[str, str]]
@@ -208,7 +230,7 @@ def bucket_join(spark: SparkSession, left: "Table", right: "Table",
     pairs, shared = join_keys(lside, rside, on)
     ok, reason, buckets = check(lside, rside, pairs, kind, spark)
     if ok:
-        allow_coalescing(spark, lside, rside)
+        prepare_session(spark, lside, rside)
     ldf = _filtered(side_dataframe(spark, lside, ok), left_where)
     rdf = _filtered(side_dataframe(spark, rside, ok), right_where)
     if ok:

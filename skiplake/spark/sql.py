@@ -464,7 +464,7 @@ def plan_bucket_joins(spark: SparkSession, tree: exp.Expression, refs: list[Tabl
     join before it was a bucket join (only then is its output still laid out by buckets), and of
     those, not the right side of a left outer or semi join. For inner joins Spark also turns
     WHERE equalities between the two into join keys, so those count as keys too."""
-    from skiplake.spark.bucket_join import JoinSide, allow_coalescing, check
+    from skiplake.spark.bucket_join import JoinSide, prepare_session, check
     reports: list[JoinReport] = []
 
     def ref_of(node: exp.Expression) -> int | None:
@@ -534,7 +534,7 @@ def plan_bucket_joins(spark: SparkSession, tree: exp.Expression, refs: list[Tabl
                     if ok:
                         chain = buckets
                         lref.bucketed = rref.bucketed = rref.merge_hint = True
-                        allow_coalescing(spark, lside, rside)
+                        prepare_session(spark, lside, rside)
                     reports.append(JoinReport(lref.label, rref.label, kind, pairs, ok, reason, lref.plan.report,
                                               rref.plan.report, buckets))
             # A later join meets this join's output, laid out by buckets only if this was a bucket
