@@ -14,6 +14,7 @@ from skiplake.expr.parse import parse_sql
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import LOG_DIR
 from skiplake.scan import ScanReport
+from skiplake.table import BucketSpec, Table
 
 if TYPE_CHECKING:
     from skiplake.spark.bucket_join import JoinReport
@@ -31,7 +32,6 @@ class QueryExplain(list):
 
     def to_dict(self) -> dict:
         return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins]}
-from skiplake.table import BucketSpec, Table
 
 
 class Lake:

@@ -1048,3 +1048,61 @@ def test_delta_rs_reads_and_writes_a_bucketed_table(spark: SparkSession, lake: s
     assert canon(df.collect()) == plain_join(spark, lake, "rs", "other", "k", "inner")
     assert_no_shuffle_below_join(df)
     assert rs_rows(t.path) == canon(t.read().select("k", "s", "v", "p").collect())
+
+
+# ================================================================ review regressions
+
+
+def test_spec_argument_and_reserved_name_errors(lake: skiplake.Lake) -> None:
+    for bad in (lambda: BucketSpec(4, None), lambda: BucketSpec(4, ["k"], None),  # type: ignore[arg-type]
+                lambda: BucketSpec(4, 5)):  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="column name or a list"):
+            bad()
+    with pytest.raises(InvalidArgumentError, match="sort column 'm' has type map"):
+        lake.create_table("badsort", "k int, m map<string,int>", bucket_by=BucketSpec(4, ["k"], ["m"]))
+    with pytest.raises(InvalidArgumentError, match="__skiplake_bucket"):
+        lake.create_table("badname", "k int, __skiplake_bucket int", bucket_by=BucketSpec(4, ["k"]))
+    assert "badsort" not in lake.tables() and "badname" not in lake.tables()
+
+
+def test_floating_point_keys_fall_back_with_the_reason(spark: SparkSession, lake: skiplake.Lake) -> None:
+    """Spark joins float/double keys on normalize(k) and shuffles anyway: skiplake says so."""
+    rows = [(0.0, 1), (-0.0, 2), (float("nan"), 3), (1.5, 4), (None, 5)]
+    for name in ("fa", "fb"):
+        t = lake.create_table(name, "k double, v int", bucket_by=BucketSpec(4, ["k"]))
+        t.append(spark.createDataFrame(rows, "k double, v int"))
+    report = lake.explain_join("fa", "fb", "k")
+    assert not report.bucketed and "floating-point" in report.reason
+    got = canon(lake.bucket_join("fa", "fb", "k").collect())
+    assert got == plain_join(spark, lake, "fa", "fb", "k", "inner")
+    [join] = lake.explain("SELECT * FROM fa JOIN fb ON fa.k = fb.k").joins
+    assert not join.bucketed and "floating-point" in join.reason
+
+
+def test_bad_join_keys_and_natural_joins(spark: SparkSession, join_lake: skiplake.Lake) -> None:
+    for on in ([("k",)], [1], [("k", 2)]):
+        with pytest.raises(InvalidArgumentError, match="join key"):
+            join_lake.bucket_join("l8", "r8", on)  # type: ignore[arg-type]
+    query = "SELECT count(*) AS n FROM l8 NATURAL JOIN r8"
+    assert join_lake.explain(query).joins == []
+    plain_df(spark, join_lake.table("l8")).createOrReplaceTempView("plain_l8")
+    plain_df(spark, join_lake.table("r8")).createOrReplaceTempView("plain_r8")
+    want = spark.sql("SELECT count(*) AS n FROM plain_l8 NATURAL JOIN plain_r8").collect()
+    assert join_lake.sql(query).collect() == want
+
+
+def test_a_non_numeric_bucket_tag_counts_as_none(spark: SparkSession, lake: skiplake.Lake) -> None:
+    """Another tool's BUCKET_ID tag that is not a number: the file is read like an untagged one."""
+    from skiplake.log.actions import AddFile
+    t = lake.create_table("oddtag", "k int, v int", bucket_by=BucketSpec(4, ["k"]))
+    t.append(spark.createDataFrame([(i, i) for i in range(40)], "k int, v int"))
+    f = t.snapshot.add_files[0]
+    txn = t.begin()
+    txn.remove([f], data_change=False)
+    txn.actions.append(AddFile(f.path, f.partitionValues, f.size, f.modificationTime, False, f.stats,
+                               {"BUCKET_ID": "x7"}))
+    txn.commit("OPTIMIZE")
+    t = lake.table("oddtag")
+    for k in range(40):
+        assert [r.v for r in t.read(f"k = {k}").collect()] == [k]
+    assert not lake.explain_join("oddtag", "oddtag", "k").bucketed

@@ -75,13 +75,12 @@ class _Pruner:
 
     def _pinned(self, node: Node) -> tuple[int, set[Any]] | None:
         """(bucket column index, the finite set of values it may take) when `node` pins one."""
-        if isinstance(node, Cmp) and node.op in ("=", "<=>"):
+        if isinstance(node, (Cmp, InList)) and (isinstance(node, InList) or node.op in ("=", "<=>")):
+            # A NULL in an IN list never matches (x IN (1, NULL) is NULL, not TRUE, for other x).
             index = self._index(node.col.name)
-            return None if index is None else (index, self._values(index, [node.value]))
-        if isinstance(node, InList):
-            # A NULL in the list never matches (x IN (1, NULL) is NULL, not TRUE, for other x).
-            index = self._index(node.col.name)
-            return None if index is None else (index, self._values(index, node.values))
+            values = None if index is None else self._values(
+                index, node.values if isinstance(node, InList) else [node.value])
+            return None if index is None or values is None else (index, values)
         if isinstance(node, IsNull):
             index = self._index(node.col.name)
             return None if index is None else (index, {_NULL})
@@ -100,7 +99,8 @@ class _Pruner:
 
         An integer column compared with 1.0 (a decimal or double literal) matches the integer 1;
         a fractional literal matches no integer at all."""
-        if self.types[index] not in INTEGER_TYPES:
+        type_ = self.types[index]
+        if type_ not in INTEGER_TYPES:
             return set(values)
         out: set[Any] = set()
         for v in values:

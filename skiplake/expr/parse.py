@@ -247,6 +247,9 @@ def cast_literal(value: Any, type_: Any) -> Any:
             return dt.datetime(value.year, value.month, value.day)
         if isinstance(value, str):
             try:
+                if type_ == "timestamp_ntz":
+                    # Spark reads a zone in the text of a TIMESTAMP_NTZ literal and ignores it.
+                    return parse_timestamp(value, keep_wall_clock=True)
                 return parse_timestamp(value)
             except ValueError:
                 return _NOT_A_LITERAL

@@ -99,7 +99,9 @@ class StatsTable:
                 self._bucket_ids = np.zeros(0, dtype=np.int64)
             else:
                 found = pc.map_lookup(self.files.column("tags"), pa.scalar(BUCKET_TAG, pa.string()), "first")
-                self._bucket_ids = (pc.fill_null(pc.cast(found, pa.int64()), -1)
+                # A tag that is not a number (another tool's) counts as none.
+                numeric = pc.if_else(pc.utf8_is_digit(found), found, pa.scalar(None, pa.string()))
+                self._bucket_ids = (pc.fill_null(pc.cast(numeric, pa.int64()), -1)
                                     .to_numpy(zero_copy_only=False).astype(np.int64))
         return self._bucket_ids
 

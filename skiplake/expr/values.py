@@ -16,14 +16,17 @@ from skiplake.log.schema import INTEGER_TYPES, is_decimal, is_primitive
 TIMESTAMP_TYPES = ("timestamp", "timestamp_ntz")
 
 
-def parse_timestamp(text: str) -> dt.datetime:
-    """Timestamps as Delta writes them: '2021-01-01 00:00:00[.ffffff]' or ISO-8601 with 'T' and 'Z'/offset."""
+def parse_timestamp(text: str, keep_wall_clock: bool = False) -> dt.datetime:
+    """Timestamps as Delta writes them: '2021-01-01 00:00:00[.ffffff]' or ISO-8601 with 'T' and 'Z'/offset.
+
+    An offset converts the value to UTC, or with keep_wall_clock is dropped (TIMESTAMP_NTZ)."""
     t = text.strip().replace("T", " ")
     if t.endswith("Z"):
         t = t[:-1] + "+00:00"
     value = dt.datetime.fromisoformat(t)
     if value.tzinfo is not None:
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        value = value.replace(tzinfo=None) if keep_wall_clock else value.astimezone(
+            dt.timezone.utc).replace(tzinfo=None)
     return value
 
 

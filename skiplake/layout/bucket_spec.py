@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.log.schema import Schema, is_primitive
+from skiplake.layout.bucketing import is_hashable
+from skiplake.log.schema import Schema
 
 NUM_BUCKETS_KEY = "skiplake.bucketing.numBuckets"
 COLUMNS_KEY = "skiplake.bucketing.columns"
@@ -21,8 +22,8 @@ SORT_COLUMNS_KEY = "skiplake.bucketing.sortColumns"
 BUCKET_TAG = "BUCKET_ID"
 # Spark refuses more (spark.sql.sources.bucketing.maxBuckets defaults to 100,000).
 MAX_BUCKETS = 100_000
-_HASHABLE = {"boolean", "byte", "short", "integer", "long", "float", "double", "date", "timestamp",
-             "timestamp_ntz", "string", "binary"}
+# The hidden column the writer puts each row's bucket id in (a folder level while Spark writes).
+BUCKET_COLUMN = "__skiplake_bucket"
 # Spark's BucketingUtils: the digits after the last underscore, before the first dot that follows.
 _SPARK_BUCKET_NAME = re.compile(r".*_(\d+)(?:\..*)?$")
 
@@ -37,10 +38,13 @@ class BucketSpec:
 
     def __post_init__(self) -> None:
         # Lists are accepted for convenience; tuples keep the spec hashable and immutable.
-        object.__setattr__(self, "columns", tuple([self.columns] if isinstance(self.columns, str)
-                                                  else self.columns))
-        object.__setattr__(self, "sort_by", tuple([self.sort_by] if isinstance(self.sort_by, str)
-                                                  else self.sort_by))
+        for name in ("columns", "sort_by"):
+            value = getattr(self, name)
+            names = [value] if isinstance(value, str) else value
+            if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+                raise InvalidArgumentError(f"BucketSpec.{name} must be a column name or a list of names, "
+                                           f"not {value!r}")
+            object.__setattr__(self, name, tuple(names))
 
     def to_configuration(self) -> dict[str, str]:
         out = {NUM_BUCKETS_KEY: str(self.num_buckets), COLUMNS_KEY: json.dumps(list(self.columns))}
@@ -52,8 +56,13 @@ class BucketSpec:
     def from_configuration(configuration: Mapping[str, str]) -> "BucketSpec | None":
         if NUM_BUCKETS_KEY not in configuration:
             return None
-        return BucketSpec(int(configuration[NUM_BUCKETS_KEY]), json.loads(configuration[COLUMNS_KEY]),
-                          json.loads(configuration.get(SORT_COLUMNS_KEY, "[]")))
+        try:
+            return BucketSpec(int(configuration[NUM_BUCKETS_KEY]), json.loads(configuration[COLUMNS_KEY]),
+                              json.loads(configuration.get(SORT_COLUMNS_KEY, "[]")))
+        except (KeyError, ValueError, InvalidArgumentError) as e:
+            raise InvalidArgumentError(
+                f"the table's bucketing properties ({NUM_BUCKETS_KEY}, {COLUMNS_KEY}, {SORT_COLUMNS_KEY}) are "
+                f"malformed ({e}); they are written by create_table(bucket_by=...) and must not be edited") from e
 
     def resolved(self, table_path: str, schema: Schema, partition_columns: Sequence[str]) -> "BucketSpec":
         """This spec with column names spelled as in the schema; a clear error when it cannot be."""
@@ -79,18 +88,18 @@ class BucketSpec:
                         "partition has the same value, so bucket or sort by other columns")
                 if f.name in out:
                     raise InvalidArgumentError(f"{table_path}: {role} column {f.name!r} is named twice")
+                if not is_hashable(f.type):
+                    shown = f.type if isinstance(f.type, str) else f.type.get("type")
+                    raise InvalidArgumentError(
+                        f"{table_path}: {role} column {f.name!r} has type {shown}; {role} by a column of an "
+                        "atomic type (numbers, strings, binary, booleans, dates, timestamps)")
                 out.append(f.name)
             return tuple(out)
 
-        columns = resolve(self.columns, "bucket")
-        for name in columns:
-            type_ = schema.field(name).type
-            if not (is_primitive(type_) and (type_ in _HASHABLE or str(type_).startswith("decimal"))):
-                shown = type_ if isinstance(type_, str) else type_.get("type")
-                raise InvalidArgumentError(
-                    f"{table_path}: bucket column {name!r} has type {shown}; bucket by a column of an atomic "
-                    "type (numbers, strings, binary, booleans, dates, timestamps)")
-        return BucketSpec(n, columns, resolve(self.sort_by, "sort"))
+        if schema.find(BUCKET_COLUMN) is not None:
+            raise InvalidArgumentError(f"{table_path}: a bucketed table cannot have a column named {BUCKET_COLUMN!r} "
+                                       "(the writer uses that name for each row's bucket id)")
+        return BucketSpec(n, resolve(self.columns, "bucket"), resolve(self.sort_by, "sort"))
 
 
 def bucket_spec_of(configuration: Mapping[str, str]) -> BucketSpec | None:
@@ -110,5 +119,6 @@ def bucket_id_from_name(name: str) -> int | None:
 
 
 def bucket_id_of_tags(tags: Mapping[str, str] | None) -> int | None:
+    """A file's bucket id from its add action's tags; None when it has none (or not a number)."""
     value = (tags or {}).get(BUCKET_TAG)
-    return int(value) if value is not None else None
+    return int(value) if value is not None and value.isdigit() else None

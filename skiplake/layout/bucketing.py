@@ -262,8 +262,13 @@ def _parse_decimal(type_: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
+def is_hashable(type_: Any) -> bool:
+    """Whether Spark-compatible bucketing can hash a column of this Delta type."""
+    return isinstance(type_, str) and (type_ in _SUPPORTED or is_decimal(type_))
+
+
 def _check_type(type_: Any) -> None:
-    if isinstance(type_, str) and (type_ in _SUPPORTED or is_decimal(type_)):
+    if is_hashable(type_):
         return
     shown = type_name(type_) if isinstance(type_, (str, dict)) else repr(type_)
     raise InvalidArgumentError(

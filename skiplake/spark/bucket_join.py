@@ -125,6 +125,11 @@ def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how:
         if ta != tb:
             return False, (f"bucket columns {a} ({ta}) and {b} ({tb}) have different types, "
                            "so equal values may hash to different buckets"), 0
+        if ta in ("float", "double"):
+            # Spark joins floating-point keys on normalize(k) (NaN and -0.0 made canonical), a
+            # different expression from the scans' partitioning on k, so it shuffles anyway.
+            return False, (f"bucket column {a} is {ta}: Spark joins floating-point keys on their normalized "
+                           "values and shuffles both sides"), 0
     big, small = max(ls.num_buckets, rs.num_buckets), min(ls.num_buckets, rs.num_buckets)
     if big % small:
         return False, (f"{ls.num_buckets} and {rs.num_buckets} buckets: neither count is a multiple of the other"), 0
@@ -207,7 +212,13 @@ def join_keys(left: JoinSide, right: JoinSide, on: str | Sequence[str] | Sequenc
     pairs = []
     shared = all(isinstance(i, str) for i in items)
     for item in items:
-        a, b = (item, item) if isinstance(item, str) else item
+        if isinstance(item, str):
+            a, b = item, item
+        elif isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item):
+            a, b = item
+        else:
+            raise InvalidArgumentError(
+                f"join key {item!r}: give a column name or a (left column, right column) pair of names")
         for side, name in ((left, a), (right, b)):
             if name.lower() not in side.columns:
                 raise InvalidArgumentError(

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.layout.bucket_spec import BUCKET_TAG
+from skiplake.layout.bucket_spec import bucket_id_of_tags
 from skiplake.spark.write import WriteOptions
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
     by_partition = defaultdict(list)
     for f in plan.files:
         # A bucketed table compacts each bucket of a partition on its own: files never mix buckets.
-        bucket = (f.tags or {}).get(BUCKET_TAG) if spec is not None else None
+        bucket = bucket_id_of_tags(f.tags) if spec is not None else None
         by_partition[(tuple(sorted((f.partitionValues or {}).items())), bucket)].append(f)
     # Partitions whose small files fit in one target-sized file are compacted together in one
     # job (one task per partition); a partition that needs n files gets a job of n tasks.

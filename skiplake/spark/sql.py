@@ -419,8 +419,10 @@ def _join_type(join: exp.Join) -> str:
         return "right_outer"
     if side == "FULL":
         return "full_outer"
+    if (join.method or "").upper() == "NATURAL":
+        return "natural"  # keys implied by shared names: left to Spark's own join
     if kind == "CROSS" and not join.args.get("on") and not join.args.get("using"):
-        return "comma" if not join.args.get("kind") or kind == "CROSS" else "cross"
+        return "comma"  # `FROM a, b` (or CROSS JOIN): WHERE equalities make it an inner join
     return "inner"
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from skiplake.errors import PartitionValueError
-from skiplake.layout.bucket_spec import BUCKET_TAG, BucketSpec, bucket_file_name
+from skiplake.errors import InvalidArgumentError, PartitionValueError
+from skiplake.layout.bucket_spec import BUCKET_COLUMN, BUCKET_TAG, BucketSpec, bucket_file_name
 from skiplake.layout.partitioning import parse_partition_dir, to_log_path
 from skiplake.log.actions import AddFile
 from skiplake.log.schema import Schema, is_primitive
@@ -37,7 +37,6 @@ class WriteOptions:
     target_file_size: int = 512 * 1024 * 1024
 
 
-BUCKET_COLUMN = "__skiplake_bucket"
 
 
 def check_partition_types(table_path: str, schema: Schema, partition_columns: list[str]) -> None:
@@ -54,6 +53,9 @@ def bucketed(df: DataFrame, spec: BucketSpec, partition_columns: list[str]) -> D
     """`df` with each row's bucket id in BUCKET_COLUMN, laid out so that every (partition, bucket)
     lands whole in one task, sorted by the bucket's sort columns: one file per bucket per
     partition instead of Spark's one per task per bucket."""
+    if BUCKET_COLUMN.lower() in (c.lower() for c in df.columns):
+        raise InvalidArgumentError(f"a bucketed table cannot take a column named {BUCKET_COLUMN!r} (the writer uses "
+                                   "that name for each row's bucket id); rename the column")
     quoted = ", ".join(f"`{c}`" for c in spec.columns)
     df = df.withColumn(BUCKET_COLUMN, F.expr(f"pmod(hash({quoted}), {spec.num_buckets})"))
     bucket = F.col(BUCKET_COLUMN)

@@ -144,3 +144,13 @@ def test_large_in_list_is_vectorized() -> None:
     node = bind(f"a IN ({', '.join(map(str, values))})", SCHEMA)
     got = selected_buckets(node, ["a"], ["integer"], 1024)
     assert got == set(bucket_ids([pa.array(values, pa.int32())], ["integer"], 1024).tolist())
+
+
+def test_timestamp_ntz_literals_keep_their_wall_clock() -> None:
+    """Spark ignores a zone written in a TIMESTAMP_NTZ comparison's string; so does the binder."""
+    schema = Schema((Field("t", "timestamp_ntz"), Field("u", "timestamp")))
+    ntz = bind("t = '2024-01-01 00:00:00+02:00'", schema)
+    assert ntz.value == dt.datetime(2024, 1, 1, 0, 0)
+    assert selected_buckets(ntz, ["t"], ["timestamp_ntz"], 64) == {
+        bucket_of([dt.datetime(2024, 1, 1)], ["timestamp_ntz"], 64)}
+    assert bind("u = '2024-01-01 00:00:00+02:00'", schema).value == dt.datetime(2023, 12, 31, 22, 0)
