@@ -100,7 +100,11 @@ def bucketed_relation(df: DataFrame, spec: "BucketSpec") -> DataFrame:
     Spark's bucketed scan then reads bucket i's files in task i (taking each file's bucket from
     the `_%05d` suffix of its name) and reports its output hash-partitioned by the bucket
     columns, so a join or aggregation on them needs no Exchange. Only the relation's metadata
-    changes: the same files, schema and options, through Spark's internal API (py4j)."""
+    changes: the same files, schema and options, through Spark's internal API (py4j). Where
+    that API is not reachable (Spark Connect) the plain relation is returned: same rows, no
+    bucketed scan."""
+    if not hasattr(df, "_jdf") or getattr(df.sparkSession, "_jvm", None) is None:
+        return df
     jvm = df.sparkSession._jvm
     plan = df._jdf.queryExecution().analyzed()
     if plan.getClass().getSimpleName() != "LogicalRelation":
