@@ -15,10 +15,10 @@ import pyarrow as pa
 
 from skiplake.expr.bucket_eval import selected_buckets
 from skiplake.expr.parse import bind
-from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.expr.stats_table import StatsTable
-from skiplake.expr.vector_eval import may_match_files
 from skiplake.expr.tree import Node, columns_of, conjuncts, to_sql
+from skiplake.expr.vector_eval import may_match_files
+from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.actions import AddFile
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -27,9 +27,9 @@ from skiplake.log.commit import ReadSet, check_writable_snapshot, commit, create
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import (Snapshot, add_files_from_arrow, commit_timestamps, list_log, log_storage,
                                    read_commit)
-from skiplake.scan import ScanPlan, plan_scan, stats_table
-from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
+from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of, files_without_bucket_ids
 from skiplake.layout.partitioning import absolute_path
+from skiplake.scan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.read import read_files
 from skiplake.spark.session import ensure_conf
 from skiplake.spark.types import conform, from_spark, schema_differences, to_spark
@@ -353,8 +353,10 @@ class Transaction:
     def write(self, df: DataFrame, data_change: bool = True, options: WriteOptions | None = None,
               tags: dict[str, str] | None = None) -> list[AddFile]:
         """Write an already conformed DataFrame as new files; they join the commit."""
+        spec = bucket_spec_of(self.snapshot.configuration)
+        # Only a bucketed write sizes its files by bytes per row (which parses every file's stats).
         adds = write_files(df, self.path, self.schema, self.partition_columns, options, data_change, tags,
-                           bucket_spec_of(self.snapshot.configuration), self._bytes_per_row())
+                           spec, self._bytes_per_row() if spec is not None else None)
         self.actions.extend(adds)
         return adds
 
@@ -421,13 +423,12 @@ def _rows_of(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], 
     A bucketed table's files are declared to Spark as buckets when they all carry bucket ids, so
     joins and aggregations of such reads on the bucket columns need no shuffle either (Spark
     drops the bucketed scan where it does not help)."""
+    # read_files declares the buckets only where it reads the files as one Hive-style relation.
     spec = bucket_spec_of(snapshot.configuration)
-    if spec is not None and files:
-        from skiplake.spark.bucket_join import bucket_file_problem
-        if bucket_file_problem(snapshot.table_path, snapshot.partition_columns, files, spec, "") is not None:
-            spec = None
+    if spec is not None and files_without_bucket_ids(files, spec):
+        spec = None
     df = read_files(spark, snapshot.table_path, snapshot.schema, snapshot.partition_columns, files,
-                    bucket_spec=spec if files else None)
+                    bucket_spec=spec)
     if where:
         df = df.filter(where)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df

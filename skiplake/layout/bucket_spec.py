@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucketing import is_hashable
 from skiplake.log.schema import Schema
+
+if TYPE_CHECKING:
+    from skiplake.log.actions import AddFile
 
 NUM_BUCKETS_KEY = "skiplake.bucketing.numBuckets"
 COLUMNS_KEY = "skiplake.bucketing.columns"
@@ -51,18 +54,6 @@ class BucketSpec:
         if self.sort_by:
             out[SORT_COLUMNS_KEY] = json.dumps(list(self.sort_by))
         return out
-
-    @staticmethod
-    def from_configuration(configuration: Mapping[str, str]) -> "BucketSpec | None":
-        if NUM_BUCKETS_KEY not in configuration:
-            return None
-        try:
-            return BucketSpec(int(configuration[NUM_BUCKETS_KEY]), json.loads(configuration[COLUMNS_KEY]),
-                              json.loads(configuration.get(SORT_COLUMNS_KEY, "[]")))
-        except (KeyError, ValueError, InvalidArgumentError) as e:
-            raise InvalidArgumentError(
-                f"the table's bucketing properties ({NUM_BUCKETS_KEY}, {COLUMNS_KEY}, {SORT_COLUMNS_KEY}) are "
-                f"malformed ({e}); they are written by create_table(bucket_by=...) and must not be edited") from e
 
     def resolved(self, table_path: str, schema: Schema, partition_columns: Sequence[str]) -> "BucketSpec":
         """This spec with column names spelled as in the schema; a clear error when it cannot be."""
@@ -103,7 +94,16 @@ class BucketSpec:
 
 
 def bucket_spec_of(configuration: Mapping[str, str]) -> BucketSpec | None:
-    return BucketSpec.from_configuration(configuration)
+    """The table's bucket spec from its configuration (metaData.configuration), or None."""
+    if NUM_BUCKETS_KEY not in configuration:
+        return None
+    try:
+        return BucketSpec(int(configuration[NUM_BUCKETS_KEY]), json.loads(configuration[COLUMNS_KEY]),
+                          json.loads(configuration.get(SORT_COLUMNS_KEY, "[]")))
+    except (KeyError, ValueError, InvalidArgumentError) as e:
+        raise InvalidArgumentError(
+            f"the table's bucketing properties ({NUM_BUCKETS_KEY}, {COLUMNS_KEY}, {SORT_COLUMNS_KEY}) are "
+            f"malformed ({e}); they are written by create_table(bucket_by=...) and must not be edited") from e
 
 
 def bucket_file_name(name: str, bucket: int) -> str:
@@ -116,6 +116,14 @@ def bucket_id_from_name(name: str) -> int | None:
     """The bucket id Spark's bucketed scan reads from a file name, or None if it has none."""
     m = _SPARK_BUCKET_NAME.match(name.rsplit("/", 1)[-1])
     return int(m.group(1)) if m else None
+
+
+def files_without_bucket_ids(files: Sequence["AddFile"], spec: BucketSpec) -> list[str]:
+    """Paths of files Spark's bucketed scan could not place: no (numeric) bucket tag, a name
+    whose suffix disagrees with it, or an id outside the spec's count."""
+    return [f.path for f in files
+            if (b := bucket_id_of_tags(f.tags)) is None or bucket_id_from_name(f.path) != b
+            or not 0 <= b < spec.num_buckets]
 
 
 def bucket_id_of_tags(tags: Mapping[str, str] | None) -> int | None:

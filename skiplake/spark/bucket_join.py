@@ -19,12 +19,11 @@ from typing import TYPE_CHECKING, Sequence
 from pyspark.sql import DataFrame, SparkSession
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.layout.bucket_spec import BucketSpec, bucket_id_from_name, bucket_id_of_tags, bucket_spec_of
+from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of, files_without_bucket_ids
 from skiplake.scan import ScanPlan, ScanReport
 from skiplake.spark.read import hive_layout, read_files
 
 if TYPE_CHECKING:
-    from skiplake.log.actions import AddFile
     from skiplake.table import Table
 
 # The join types a bucket join runs; Spark's spelling of each accepted alias.
@@ -143,29 +142,22 @@ def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how:
 
 
 def _file_problem(side: JoinSide, spec: BucketSpec) -> str | None:
-    snap = side.table.snapshot
-    return bucket_file_problem(snap.table_path, snap.partition_columns, side.plan.files, spec, side.label)
-
-
-def bucket_file_problem(table_path: str, partition_columns: list[str], files: Sequence["AddFile"],
-                        spec: BucketSpec, label: str) -> str | None:
-    """Why Spark's bucketed scan cannot read `files` as buckets of `spec`, or None if it can."""
-    unbucketed = [f.path for f in files
-                  if (b := bucket_id_of_tags(f.tags)) is None or bucket_id_from_name(f.path) != b
-                  or not 0 <= b < spec.num_buckets]
+    """Why Spark's bucketed scan cannot read a side's files as buckets of `spec`, or None."""
+    unbucketed = files_without_bucket_ids(side.plan.files, spec)
     if unbucketed:
-        return (f"{len(unbucketed)} selected files of {label} carry no bucket id (written by another "
+        return (f"{len(unbucketed)} selected files of {side.label} carry no bucket id (written by another "
                 f"writer, e.g. {unbucketed[0]}); OPTIMIZE the table to re-bucket them")
-    if not hive_layout(table_path, partition_columns, files):
-        return f"files of {label} are not in Hive-style partition folders"
+    snap = side.table.snapshot
+    if not hive_layout(snap.table_path, snap.partition_columns, side.plan.files):
+        return f"files of {side.label} are not in Hive-style partition folders"
     return None
 
 
-def side_dataframe(spark: SparkSession, side: JoinSide, bucketed: bool) -> DataFrame:
-    snap = side.table.snapshot
-    spec = side.spec if bucketed and side.plan.files else None
-    return read_files(spark, snap.table_path, snap.schema, snap.partition_columns, side.plan.files,
-                      bucket_spec=spec)
+def planned_dataframe(spark: SparkSession, table: "Table", plan: ScanPlan, bucketed: bool) -> DataFrame:
+    """The rows of a scan's planned files, declared as the table's buckets when `bucketed`."""
+    snap = table.snapshot
+    return read_files(spark, snap.table_path, snap.schema, snap.partition_columns, plan.files,
+                      bucket_spec=bucket_spec_of(snap.configuration) if bucketed else None)
 
 
 def prepare_session(spark: SparkSession, left: JoinSide, right: JoinSide) -> None:
@@ -242,8 +234,8 @@ def bucket_join(spark: SparkSession, left: "Table", right: "Table",
     ok, reason, buckets = check(lside, rside, pairs, kind, spark)
     if ok:
         prepare_session(spark, lside, rside)
-    ldf = _filtered(side_dataframe(spark, lside, ok), left_where)
-    rdf = _filtered(side_dataframe(spark, rside, ok), right_where)
+    ldf = _filtered(planned_dataframe(spark, left, lside.plan, ok), left_where)
+    rdf = _filtered(planned_dataframe(spark, right, rside.plan, ok), right_where)
     if ok:
         # A side under the broadcast threshold would otherwise be broadcast: an Exchange after all.
         rdf = rdf.hint("merge")

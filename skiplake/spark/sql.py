@@ -37,8 +37,7 @@ from skiplake.expr.parse import bind
 from skiplake.expr.tree import And, Node, Or, to_sql
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.scan import ScanPlan, ScanReport, plan_scan
-from skiplake.spark.bucket_join import JoinReport
-from skiplake.spark.read import read_files
+from skiplake.spark.bucket_join import JoinReport, planned_dataframe
 from skiplake.spark.types import to_spark
 
 if TYPE_CHECKING:
@@ -82,11 +81,8 @@ class TableReference:
     def dataframe(self, spark: SparkSession) -> DataFrame:
         if not self.is_delta:
             return self.table.read(self.where)
-        snap = self.table.snapshot
         assert self.plan is not None
-        spec = bucket_spec_of(snap.configuration) if self.bucketed and self.plan.files else None
-        df = read_files(spark, snap.table_path, snap.schema, snap.partition_columns, self.plan.files,
-                        bucket_spec=spec)
+        df = planned_dataframe(spark, self.table, self.plan, self.bucketed)
         return df.hint("merge") if self.merge_hint else df
 
 

@@ -37,8 +37,6 @@ class WriteOptions:
     target_file_size: int = 512 * 1024 * 1024
 
 
-
-
 def check_partition_types(table_path: str, schema: Schema, partition_columns: list[str]) -> None:
     for name in partition_columns:
         f = schema.find(name)
@@ -138,10 +136,7 @@ def _move_into_table(staging: str, table_path: str) -> list[tuple[str, dict[str,
         for name in files:
             if not name.endswith(".parquet") or name.startswith((".", "_")):
                 continue  # Spark's .crc side files and markers stay behind
-            if bucket is not None:
-                name_out = bucket_file_name(name, bucket)
-            else:
-                name_out = name
+            name_out = name if bucket is None else bucket_file_name(name, bucket)
             rel = os.path.join(rel_dir, name_out) if rel_dir else name_out
             dest = os.path.join(table_path, rel)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
