@@ -97,7 +97,7 @@ class SkiplakeWriter:
     """File write + footer stats + AddFile + Snapshot.load + commit; the parts are timed."""
 
     def __init__(self, path: str, worker: int) -> None:
-        from skiplake.layout.partitioning import to_log_path
+        from skiplake.log.paths import to_log_path
         from skiplake.log.actions import AddFile
         from skiplake.log.commit import commit
         from skiplake.log.snapshot import Snapshot

@@ -63,7 +63,7 @@ def measure_case(report: Report, case: str, path: str, reps: int, progress: Prog
         "deltalake DeltaTable() + get_add_actions()": lambda: _delta_load_actions(path),
     }
     samples: dict[str, list[float]] = {k: [] for k in contenders}
-    from skiplake.scan import plan_scan
+    from skiplake.skipping.plan import plan_scan
     add_files: list[float] = []
     scans: list[float] = []
     for fn in contenders.values():  # warm-up round, not timed: imports, first-touch allocations

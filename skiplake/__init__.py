@@ -3,11 +3,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 __all__ = ["BucketSpec", "Lake", "Table", "local_spark", "errors", "__version__"]
 
 from skiplake import errors  # noqa: E402  (no pyspark)
+from skiplake.version import __version__  # noqa: E402
 
 
 def __getattr__(name: str) -> Any:

@@ -316,7 +316,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def explain_scan(path: str, where: str | None, version: int | None = None) -> dict[str, Any]:
     from skiplake.log.snapshot import Snapshot
-    from skiplake.scan import plan_scan
+    from skiplake.skipping.plan import plan_scan
     report = plan_scan(Snapshot.load(path, version), where).report
     doc = report.to_dict()
     doc["files_skipped"] = report.files_skipped

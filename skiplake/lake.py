@@ -13,7 +13,7 @@ from skiplake.errors import InvalidArgumentError, InvalidPredicateError, NotATab
 from skiplake.expr.parse import parse_sql
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import LOG_DIR
-from skiplake.scan import ScanReport
+from skiplake.skipping.report import ScanReport
 from skiplake.table import BucketSpec, Table
 
 if TYPE_CHECKING:

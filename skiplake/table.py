@@ -28,12 +28,13 @@ from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import (Snapshot, add_files_from_arrow, commit_timestamps, list_log, log_storage,
                                    read_commit)
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of, files_without_bucket_ids
-from skiplake.layout.partitioning import absolute_path
-from skiplake.scan import ScanPlan, plan_scan, stats_table
+from skiplake.log.paths import absolute_path
+from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.read import read_files
 from skiplake.spark.session import ensure_conf
 from skiplake.spark.types import conform, from_spark, schema_differences, to_spark
-from skiplake.spark.write import WriteOptions, check_partition_types, write_files
+from skiplake.spark.write import WriteOptions, write_files
+from skiplake.layout.partitioning import check_partition_types
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 from skiplake.errors import RetentionTooShortError
-from skiplake.layout.partitioning import absolute_path
+from skiplake.log.paths import absolute_path
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
 from skiplake.log.snapshot import LOG_DIR, Snapshot
 

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 import skiplake
 from skiplake import BucketSpec
 from skiplake.errors import InvalidArgumentError
-from skiplake.layout.partitioning import absolute_path, from_log_path
+from skiplake.log.paths import absolute_path, from_log_path
 from skiplake.log.actions import AddFile
 from skiplake.spark.read import path_from_spark, read_files
 from skiplake.spark.write import WriteOptions

@@ -24,7 +24,7 @@ import skiplake
 from skiplake.cli import main as cli_main
 from skiplake.errors import InvalidArgumentError
 from skiplake.log.actions import AddFile
-from skiplake.layout.partitioning import absolute_path
+from skiplake.log.paths import absolute_path
 from skiplake.spark.read import path_from_spark, read_files
 from skiplake.table import Table
 

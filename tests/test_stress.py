@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from skiplake.layout.partitioning import from_log_path
+from skiplake.log.paths import from_log_path
 from skiplake.log.actions import CommitInfo
 from skiplake.log.snapshot import Snapshot, list_log, log_storage, read_commit
 from skiplake.vacuum import vacuum

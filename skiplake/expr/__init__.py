@@ -1,7 +1,7 @@
-"""Predicates: SQL text to a bound tree, evaluated three-valued over partition values and stats."""
-from skiplake.expr.evaluate import ColumnRange, evaluate, file_lookup, may_match, partition_lookup
+"""The predicate language: SQL text to a tree bound to a schema, one visitor walk, SQL text back."""
 from skiplake.expr.parse import bind
-from skiplake.expr.tree import Node, columns_of
+from skiplake.expr.sql import to_sql
+from skiplake.expr.tree import Node, conjuncts
+from skiplake.expr.visitor import BooleanVisitor, columns_of, visit
 
-__all__ = ["ColumnRange", "Node", "bind", "columns_of", "evaluate", "file_lookup", "may_match",
-           "partition_lookup"]
+__all__ = ["BooleanVisitor", "Node", "bind", "columns_of", "conjuncts", "to_sql", "visit"]

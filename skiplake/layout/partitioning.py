@@ -1,19 +1,18 @@
-"""Hive-style partition folders, exactly as Spark names them, and the add path encoding of the log.
+"""Hive-style partition folders, exactly as Spark names them, and which types can be partition columns.
 
 Spark escapes a partition value in a folder name with `%XX` for a fixed set of characters
 (ExternalCatalogUtils.escapePathName) and writes NULL (and '') as __HIVE_DEFAULT_PARTITION__.
-The log stores paths as URIs relative to the table root, so those folder names are
-percent-encoded once more in `add.path`.
+(The log's own encoding of those folder names in `add.path` is `skiplake.log.paths`.)
 """
 from __future__ import annotations
 
-import os
-from urllib.parse import quote, unquote, urlparse
+from skiplake.errors import PartitionValueError
+from skiplake.log.schema import Schema, is_primitive
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _ESCAPED = set('"#%\'*/:=?\\\x7f{[]^') | {chr(c) for c in range(0x01, 0x20)}
-# Characters left alone when a relative file path becomes a URI (as java.net.URI does).
-_URI_SAFE = "/=:@!$&'()*+,;-._~"
+# Types whose values have no partition folder encoding.
+_PARTITION_TYPES_REFUSED = {"binary"}
 
 
 def escape_path_name(value: str) -> str:
@@ -61,17 +60,12 @@ def parse_partition_dir(relative_dir: str) -> dict[str, str | None]:
     return out
 
 
-def to_log_path(relative_path: str) -> str:
-    return quote(relative_path, safe=_URI_SAFE)
-
-
-def from_log_path(log_path: str) -> str:
-    return unquote(log_path)
-
-
-def absolute_path(table_path: str, log_path: str) -> str:
-    """The local path of a file named in the log (relative URI, absolute path or file: URI)."""
-    if "://" in log_path or log_path.startswith("file:"):
-        return os.path.normpath(from_log_path(urlparse(log_path).path))
-    path = from_log_path(log_path)
-    return os.path.normpath(path if os.path.isabs(path) else os.path.join(table_path, path))
+def check_partition_types(table_path: str, schema: Schema, partition_columns: list[str]) -> None:
+    """Refuse partition columns that are missing from the schema or have no folder encoding."""
+    for name in partition_columns:
+        f = schema.find(name)
+        if f is None:
+            raise PartitionValueError(table_path, name, None, "the partition column is not in the schema")
+        if not is_primitive(f.type) or f.type in _PARTITION_TYPES_REFUSED:
+            raise PartitionValueError(table_path, name, f"<{f.type if isinstance(f.type, str) else f.type['type']}>",
+                                      "values of this type have no partition value encoding")

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skiplake.expr.sortable import sortable
+from skiplake.layout.sortable import sortable
 
 MAX_RANGES = 1024          # ranges per column when there is one column; fewer bits each with more
 ZVALUE_BITS = 62           # Z-values are non-negative int64s (Spark sorts them signed)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from skiplake.errors import (CommitFailedError, TableAlreadyExistsError, ConcurrentAppendException, ConcurrentDeleteDeleteException,
                              ConcurrentDeleteReadException, ConcurrentTransactionException,
                              MetadataChangedException, ProtocolChangedException)
-from skiplake.expr.evaluate import file_lookup, may_match
+from skiplake.skipping.metrics import file_lookup, may_match
 from skiplake.expr.tree import Node
 from skiplake.layout.partitioning import partition_dir
 from skiplake.log.actions import (Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn,

@@ -20,7 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of, files_without_bucket_ids
-from skiplake.scan import ScanPlan, ScanReport
+from skiplake.skipping.plan import ScanPlan
+from skiplake.skipping.report import ScanReport
 from skiplake.spark.read import hive_layout, read_files
 
 if TYPE_CHECKING:

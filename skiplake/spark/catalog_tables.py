@@ -22,7 +22,8 @@ from pyspark.sql import functions as F
 from skiplake.catalog.client import CatalogClient, all_partitions
 from skiplake.catalog.expression import matches, parse
 from skiplake.expr.parse import bind
-from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or, StartsWith, columns_of, conjuncts
+from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or, StartsWith, conjuncts
+from skiplake.expr.visitor import columns_of
 from skiplake.layout.partitioning import partition_dir
 from skiplake.log.schema import Field, Schema
 

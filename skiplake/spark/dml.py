@@ -16,11 +16,11 @@ from pyspark.sql import functions as F
 
 from skiplake.errors import (InvalidArgumentError, MergeConflictError, ReplaceWhereViolationError,
                              SchemaMismatchError)
-from skiplake.expr.evaluate import evaluate, file_lookup
+from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
 from skiplake.log.actions import AddFile
-from skiplake.layout.partitioning import absolute_path
+from skiplake.log.paths import absolute_path
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions

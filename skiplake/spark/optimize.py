@@ -18,7 +18,7 @@ from skiplake.layout.bucket_spec import bucket_id_of_tags
 from skiplake.spark.write import WriteOptions
 
 if TYPE_CHECKING:
-    from skiplake.scan import ScanPlan
+    from skiplake.skipping.plan import ScanPlan
     from skiplake.table import Table, Transaction
 
 

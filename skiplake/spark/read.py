@@ -17,7 +17,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from skiplake.expr.values import parse_partition_value
-from skiplake.layout.partitioning import absolute_path, from_log_path, parse_partition_dir
+from skiplake.log.paths import absolute_path, from_log_path
+from skiplake.layout.partitioning import parse_partition_dir
 from skiplake.log.actions import AddFile
 from skiplake.log.schema import Schema
 from skiplake.spark.types import spark_type, to_spark

@@ -34,9 +34,11 @@ from sqlglot.errors import ParseError, TokenError
 
 from skiplake.errors import InvalidPredicateError
 from skiplake.expr.parse import bind
-from skiplake.expr.tree import And, Node, Or, to_sql
+from skiplake.expr.tree import And, Node, Or
+from skiplake.expr.sql import to_sql
 from skiplake.layout.bucket_spec import bucket_spec_of
-from skiplake.scan import ScanPlan, ScanReport, plan_scan
+from skiplake.skipping.plan import ScanPlan, plan_scan
+from skiplake.skipping.report import ScanReport
 from skiplake.spark.bucket_join import JoinReport, planned_dataframe
 from skiplake.spark.types import to_spark
 

@@ -17,13 +17,13 @@ from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError, PartitionValueError
 from skiplake.layout.bucket_spec import BUCKET_COLUMN, BUCKET_TAG, BucketSpec, bucket_file_name
-from skiplake.layout.partitioning import parse_partition_dir, to_log_path
+from skiplake.layout.partitioning import check_partition_types, parse_partition_dir
+from skiplake.log.paths import to_log_path
 from skiplake.log.actions import AddFile
-from skiplake.log.schema import Schema, is_primitive
+from skiplake.log.schema import Schema
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, many_file_stats
 
 STAGING_DIR = "_skiplake_staging"
-_PARTITION_TYPES_REFUSED = {"binary"}
 MAX_NAME_BYTES = 255
 
 
@@ -35,16 +35,6 @@ class WriteOptions:
     # A bucketed table gets one file per bucket per partition, split only past this size
     # (rows per file estimated from the table's stored bytes per row).
     target_file_size: int = 512 * 1024 * 1024
-
-
-def check_partition_types(table_path: str, schema: Schema, partition_columns: list[str]) -> None:
-    for name in partition_columns:
-        f = schema.find(name)
-        if f is None:
-            raise PartitionValueError(table_path, name, None, "the partition column is not in the schema")
-        if not is_primitive(f.type) or f.type in _PARTITION_TYPES_REFUSED:
-            raise PartitionValueError(table_path, name, f"<{f.type if isinstance(f.type, str) else f.type['type']}>",
-                                      "values of this type have no partition value encoding")
 
 
 def bucketed(df: DataFrame, spec: BucketSpec, partition_columns: list[str]) -> DataFrame:

@@ -9,8 +9,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skiplake.expr import bind
-from skiplake.expr.bucket_eval import selected_buckets
+from skiplake.expr.parse import bind
+from skiplake.skipping.buckets import selected_buckets
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or
 from skiplake.layout.bucketing import bucket_ids, bucket_of
 from skiplake.log.schema import Field, Schema

@@ -19,7 +19,7 @@ from skiplake.log.actions import AddFile, Metadata
 from skiplake.log.commit import ReadSet, commit, create
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, list_log, log_storage
-from skiplake.scan import plan_scan
+from skiplake.skipping.plan import plan_scan
 
 SCHEMA = Schema((Field("id", "long"), Field("p", "integer"), Field("v", "long")))
 WS, SER = "WriteSerializable", "Serializable"

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiplake.errors import InvalidPredicateError
-from skiplake.expr import bind, evaluate, file_lookup, may_match, partition_lookup
+from skiplake.expr.parse import bind
+from skiplake.skipping.metrics import evaluate, file_lookup, may_match, partition_lookup
 from skiplake.expr.tree import Cmp, InList, Opaque
 from skiplake.log.schema import Field, Schema
 

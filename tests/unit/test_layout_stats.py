@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skiplake.layout.partitioning import (escape_path_name, from_log_path, parse_partition_dir, partition_dir,
-                                          to_log_path, unescape_path_name)
+from skiplake.layout.partitioning import escape_path_name, parse_partition_dir, partition_dir, unescape_path_name
+from skiplake.log.paths import from_log_path, to_log_path
 from skiplake.log.schema import Field, Schema
 from skiplake.log.stats import MAX_CHAR, file_stats
 
@@ -60,7 +60,7 @@ def test_stats_from_footer(tmp_path):
 
 
 def test_absolute_path_of_log_paths():
-    from skiplake.layout.partitioning import absolute_path
+    from skiplake.log.paths import absolute_path
     assert absolute_path("/t", "d=2001-01-01/a%20b.parquet") == "/t/d=2001-01-01/a b.parquet"
     assert absolute_path("/t", "file:///data/x%3A1.parquet") == "/data/x:1.parquet"
     assert absolute_path("/t", "file:/data/y.parquet") == "/data/y.parquet"

@@ -10,9 +10,10 @@ import pyarrow as pa
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from skiplake.expr import bind, evaluate, file_lookup
-from skiplake.expr.stats_table import StatsTable
-from skiplake.expr.vector_eval import evaluate_files, may_match_files
+from skiplake.expr.parse import bind
+from skiplake.skipping.metrics import evaluate, file_lookup
+from skiplake.skipping.stats_table import StatsTable
+from skiplake.skipping.columnar import evaluate_files, may_match_files
 from skiplake.log.arrow_schema import FILES_SCHEMA, map_items
 from skiplake.log.schema import Field, Schema
 

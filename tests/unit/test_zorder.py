@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skiplake.expr.sortable import sortable
+from skiplake.layout.sortable import sortable
 from skiplake.layout.zorder import (Curve, bits_per_column, cut_points, interleave, partition_keys, range_boundaries,
                                     range_ids)
 

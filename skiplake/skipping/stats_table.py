@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from skiplake.expr.evaluate import MAX_CHAR, STRING_PREFIX_LENGTH
+from skiplake.skipping.buckets import file_bucket_ids
+from skiplake.skipping.metrics import MAX_CHAR, STRING_PREFIX_LENGTH
 from skiplake.expr.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
-from skiplake.layout.bucket_spec import BUCKET_TAG
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 
 _JSON_BLOCK = 8 << 20
@@ -93,16 +93,9 @@ class StatsTable:
 
     @property
     def bucket_ids(self) -> np.ndarray:
-        """Each file's bucket id from its tags (BUCKET_TAG); -1 for a file that has none."""
+        """Each file's bucket id from its tags; -1 for a file that has none."""
         if self._bucket_ids is None:
-            if self.num_files == 0:
-                self._bucket_ids = np.zeros(0, dtype=np.int64)
-            else:
-                found = pc.map_lookup(self.files.column("tags"), pa.scalar(BUCKET_TAG, pa.string()), "first")
-                # A tag that is not a number (another tool's) counts as none.
-                numeric = pc.if_else(pc.utf8_is_digit(found), found, pa.scalar(None, pa.string()))
-                self._bucket_ids = (pc.fill_null(pc.cast(numeric, pa.int64()), -1)
-                                    .to_numpy(zero_copy_only=False).astype(np.int64))
+            self._bucket_ids = file_bucket_ids(self.files)
         return self._bucket_ids
 
     # ---------------------------------------------------------------- partitions

@@ -1,6 +1,6 @@
 """Three-valued evaluation of a predicate over all files at once.
 
-The same logic as `evaluate.evaluate`, with each outcome set held as three boolean arrays
+The same logic as `metrics.evaluate`, with each outcome set held as three boolean arrays
 (`t`, `f`, `n`: the predicate may be TRUE / FALSE / NULL on some row of file i). A file can be
 skipped where `t` is False. Leaves compare Arrow arrays of bounds with a literal; an IN list is
 matched against bounds by binary search, so 10,000 values cost about as much as one.
@@ -20,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skiplake.expr.evaluate import ColumnRange, evaluate
-from skiplake.expr.sortable import sortable
-from skiplake.expr.stats_table import ColumnStats, StatsTable, arrow_type
-from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith, columns_of
+from skiplake.skipping.metrics import ColumnRange, evaluate
+from skiplake.layout.sortable import sortable
+from skiplake.skipping.stats_table import ColumnStats, StatsTable, arrow_type
+from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
+from skiplake.expr.visitor import BooleanVisitor, columns_of, visit
 from skiplake.expr.values import TIMESTAMP_TYPES
 from skiplake.log.schema import INTEGER_TYPES, is_decimal
 
@@ -46,42 +47,73 @@ def may_match_files(node: Node, stats: StatsTable) -> np.ndarray:
 
 
 def evaluate_files(node: Node, stats: StatsTable) -> Masks:
-    size = stats.num_files
-    if isinstance(node, And):
-        acc = _const(True, size)
-        for child in node.children:
-            acc = _and(acc, evaluate_files(child, stats))
-        return acc
-    if isinstance(node, Or):
-        acc = _const(False, size)
-        for child in node.children:
-            acc = _or(acc, evaluate_files(child, stats))
-        return acc
-    if isinstance(node, Not):
-        m = evaluate_files(node.child, stats)
-        return Masks(m.f, m.t, m.n)
-    if isinstance(node, Const):
-        return _const(node.value, size)
-    if isinstance(node, Opaque):
-        ones = np.ones(size, dtype=bool)
+    return visit(node, _ColumnarEvaluator(stats))
+
+
+class _ColumnarEvaluator(BooleanVisitor[Masks]):
+    """`metrics._RangeEvaluator`'s rules, with each outcome set held as three arrays over files."""
+
+    def __init__(self, stats: StatsTable) -> None:
+        self.stats = stats
+        self.size = stats.num_files
+
+    def visit_const(self, node: Const) -> Masks:
+        return _const(node.value, self.size)
+
+    def visit_opaque(self, node: Opaque) -> Masks:
+        ones = np.ones(self.size, dtype=bool)
         return Masks(ones, ones.copy(), ones.copy())
-    col = stats.column(node.col.name)
-    try:
-        masks = _leaf(node, col)
-    except (_Mismatch, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError,
-            InvalidOperation):
-        return _leaf_by_file(node, col)
-    # Files whose column is entirely NULL: only IS NULL is true, <=> is false, the rest NULL.
+
+    def visit_and(self, node: And, children: list[Masks]) -> Masks:
+        acc = _const(True, self.size)
+        for child in children:
+            acc = _and(acc, child)
+        return acc
+
+    def visit_or(self, node: Or, children: list[Masks]) -> Masks:
+        acc = _const(False, self.size)
+        for child in children:
+            acc = _or(acc, child)
+        return acc
+
+    def visit_not(self, node: Not, child: Masks) -> Masks:
+        return Masks(child.f, child.t, child.n)
+
+    def visit_cmp(self, node: Cmp) -> Masks:
+        return self._leaf(node)
+
+    def visit_in(self, node: InList) -> Masks:
+        return self._leaf(node)
+
+    def visit_is_null(self, node: IsNull) -> Masks:
+        return self._leaf(node)
+
+    def visit_starts_with(self, node: StartsWith) -> Masks:
+        return self._leaf(node)
+
+    def _leaf(self, node: Cmp | InList | IsNull | StartsWith) -> Masks:
+        col = self.stats.column(node.col.name)
+        try:
+            masks = _leaf(node, col)
+        except (_Mismatch, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError,
+                InvalidOperation):
+            return _leaf_by_file(node, col)
+        return _with_all_null(node, col, masks)
+
+
+def _with_all_null(node: Node, col: ColumnStats, masks: Masks) -> Masks:
+    """Files whose column is entirely NULL: only IS NULL is true, <=> is false, the rest NULL."""
     a = col.all_null
-    if a.any():
-        if isinstance(node, IsNull):
-            t, f, n = np.ones(size, bool), np.zeros(size, bool), np.zeros(size, bool)
-        elif isinstance(node, Cmp) and node.op == "<=>":
-            t, f, n = np.zeros(size, bool), np.ones(size, bool), np.zeros(size, bool)
-        else:
-            t, f, n = np.zeros(size, bool), np.zeros(size, bool), np.ones(size, bool)
-        masks = Masks(np.where(a, t, masks.t), np.where(a, f, masks.f), np.where(a, n, masks.n))
-    return masks
+    if not a.any():
+        return masks
+    size = len(a)
+    if isinstance(node, IsNull):
+        t, f, n = np.ones(size, bool), np.zeros(size, bool), np.zeros(size, bool)
+    elif isinstance(node, Cmp) and node.op == "<=>":
+        t, f, n = np.zeros(size, bool), np.ones(size, bool), np.zeros(size, bool)
+    else:
+        t, f, n = np.zeros(size, bool), np.zeros(size, bool), np.ones(size, bool)
+    return Masks(np.where(a, t, masks.t), np.where(a, f, masks.f), np.where(a, n, masks.n))
 
 
 def _const(value: bool | None, size: int) -> Masks:

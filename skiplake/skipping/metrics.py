@@ -1,4 +1,4 @@
-"""Three-valued evaluation of a predicate over what is known about a file or partition.
+"""Three-valued evaluation of a predicate over what the log knows of one file or partition.
 
 Each evaluation returns the set of outcomes the predicate *may* take on some row: a subset of
 {True, False, None} (None is SQL NULL). A file can be skipped exactly when True is not in that
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
+from skiplake.expr.visitor import BooleanVisitor, visit
 from skiplake.expr.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
 from skiplake.log.schema import Schema, is_primitive
 
@@ -50,47 +51,66 @@ def exact_value(value: Any) -> ColumnRange:
 Lookup = Callable[[str], ColumnRange]
 
 
-def evaluate(node: Node, lookup: Lookup) -> Outcomes:
-    if isinstance(node, And):
-        acc: Outcomes = frozenset({T})
-        for child in node.children:
-            acc = _and(acc, evaluate(child, lookup))
-            if not acc:
-                return acc
-        return acc
-    if isinstance(node, Or):
-        acc = frozenset({F})
-        for child in node.children:
-            acc = _or(acc, evaluate(child, lookup))
-        return acc
-    if isinstance(node, Not):
-        return frozenset(_not(v) for v in evaluate(node.child, lookup))
-    if isinstance(node, Const):
+class _RangeEvaluator(BooleanVisitor[Outcomes]):
+    """The outcomes a predicate may take on some row of a file whose columns `lookup` describes."""
+
+    def __init__(self, lookup: Lookup) -> None:
+        self.lookup = lookup
+
+    def visit_const(self, node: Const) -> Outcomes:
         return frozenset({node.value})
-    if isinstance(node, Opaque):
+
+    def visit_opaque(self, node: Opaque) -> Outcomes:
         return ALL
-    rng = lookup(node.col.name)
-    if rng.all_null:
-        return frozenset({T}) if isinstance(node, IsNull) else (
-            frozenset({F}) if isinstance(node, Cmp) and node.op == "<=>" else frozenset({N}))
-    try:
-        if isinstance(node, Cmp):
-            base = _compare(node.op, rng, node.value)
-        elif isinstance(node, InList):
-            base = _in_list(rng, node)
-        elif isinstance(node, IsNull):
-            return frozenset({T, F}) if rng.may_null else frozenset({F})
-        elif isinstance(node, StartsWith):
-            base = _starts_with(rng, node.prefix)
-        else:
-            return ALL
-    except TypeError:  # a value that does not compare with the literal: assume anything
-        base = frozenset({T, F})
-    if rng.may_null:
-        if isinstance(node, Cmp) and node.op == "<=>":
-            return base | {F}
-        return base | {N}
-    return base
+
+    def visit_and(self, node: And, children: list[Outcomes]) -> Outcomes:
+        acc: Outcomes = frozenset({T})
+        for child in children:
+            acc = _and(acc, child)
+        return acc
+
+    def visit_or(self, node: Or, children: list[Outcomes]) -> Outcomes:
+        acc: Outcomes = frozenset({F})
+        for child in children:
+            acc = _or(acc, child)
+        return acc
+
+    def visit_not(self, node: Not, child: Outcomes) -> Outcomes:
+        return frozenset(_not(v) for v in child)
+
+    def visit_is_null(self, node: IsNull) -> Outcomes:
+        rng = self.lookup(node.col.name)
+        if rng.all_null:
+            return frozenset({T})
+        return frozenset({T, F}) if rng.may_null else frozenset({F})
+
+    def visit_cmp(self, node: Cmp) -> Outcomes:
+        return self._leaf(node, lambda rng: _compare(node.op, rng, node.value), null_safe=node.op == "<=>")
+
+    def visit_in(self, node: InList) -> Outcomes:
+        return self._leaf(node, lambda rng: _in_list(rng, node))
+
+    def visit_starts_with(self, node: StartsWith) -> Outcomes:
+        return self._leaf(node, lambda rng: _starts_with(rng, node.prefix))
+
+    def _leaf(self, node: Cmp | InList | StartsWith, outcomes: Callable[[ColumnRange], Outcomes],
+              null_safe: bool = False) -> Outcomes:
+        """The leaf's outcomes on the non-null values, then what NULLs add (FALSE for <=>, else NULL)."""
+        rng = self.lookup(node.col.name)
+        if rng.all_null:
+            return frozenset({F}) if null_safe else frozenset({N})
+        try:
+            base = outcomes(rng)
+        except TypeError:  # a value that does not compare with the literal: assume anything
+            base = frozenset({T, F})
+        if rng.may_null:
+            return base | {F if null_safe else N}
+        return base
+
+
+def evaluate(node: Node, lookup: Lookup) -> Outcomes:
+    """The set of outcomes `node` may take on some row of the file `lookup` describes."""
+    return visit(node, _RangeEvaluator(lookup))
 
 
 def may_match(node: Node, lookup: Lookup) -> bool:

@@ -1,0 +1,28 @@
+"""How the log names data files: `add.path` is a URI relative to the table root.
+
+Hive-style folder names are percent-encoded once more when they become a log path, as
+java.net.URI does; other writers may log absolute paths or `file:` URIs instead.
+"""
+from __future__ import annotations
+
+import os
+from urllib.parse import quote, unquote, urlparse
+
+# Characters left alone when a relative file path becomes a URI (as java.net.URI does).
+_URI_SAFE = "/=:@!$&'()*+,;-._~"
+
+
+def to_log_path(relative_path: str) -> str:
+    return quote(relative_path, safe=_URI_SAFE)
+
+
+def from_log_path(log_path: str) -> str:
+    return unquote(log_path)
+
+
+def absolute_path(table_path: str, log_path: str) -> str:
+    """The local path of a file named in the log (relative URI, absolute path or file: URI)."""
+    if "://" in log_path or log_path.startswith("file:"):
+        return os.path.normpath(from_log_path(urlparse(log_path).path))
+    path = from_log_path(log_path)
+    return os.path.normpath(path if os.path.isabs(path) else os.path.join(table_path, path))
