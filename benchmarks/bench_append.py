@@ -18,7 +18,7 @@ skiplake's time is split, from outside, by wrapping the functions append goes th
   spark write        DataFrameWriter.save (Spark's own Parquet write into the staging folder)
   move               moving the written files from staging into the table folder
   footer stats       reading each file's Parquet footer into the stats JSON
-  log commit         skiplake.log.commit.commit (put-if-absent of the JSON commit)
+  log commit         skiplake.txn.commit (put-if-absent of the JSON commit)
   other              the rest (staging cleanup, os.stat per file, metrics)
 
     .venv/bin/python -m benchmarks.bench_append [--quick] [--json] [--rows N] [--variants ...]
@@ -30,8 +30,19 @@ import sys
 import time
 from collections import defaultdict
 
-from benchmarks.common import (Progress, Report, base_parser, command_line, finish, median, rmtree, rotated,
-                               setup_java, timed, workdir)
+from benchmarks.common import (
+    Progress,
+    Report,
+    base_parser,
+    command_line,
+    finish,
+    median,
+    rmtree,
+    rotated,
+    setup_java,
+    timed,
+    workdir,
+)
 
 PHASES = ["snapshot load", "schema check", "spark write", "move", "footer stats", "log commit"]
 VARIANTS = {
@@ -85,15 +96,16 @@ class PhaseRecorder:
 
     def install(self) -> None:
         import pyspark.sql.readwriter as rw
+
+        import skiplake.spark.transaction as txn_mod
         import skiplake.spark.write as write_mod
-        import skiplake.table as table_mod
         from skiplake.log.snapshot import Snapshot
         self._wrap(Snapshot, "load", "snapshot load", static=True)
-        self._wrap(table_mod.Transaction, "prepare", "schema check")
+        self._wrap(txn_mod.Transaction, "prepare", "schema check")
         self._wrap(rw.DataFrameWriter, "save", "spark write")
         self._wrap(write_mod, "_move_into_table", "move")
         self._wrap(write_mod, "many_file_stats", "footer stats")
-        self._wrap(table_mod, "commit", "log commit")
+        self._wrap(txn_mod, "commit", "log commit")
 
     def uninstall(self) -> None:
         for owner, attr, orig in reversed(self._patched):

@@ -59,8 +59,19 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import (DEFAULT_BASE, Progress, Report, base_parser, command_line, finish, fmt_s, median,
-                               rotated, setup_java, timed)
+from benchmarks.common import (
+    DEFAULT_BASE,
+    Progress,
+    Report,
+    base_parser,
+    command_line,
+    finish,
+    fmt_s,
+    median,
+    rotated,
+    setup_java,
+    timed,
+)
 
 A_SCHEMA = "k BIGINT, v BIGINT, s STRING"
 B_SCHEMA = "k BIGINT, w BIGINT"

@@ -6,7 +6,7 @@ skiplake (default 10) and delta-rs (default 100) checkpoint alike. It is then co
 contender, so each contender commits on an identical table. Each repetition commits one more
 AddFile (no data file is written: the commit path alone is measured):
 
-  skiplake log API      Snapshot.load(path), then skiplake.log.commit.commit(snapshot, [add])
+  skiplake log API      Snapshot.load(path), then skiplake.txn.commit(snapshot, [add])
   skiplake Transaction  table.begin(); txn.actions.append(add); txn.commit()   on a Table opened
                         once (the path of Table.append minus Spark's write); split into begin
                         (a snapshot load), the log commit, and the rest of txn.commit()
@@ -25,8 +25,18 @@ import shutil
 import sys
 import time
 
-from benchmarks.common import (Progress, Report, base_parser, command_line, finish, median, rotated, setup_java,
-                               timed, workdir)
+from benchmarks.common import (
+    Progress,
+    Report,
+    base_parser,
+    command_line,
+    finish,
+    median,
+    rotated,
+    setup_java,
+    timed,
+    workdir,
+)
 from benchmarks.synthetic import PARTITION_COLUMNS, FileFactory, LogWriter
 
 LOG = "skiplake log API"
@@ -43,8 +53,8 @@ class LogApi:
         self.path = path
 
     def run(self, add) -> dict:
-        from skiplake.log.commit import commit
         from skiplake.log.snapshot import Snapshot
+        from skiplake.txn import commit
         t0 = time.perf_counter()
         snap = Snapshot.load(self.path)
         t1 = time.perf_counter()
@@ -59,10 +69,10 @@ class TransactionPath:
 
     def __init__(self, spark, path: str) -> None:
         import skiplake
-        import skiplake.table as table_mod
+        import skiplake.spark.transaction as txn_mod
         self.table = skiplake.Table.open(spark, path)
         self.parts: dict = {}
-        orig_commit = table_mod.commit  # the log commit, as imported by skiplake.table
+        orig_commit = txn_mod.commit  # the log commit, as the Transaction calls it
         parts = self.parts
 
         def commit(*a, **k):
@@ -72,8 +82,8 @@ class TransactionPath:
             parts["checkpointed"] = r.checkpointed
             return r
 
-        self._patched = [(table_mod, "commit", orig_commit)]
-        table_mod.commit = commit
+        self._patched = [(txn_mod, "commit", orig_commit)]
+        txn_mod.commit = commit
 
     def close(self) -> None:
         for owner, name, orig in self._patched:
@@ -128,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     with workdir("commit", args.workdir, args.keep, progress) as wd:
         base = str(wd / "base")
         factory = FileFactory(seed=7)
-        progress(f"building {versions} versions (create + {versions - 1} commits of one add) through skiplake.log.commit")
+        progress(f"building {versions} versions (create + {versions - 1} commits of one add) through skiplake.txn.commit")
         t0 = time.perf_counter()
         writer = LogWriter(base, {"delta.checkpointInterval": "10"})
         build_commits = []
@@ -178,8 +188,9 @@ def main(argv: list[str] | None = None) -> int:
 
         # ---- checks: every contender ended at the same version with the same number of files,
         # and skiplake and delta-rs read each other's tables alike.
-        from deltalake import DeltaTable
         import pyarrow as pa
+        from deltalake import DeltaTable
+
         from skiplake.log.snapshot import Snapshot
         expected_version = versions + reps  # + the warm-up commit
         for name, path in paths.items():

@@ -10,7 +10,7 @@ int, double, string), the same data for both contenders:
   skiplake   pyarrow writes the file into the table folder under a unique name; its stats come
              from the footer (skiplake.log.stats.file_stats); an AddFile (log path from
              skiplake.layout.partitioning.to_log_path); Snapshot.load(path); then
-             skiplake.log.commit.commit(snapshot, [add], "WRITE", {"mode": "Append"}), a blind
+             skiplake.txn.commit(snapshot, [add], "WRITE", {"mode": "Append"}), a blind
              append that retries past other writers' commits by itself. CommitResult.attempts - 1
              is the number of retries.
   deltalake  deltalake.write_deltalake(path, table, mode="append"). delta-rs does not report its
@@ -18,7 +18,7 @@ int, double, string), the same data for both contenders:
 
 Latency is one whole append: for skiplake file write + stats + snapshot load + commit, for
 deltalake the write_deltalake call (which also writes the file, loads the table and commits).
-Each contender gets a fresh table per run: skiplake's is created with skiplake.log.commit.create,
+Each contender gets a fresh table per run: skiplake's is created with skiplake.txn.create,
 deltalake's by a first write_deltalake (version 0, one file). Both have
 delta.checkpointInterval = 10 (skiplake's default; delta-rs's is 100), as in benchmark 3.
 Contenders take turns going first (per process count and per repetition).
@@ -81,7 +81,7 @@ def skiplake_schema():
 
 def create_skiplake_table(path: str, checkpoint_interval: int) -> None:
     from skiplake.log.actions import Metadata
-    from skiplake.log.commit import create
+    from skiplake.txn import create
     create(path, Metadata.new(skiplake_schema(), [], {"delta.checkpointInterval": str(checkpoint_interval)}))
 
 
@@ -97,12 +97,13 @@ class SkiplakeWriter:
     """File write + footer stats + AddFile + Snapshot.load + commit; the parts are timed."""
 
     def __init__(self, path: str, worker: int) -> None:
-        from skiplake.log.paths import to_log_path
+        import pyarrow.parquet as pq
+
         from skiplake.log.actions import AddFile
-        from skiplake.log.commit import commit
+        from skiplake.log.paths import to_log_path
         from skiplake.log.snapshot import Snapshot
         from skiplake.log.stats import file_stats
-        import pyarrow.parquet as pq
+        from skiplake.txn import commit
         self.path, self.worker = path, worker
         self.schema = skiplake_schema()
         self._pq, self._AddFile, self._commit, self._Snapshot = pq, AddFile, commit, Snapshot
@@ -288,6 +289,7 @@ def run_once(ctx, kind: str, path: str, procs: int, duration: float, rows: int, 
 
 def verify_skiplake(run: dict[str, Any], rows: int) -> list[tuple[str, bool, str]]:
     from deltalake import DeltaTable
+
     from skiplake.log.snapshot import Snapshot, list_log, log_storage
     path, commits = run["path"], run["commits"]
     n = len(commits)
@@ -329,8 +331,8 @@ def last_checkpoint_lag(path: str) -> dict[str, Any]:
 
 
 def verify_delta(run: dict[str, Any], rows: int) -> list[tuple[str, bool, str]]:
-    from deltalake import DeltaTable
     import pyarrow as pa
+    from deltalake import DeltaTable
     path = run["path"]
     n, n_err = len(run["commits"]), sum(run["errors"].values())
     dt = DeltaTable(path)

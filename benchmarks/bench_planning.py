@@ -28,9 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     files = 10_000 if args.quick else 100_000
     reps = args.reps or (5 if args.quick else 9)
     progress = Progress("planning")
-    from skiplake.skipping.stats_table import StatsTable
     from skiplake.log.snapshot import Snapshot
     from skiplake.skipping.plan import plan_scan
+    from skiplake.skipping.stats_table import StatsTable
 
     report = Report("bench_planning", f"Scan planning over {files:,} files", command_line("bench_planning", args),
                     {"files": files, "reps": reps})

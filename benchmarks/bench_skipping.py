@@ -36,8 +36,18 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import (DEFAULT_BASE, Progress, Report, base_parser, command_line, finish, median, rotated,
-                               setup_java, timed)
+from benchmarks.common import (
+    DEFAULT_BASE,
+    Progress,
+    Report,
+    base_parser,
+    command_line,
+    finish,
+    median,
+    rotated,
+    setup_java,
+    timed,
+)
 
 Q1 = "SELECT sum(ss_quantity) AS q FROM {t} WHERE ss_item_sk IN (40, 41, 42)"
 QDATE = "SELECT sum(ss_quantity) AS q FROM {t} WHERE ss_sold_date_sk BETWEEN 2451180 AND 2451210"

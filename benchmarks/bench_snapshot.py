@@ -23,10 +23,19 @@ from __future__ import annotations
 
 import sys
 
-from benchmarks.common import (Progress, Report, base_parser, command_line, finish, median, rmtree, rotated,
-                               timed, workdir)
+from benchmarks.common import (
+    Progress,
+    Report,
+    base_parser,
+    command_line,
+    finish,
+    median,
+    rmtree,
+    rotated,
+    timed,
+    workdir,
+)
 from benchmarks.synthetic import FileFactory, build
-
 
 SCAN_WHERE = "ss_sold_date = DATE '1999-03-04'"
 
@@ -127,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     with workdir("snapshot", args.workdir, args.keep, progress) as wd:
         path = str(wd / "store_sales")
         factory = FileFactory(seed=42)
-        progress(f"building a {commits * per:,}-file table: {commits} commits of {per:,} adds through skiplake.log.commit")
+        progress(f"building a {commits * per:,}-file table: {commits} commits of {per:,} adds through skiplake.txn.commit")
         secs, (writer, timings) = timed(lambda: build(path, commits, per, factory, progress=progress))
         plain = [t.seconds for t in timings if not t.checkpointed]
         cps = [t.seconds for t in timings if t.checkpointed]

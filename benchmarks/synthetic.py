@@ -17,9 +17,10 @@ import uuid
 from typing import Callable
 
 from skiplake.log.actions import AddFile, Metadata
-from skiplake.log.commit import CommitResult, commit, create
+from skiplake.log.commit import CommitResult
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
+from skiplake.txn import commit, create
 
 SCHEMA = Schema((
     Field("ss_ticket_number", "long"),
@@ -77,7 +78,7 @@ class CommitTiming:
 
 
 class LogWriter:
-    """Commits through `skiplake.log.commit.commit` as the table's only writer.
+    """Commits through `skiplake.txn.commit` as the table's only writer.
 
     commit() needs of its snapshot only the version to write after, the configuration and the
     storage (it loads a fresh snapshot itself when it writes a checkpoint). As the only writer,

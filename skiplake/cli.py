@@ -9,162 +9,36 @@ exit status is 2.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import re
 import sys
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
-from skiplake import __version__
-from skiplake.errors import SkiplakeError
+from skiplake.console import console, esc, human_bytes, metrics_text, one_line, params_text, print_json
+from skiplake.errors import InvalidArgumentError, SkiplakeError
+from skiplake.inspect import describe_table, explain_scan, table_history
+from skiplake.version import __version__
 
 EXIT_OK = 0
 EXIT_ERROR = 2
-
-
-# ---------------------------------------------------------------- helpers
-
-
-def iso_ms(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as an ISO-8601 UTC timestamp (None stays None)."""
-    if ms is None:
-        return None
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat(timespec="milliseconds")
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-    # Wide enough that paths and predicates are not folded when stdout is a pipe or a file.
-    width = None if (sys.stderr if stderr else sys.stdout).isatty() else 160
-    return Console(stderr=stderr, width=width, highlight=False, soft_wrap=False)
-
-
-def _print_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, indent=2, default=_json_default) + "\n")
-    sys.stdout.flush()
-
-
-def _json_default(o: Any) -> Any:
-    import decimal
-    if isinstance(o, decimal.Decimal):
-        return float(o)
-    if isinstance(o, (dt.date, dt.datetime)):
-        return o.isoformat()
-    if isinstance(o, (set, frozenset, tuple)):
-        return list(o)
-    return str(o)
-
-
-def _esc(text: Any) -> str:
-    from rich.markup import escape
-    return escape(str(text))
 
 
 def _table_path(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
-def _decode_param(value: Any) -> Any:
-    """operationParameters values are JSON-encoded strings in Delta logs; decode them when they are."""
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 # ---------------------------------------------------------------- describe
-
-
-def describe_table(path: str) -> dict[str, Any]:
-    """Everything `skiplake describe` shows, from the log alone (no Spark)."""
-    from skiplake.log.commit import isolation_level
-    from skiplake.log.schema import type_name
-    from skiplake.log.snapshot import Snapshot
-
-    snap = Snapshot.load(path)
-    md = snap.metadata
-    rows: int | None = 0
-    files_without_stats = 0
-    for stats in snap.files.column("stats").to_pylist():
-        n = None
-        if stats:
-            try:
-                n = json.loads(stats).get("numRecords")
-            except ValueError:
-                n = None
-        if n is None:
-            files_without_stats += 1
-        else:
-            rows = (rows or 0) + int(n)
-    if files_without_stats:
-        rows = None  # unknown: some files carry no row count
-    proto = snap.protocol
-    return {
-        "path": snap.table_path,
-        "name": md.name or os.path.basename(snap.table_path.rstrip(os.sep)),
-        "description": md.description,
-        "id": md.id,
-        "version": snap.version,
-        "format": md.format.provider,
-        "schema": [{"name": f.name, "type": type_name(f.type), "nullable": f.nullable}
-                   for f in md.schema.fields],
-        "partition_columns": list(md.partitionColumns),
-        "bucketing": _bucketing(dict(md.configuration)),
-        "properties": dict(md.configuration),
-        "isolation_level": isolation_level(dict(md.configuration)),
-        "num_files": snap.num_files,
-        "total_bytes": snap.size_bytes,
-        "total_rows": rows,
-        "files_without_stats": files_without_stats,
-        "protocol": {
-            "minReaderVersion": proto.minReaderVersion,
-            "minWriterVersion": proto.minWriterVersion,
-            "readerFeatures": list(proto.readerFeatures) if proto.readerFeatures is not None else None,
-            "writerFeatures": list(proto.writerFeatures) if proto.writerFeatures is not None else None,
-        },
-        "created_time": iso_ms(md.createdTime),
-        "last_commit_time": iso_ms(snap.timestamp or None),
-    }
-
-
-def _bucketing(configuration: dict[str, str]) -> dict[str, Any] | None:
-    from skiplake.layout.bucket_spec import bucket_spec_of
-    spec = bucket_spec_of(configuration)
-    if spec is None:
-        return None
-    return {"num_buckets": spec.num_buckets, "columns": list(spec.columns), "sort_by": list(spec.sort_by)}
 
 
 def _cmd_describe(args: argparse.Namespace) -> int:
     info = describe_table(_table_path(args.path))
     if args.json:
-        _print_json(info)
+        print_json(info)
         return EXIT_OK
     from rich.table import Table as RichTable
 
-    con = _console()
-    overview = RichTable(title=f"skiplake table {_esc(info['name'])}", show_header=False, title_justify="left")
+    con = console()
+    overview = RichTable(title=f"skiplake table {esc(info['name'])}", show_header=False, title_justify="left")
     overview.add_column(style="bold")
     overview.add_column(overflow="fold")
     proto = info["protocol"]
@@ -193,7 +67,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         ("table id", info["id"]),
     ]:
         if value is not None:
-            overview.add_row(key, _esc(value))
+            overview.add_row(key, esc(value))
     con.print(overview)
 
     schema = RichTable(title="schema", title_justify="left")
@@ -204,7 +78,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
     schema.add_column("partition")
     parts = {p.lower() for p in info["partition_columns"]}
     for i, f in enumerate(info["schema"], start=1):
-        schema.add_row(str(i), _esc(f["name"]), _esc(f["type"]), "yes" if f["nullable"] else "no",
+        schema.add_row(str(i), esc(f["name"]), esc(f["type"]), "yes" if f["nullable"] else "no",
                        "yes" if f["name"].lower() in parts else "")
     con.print(schema)
 
@@ -213,7 +87,7 @@ def _cmd_describe(args: argparse.Namespace) -> int:
         props.add_column("key")
         props.add_column("value", overflow="fold")
         for k, v in sorted(info["properties"].items()):
-            props.add_row(_esc(k), _esc(v))
+            props.add_row(esc(k), esc(v))
         con.print(props)
     return EXIT_OK
 
@@ -221,80 +95,17 @@ def _cmd_describe(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- history
 
 
-def table_history(path: str, limit: int | None = None) -> list[dict[str, Any]]:
-    """One entry per version still in the log, newest first (no Spark)."""
-    from skiplake.errors import NotATableError
-    from skiplake.log.actions import CommitInfo
-    from skiplake.log.snapshot import list_log, log_storage, read_commit
-
-    storage = log_storage(path)
-    listing = list_log(storage)
-    if listing.latest is None:
-        raise NotATableError(path)
-    versions = sorted(listing.commits, reverse=True)
-    if limit is not None:
-        versions = versions[:limit]
-    out = []
-    for v in versions:
-        info: CommitInfo | None = None
-        for action in read_commit(storage, v):
-            if isinstance(action, CommitInfo):
-                info = action
-        ts = (info.timestamp if info and info.timestamp else None) or listing.commits[v].mtime_ms
-        metrics = dict(info.operationMetrics or {}) if info else {}
-        out.append({
-            "version": v,
-            "timestamp": iso_ms(ts),
-            "operation": info.operation if info else None,
-            "parameters": {k: _decode_param(val) for k, val in (info.operationParameters or {}).items()}
-            if info else {},
-            "readVersion": info.readVersion if info else None,
-            "isBlindAppend": info.isBlindAppend if info else None,
-            "isolationLevel": info.isolationLevel if info else None,
-            "engineInfo": info.engineInfo if info else None,
-            "metrics": metrics,
-            "files_added": _int_or_none(metrics.get("numAddedFiles")),
-            "files_removed": _int_or_none(metrics.get("numRemovedFiles")),
-            "rows_written": _int_or_none(metrics.get("numOutputRows")),
-            "rows_deleted": _int_or_none(metrics.get("numDeletedRows")),
-        })
-    return out
-
-
-def _params_text(params: dict[str, Any]) -> str:
-    parts = []
-    for k, v in params.items():
-        if v in (None, [], {}, ""):
-            continue
-        if isinstance(v, list) and len(v) == 1:
-            v = v[0]
-        parts.append(f"{k}={v if isinstance(v, str) else json.dumps(v)}")
-    return ", ".join(parts)
-
-
-def _metrics_text(entry: dict[str, Any]) -> str:
-    parts = []
-    if entry["files_added"] or entry["files_removed"]:
-        parts.append(f"+{entry['files_added'] or 0}/-{entry['files_removed'] or 0} files")
-    if entry["rows_written"]:
-        parts.append(f"{entry['rows_written']:,} rows out")
-    if entry["rows_deleted"]:
-        parts.append(f"{entry['rows_deleted']:,} deleted")
-    return ", ".join(parts)
-
-
 def _cmd_history(args: argparse.Namespace) -> int:
     if args.limit is not None and args.limit < 1:
-        from skiplake.errors import InvalidArgumentError
         raise InvalidArgumentError(f"--limit must be at least 1, not {args.limit}")
     path = _table_path(args.path)
     entries = table_history(path, args.limit)
     if args.json:
-        _print_json({"path": path, "history": entries})
+        print_json({"path": path, "history": entries})
         return EXIT_OK
     from rich.table import Table as RichTable
-    con = _console()
-    t = RichTable(title=f"history of {_esc(os.path.basename(path))} ({_esc(path)})", title_justify="left")
+    con = console()
+    t = RichTable(title=f"history of {esc(os.path.basename(path))} ({esc(path)})", title_justify="left")
     t.add_column("version", justify="right")
     t.add_column("timestamp (UTC)", no_wrap=True)
     t.add_column("operation", no_wrap=True)
@@ -305,8 +116,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
     for e in entries:
         blind = {True: "yes", False: "no", None: "-"}[e["isBlindAppend"]]
         ts = (e["timestamp"] or "-").replace("T", " ").replace("+00:00", "")[:19]
-        t.add_row(str(e["version"]), ts, _esc(e["operation"] or "-"), _esc(_params_text(e["parameters"])),
-                  blind, _esc(e["isolationLevel"] or "-"), _esc(_metrics_text(e)))
+        t.add_row(str(e["version"]), ts, esc(e["operation"] or "-"), esc(params_text(e["parameters"])),
+                  blind, esc(e["isolationLevel"] or "-"), esc(metrics_text(e)))
     con.print(t)
     return EXIT_OK
 
@@ -314,20 +125,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- explain
 
 
-def explain_scan(path: str, where: str | None, version: int | None = None) -> dict[str, Any]:
-    from skiplake.log.snapshot import Snapshot
-    from skiplake.skipping.plan import plan_scan
-    report = plan_scan(Snapshot.load(path, version), where).report
-    doc = report.to_dict()
-    doc["files_skipped"] = report.files_skipped
-    doc["text"] = report.text()
-    return doc
-
-
 def _cmd_explain(args: argparse.Namespace) -> int:
     doc = explain_scan(_table_path(args.path), args.where, args.version)
     if args.json:
-        _print_json(doc)
+        print_json(doc)
         return EXIT_OK
     text = doc["text"]
     if doc.get("rows_selected") is not None and doc.get("rows_total") is not None:
@@ -337,16 +138,6 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- optimize / vacuum
-
-
-def _spark_session(app_name: str):
-    """(session, started_here): the active session when main() runs inside a Spark program, else a new one."""
-    from pyspark.sql import SparkSession
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active, False
-    import skiplake
-    return skiplake.local_spark(app_name=app_name), True
 
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
@@ -384,7 +175,6 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     path = _table_path(args.path)
     before = Snapshot.load(path)  # fail fast, before starting a JVM, when the path is not a table
     if args.target_file_size is not None and args.target_file_size <= 0:
-        from skiplake.errors import InvalidArgumentError
         raise InvalidArgumentError(
             f"--target-file-size must be a positive number of bytes, not {args.target_file_size}")
     if args.where:
@@ -392,7 +182,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         bind(args.where, before.schema)
     import skiplake
     started = time.perf_counter()
-    spark, own = _spark_session("skiplake-optimize")
+    from skiplake.spark.session import active_or_local_spark
+    spark, own = active_or_local_spark("skiplake-optimize")
     try:
         table = skiplake.Table.open(spark, path)
         kwargs = {} if args.target_file_size is None else {"target_file_size": args.target_file_size}
@@ -406,14 +197,14 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     doc = {"path": path, **result.to_dict(), "files_before": before.num_files, "files_after": after.num_files,
            "seconds": round(time.perf_counter() - started, 3)}
     if args.json:
-        _print_json(doc)
+        print_json(doc)
         return EXIT_OK
-    con = _console()
+    con = console()
     if result.version is None:
-        con.print(f"OPTIMIZE {_esc(path)}: nothing to compact ({before.num_files} files, "
+        con.print(f"OPTIMIZE {esc(path)}: nothing to compact ({before.num_files} files, "
                   "no partition has 2 or more small files)")
     else:
-        con.print(f"OPTIMIZE {_esc(path)} committed version {result.version}: "
+        con.print(f"OPTIMIZE {esc(path)} committed version {result.version}: "
                   f"{result.files_removed} files ({human_bytes(result.bytes_removed)}) compacted into "
                   f"{result.files_added} ({human_bytes(result.bytes_added)}) in "
                   f"{result.partitions_optimized} partition(s); the table now has {after.num_files} files "
@@ -422,21 +213,21 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
 
 def _cmd_vacuum(args: argparse.Namespace) -> int:
-    from skiplake.vacuum import vacuum
+    from skiplake.log.vacuum import vacuum
     path = _table_path(args.path)
     from skiplake.log.snapshot import Snapshot
     Snapshot.load(path)  # a clear NotATableError rather than walking an arbitrary folder
     result = vacuum(path, args.retention_hours, dry_run=args.dry_run, force=args.force)
     doc = {"path": path, "retention_hours": args.retention_hours, **result.to_dict()}
     if args.json:
-        _print_json(doc)
+        print_json(doc)
         return EXIT_OK
-    con = _console()
+    con = console()
     verb = "would delete" if result.dry_run else "deleted"
-    con.print(f"VACUUM {_esc(path)} (retention {args.retention_hours:g} h{', dry run' if result.dry_run else ''}): "
+    con.print(f"VACUUM {esc(path)} (retention {args.retention_hours:g} h{', dry run' if result.dry_run else ''}): "
               f"{verb} {result.files_deleted} files, {human_bytes(result.bytes_deleted)}")
     for f in result.files[:50]:
-        con.print(f"  {_esc(f)}")
+        con.print(f"  {esc(f)}")
     if len(result.files) > 50:
         con.print(f"  ... and {len(result.files) - 50} more (use --json for the full list)")
     return EXIT_OK
@@ -447,12 +238,12 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from skiplake import demo
-    from skiplake.tpcds import _check_args
-    _check_args(args.sf, demo.TABLES)  # a bad --sf fails before pyspark is imported
+    from skiplake.tpcds import check_args
+    check_args(args.sf, demo.TABLES)  # a bad --sf fails before pyspark is imported
     spark = None
     if "pyspark" in sys.modules:  # main() called inside a Spark program: reuse its session
-        from pyspark.sql import SparkSession
-        spark = SparkSession.getActiveSession()
+        from skiplake.spark.session import active_session
+        spark = active_session()
     demo.run(sf=args.sf, warehouse=args.warehouse, data_dir=args.data, as_json=args.json, spark=spark)
     return EXIT_OK
 
@@ -533,14 +324,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-def _one_line(text: object) -> str:
-    """A message on one line, without terminal escapes (sqlglot underlines the bad token)."""
-    return " ".join(_ANSI.sub("", str(text)).split())
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     try:
@@ -553,10 +336,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except SkiplakeError as e:
-        sys.stderr.write(f"skiplake {args.command}: error: {_one_line(e)}\n")
+        sys.stderr.write(f"skiplake {args.command}: error: {one_line(e)}\n")
         return EXIT_ERROR
     except (FileNotFoundError, NotADirectoryError, PermissionError, IsADirectoryError) as e:
-        sys.stderr.write(f"skiplake {args.command}: error: {_one_line(e)}\n")
+        sys.stderr.write(f"skiplake {args.command}: error: {one_line(e)}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:
         sys.stderr.write(f"skiplake {args.command}: interrupted\n")

@@ -19,14 +19,15 @@ import contextlib
 import datetime as dt
 import decimal
 import io
-import json
 import os
 import shutil
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Iterator
 
+from skiplake.console import esc, human_bytes, metrics_text, params_text, to_json
 from skiplake.errors import InvalidArgumentError
+from skiplake.inspect import describe_table, table_history
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,7 +75,6 @@ def _plain(value: Any) -> Any:
 
 
 def _bytes(n: int) -> str:
-    from skiplake.cli import human_bytes
     return human_bytes(n)
 
 
@@ -90,7 +90,7 @@ class _Progress:
     @contextlib.contextmanager
     def stage(self, number: int, label: str) -> Iterator[None]:
         self._end_pending()
-        self.console.print(f"[bold]\\[{number}/{self.total}][/bold] {_esc(label)} ...", end="", markup=True,
+        self.console.print(f"[bold]\\[{number}/{self.total}][/bold] {esc(label)} ...", end="", markup=True,
                            soft_wrap=True)
         self.pending = True
         started = time.perf_counter()
@@ -158,11 +158,6 @@ def _cell(v: Any, column: str | None = None) -> str:
     return str(v)
 
 
-def _esc(text: Any) -> str:
-    from rich.markup import escape
-    return escape(str(text))
-
-
 # ---------------------------------------------------------------- stages
 
 
@@ -191,7 +186,6 @@ def _store_sales_files(sf: float) -> int:
 
 
 def _table_state(path: str) -> dict[str, Any]:
-    from skiplake.cli import describe_table
     d = describe_table(path)
     return {"path": path, "rows": d["total_rows"], "files": d["num_files"], "bytes": d["total_bytes"],
             "version": d["version"]}
@@ -205,8 +199,8 @@ def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-dat
     """
     from rich.console import Console
 
-    from skiplake.tpcds import _check_args
-    _check_args(sf, TABLES)  # a bad --sf fails here, before anything is written
+    from skiplake.tpcds import check_args
+    check_args(sf, TABLES)  # a bad --sf fails here, before anything is written
 
     out = sys.stdout
     # With --json, stdout carries only the final document; everything else goes to stderr.
@@ -235,12 +229,11 @@ def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-dat
     # ---- 2. spark
     own_spark = spark is None
     with progress.stage(2, "starting Spark" if own_spark else "using the given Spark session"):
-        import pyspark
-
         import skiplake
+        from skiplake.spark.session import session_summary
         if spark is None:
             spark = skiplake.local_spark(app_name="skiplake-demo")
-        progress.line(f"Spark {spark.version} (pyspark {pyspark.__version__}), master {spark.sparkContext.master}")
+        progress.line(session_summary(spark))
     try:
         _run_with_spark(spark, sf, warehouse, generated, progress, summary)
     finally:
@@ -250,8 +243,7 @@ def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-dat
     summary["stages"] = progress.timings
     summary["total_seconds"] = round(time.perf_counter() - started, 3)
     if as_json:
-        from skiplake.cli import _json_default
-        out.write(json.dumps(summary, indent=2, default=_json_default) + "\n")
+        out.write(to_json(summary) + "\n")
         out.flush()
     else:
         _print_summary(console, summary)
@@ -385,7 +377,6 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
             for text_line in after_report.text().splitlines():
                 progress.line("  " + text_line)
 
-        from skiplake.cli import table_history
         history = table_history(ss.path)
         maintenance["history"] = history
         progress.line(f"history of store_sales ({len(history)} versions, newest first):")
@@ -457,14 +448,13 @@ def _scalar(df: Any) -> Any:
 def _history_table(history: list[dict[str, Any]]) -> Any:
     from rich.table import Table as RichTable
 
-    from skiplake.cli import _metrics_text, _params_text
     t = RichTable()
     for col in ("version", "operation", "parameters", "blind", "isolation", "metrics"):
         t.add_column(col, justify="right" if col == "version" else "left", overflow="fold")
     for e in history:
-        t.add_row(str(e["version"]), e["operation"] or "-", _params_text(e["parameters"]),
+        t.add_row(str(e["version"]), e["operation"] or "-", params_text(e["parameters"]),
                   {True: "yes", False: "no", None: "-"}[e["isBlindAppend"]], e["isolationLevel"] or "-",
-                  _metrics_text(e))
+                  metrics_text(e))
     return t
 
 

@@ -138,7 +138,7 @@ def load_tpcds_extension(con: "duckdb.DuckDBPyConnection") -> None:
     con.load_extension(str(_extension_path(duckdb.__version__)))
 
 
-def _check_args(sf: float, tables: Sequence[str]) -> tuple[str, ...]:
+def check_args(sf: float, tables: Sequence[str]) -> tuple[str, ...]:
     # bool is an int subclass; sf=True would silently mean sf=1.
     if isinstance(sf, bool) or not isinstance(sf, (int, float)) or not math.isfinite(sf) or sf <= 0:
         raise InvalidArgumentError(
@@ -210,7 +210,7 @@ def generate(
     (checked via `<root>/_generated.json`) unless `overwrite` is set.
     """
     started = time.perf_counter()
-    wanted = _check_args(sf, tables)
+    wanted = check_args(sf, tables)
     root = Path(root)
     say: Callable[[str], None] = progress if progress is not None else (lambda _msg: None)
     files = {t: root / f"{t}.parquet" for t in wanted}

@@ -23,13 +23,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skiplake.errors import ConcurrentModificationError
-from skiplake.log.paths import from_log_path, to_log_path
 from skiplake.log.actions import AddFile, Metadata
-from skiplake.log.commit import ReadSet, commit, create
+from skiplake.log.paths import from_log_path, to_log_path
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.stats import file_stats
 from skiplake.skipping.plan import plan_scan
+from skiplake.txn import ReadSet, commit, create
 
 SCHEMA = Schema((Field("id", "long"), Field("p", "integer"), Field("v", "long")))
 DATA_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])

@@ -26,8 +26,8 @@ from pyspark.sql import functions as F
 import skiplake
 from skiplake import BucketSpec
 from skiplake.errors import InvalidArgumentError
-from skiplake.log.paths import absolute_path, from_log_path
 from skiplake.log.actions import AddFile
+from skiplake.log.paths import absolute_path, from_log_path
 from skiplake.spark.read import path_from_spark, read_files
 from skiplake.spark.write import WriteOptions
 from skiplake.table import Table

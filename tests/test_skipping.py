@@ -701,8 +701,8 @@ def test_zorder_of_files_without_stats(spark: SparkSession, lake: skiplake.Lake)
     taking them for zero (which planned one file per row)."""
     import dataclasses
 
-    from skiplake.log.commit import commit
     from skiplake.log.snapshot import Snapshot
+    from skiplake.txn import commit
     t = lake.create_table("nostats", "a int, s string")
     t.append(spark.createDataFrame([(i, f"s{i % 7}") for i in range(3000)], "a int, s string").repartition(3))
     snap = Snapshot.load(t.path)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from skiplake.log.paths import from_log_path
 from skiplake.log.actions import CommitInfo
+from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot, list_log, log_storage, read_commit
-from skiplake.vacuum import vacuum
+from skiplake.log.vacuum import vacuum
 from tests.concurrency_worker import PARTITIONS, append_rows, create_table
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,18 +66,26 @@ def replay(table: str) -> tuple[dict[int, tuple[int, int]], dict[str, int], int]
             for i, v in zip(*append_rows(opid, p, _param(params, "n")).to_pydict().values()):
                 model[i] = [p, v, version]
         elif op in ("delete", "update"):
-            lo, hi = _param(params, "lo"), _param(params, "hi")
-            for i, row in list(model.items()):
-                if row[0] != p or not lo <= row[1] <= hi:
-                    continue
-                if row[2] > info.readVersion:
-                    excluded += 1
-                    continue
-                if op == "delete":
-                    del model[i]
-                else:
-                    model[i] = [p, row[1] + 1000, version]
+            excluded += _apply_dml(model, op, p, _param(params, "lo"), _param(params, "hi"), info.readVersion,
+                                   version)
     return {i: (r[0], r[1]) for i, r in model.items()}, where, excluded
+
+
+def _apply_dml(model: dict[int, list[int]], op: str, p: int, lo: int, hi: int, read_version: int,
+               version: int) -> int:
+    """Apply a DELETE/UPDATE of rows of partition p with lo <= v <= hi that existed when it read;
+    return how many matching rows were born after that (left untouched)."""
+    excluded = 0
+    for i, row in list(model.items()):
+        if row[0] != p or not lo <= row[1] <= hi:
+            continue
+        if row[2] > read_version:
+            excluded += 1
+        elif op == "delete":
+            del model[i]
+        else:
+            model[i] = [p, row[1] + 1000, version]
+    return excluded
 
 
 def physical(table: str) -> dict[int, tuple[int, int]]:

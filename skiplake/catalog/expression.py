@@ -254,23 +254,9 @@ class _Parser:
                 raise self.fail("AND in BETWEEN")
             node: Expr = Between(key, low, self.literal(key))
         elif self.word("in"):
-            if not (self.peek().kind == "punct" and self.peek().text == "("):
-                raise self.fail("'(' after IN")
-            self.take()
-            values = [self.literal(key)]
-            while self.peek().kind == "punct" and self.peek().text == ",":
-                self.take()
-                values.append(self.literal(key))
-            if not (self.peek().kind == "punct" and self.peek().text == ")"):
-                raise self.fail("',' or ')' in the IN list")
-            self.take()
-            node = In(key, tuple(values))
+            node = In(key, self.in_list(key))
         elif self.word("like"):
-            tok = self.take()
-            if tok.kind != "str":
-                raise self.fail("a quoted LIKE pattern", tok)
-            pattern = tok.text[1:-1].replace(tok.text[0] * 2, tok.text[0])
-            node = Like(key, pattern, like_regex(pattern))
+            node = self.like(key)
         elif self.word("is"):
             not_null = self.word("not")
             if not self.word("null"):
@@ -281,6 +267,26 @@ class _Parser:
         else:
             raise self.fail("a comparison operator, BETWEEN, IN, LIKE or IS NULL")
         return Not(node) if negated else node
+
+    def in_list(self, key: Key) -> tuple[Any, ...]:
+        if not (self.peek().kind == "punct" and self.peek().text == "("):
+            raise self.fail("'(' after IN")
+        self.take()
+        values = [self.literal(key)]
+        while self.peek().kind == "punct" and self.peek().text == ",":
+            self.take()
+            values.append(self.literal(key))
+        if not (self.peek().kind == "punct" and self.peek().text == ")"):
+            raise self.fail("',' or ')' in the IN list")
+        self.take()
+        return tuple(values)
+
+    def like(self, key: Key) -> Like:
+        tok = self.take()
+        if tok.kind != "str":
+            raise self.fail("a quoted LIKE pattern", tok)
+        pattern = tok.text[1:-1].replace(tok.text[0] * 2, tok.text[0])
+        return Like(key, pattern, like_regex(pattern))
 
 
 def like_regex(pattern: str) -> re.Pattern:
@@ -357,24 +363,9 @@ _OPS = {"=": lambda a, b: a == b, "<>": lambda a, b: a != b, ">": lambda a, b: a
 
 
 def _eval(expr: Expr, values: Mapping[str, str | None]) -> bool | None:
-    if isinstance(expr, And):
-        out: bool | None = True
-        for c in expr.children:
-            v = _eval(c, values)
-            if v is False:
-                return False
-            if v is None:
-                out = None
-        return out
-    if isinstance(expr, Or):
-        out = False
-        for c in expr.children:
-            v = _eval(c, values)
-            if v is True:
-                return True
-            if v is None:
-                out = None
-        return out
+    """SQL's three-valued result of `expr` on one partition's values (None is NULL)."""
+    if isinstance(expr, (And, Or)):
+        return _eval_junction(expr, values)
     if isinstance(expr, Not):
         v = _eval(expr.child, values)
         return None if v is None else not v
@@ -393,3 +384,16 @@ def _eval(expr: Expr, values: Mapping[str, str | None]) -> bool | None:
     if isinstance(expr, Like):
         return expr.regex.fullmatch(str(values.get(expr.key.name))) is not None
     raise TypeError(f"not an expression node: {expr!r}")
+
+
+def _eval_junction(expr: And | Or, values: Mapping[str, str | None]) -> bool | None:
+    """AND stops at the first FALSE, OR at the first TRUE; a NULL child makes the rest NULL."""
+    decisive = isinstance(expr, Or)
+    out: bool | None = not decisive
+    for c in expr.children:
+        v = _eval(c, values)
+        if v is decisive:
+            return decisive
+        if v is None:
+            out = None
+    return out

@@ -20,8 +20,13 @@ from sqlalchemy.engine import Connection, Engine
 from skiplake.catalog import store
 from skiplake.catalog.expression import Expr, Key, matches, parse, type_kind, typed_value
 from skiplake.catalog.index_keys import KeyRange, encode, index_problem, plan_range
-from skiplake.errors import (AlreadyExistsError, CatalogError, EntityNotFoundError, InvalidInputError,
-                             ResourceNumberLimitExceededError)
+from skiplake.errors import (
+    AlreadyExistsError,
+    CatalogError,
+    EntityNotFoundError,
+    InvalidInputError,
+    ResourceNumberLimitExceededError,
+)
 
 MAX_INDEXES = 3
 MAX_FAILED_INDEXES = 10
@@ -426,10 +431,8 @@ class GlueCatalog:
             after = _untoken(NextToken)
             out_rows: list[Any] = []
             scanned = 0
-            last: Any = None
             for cursor, row in self._candidates(conn, t, chosen, after):
                 scanned += 1
-                last = cursor
                 if total > 1 and row.id % total != segment:
                     continue
                 if expr is not None and not matches(expr, dict(zip(keys, json.loads(row.values_key)))):

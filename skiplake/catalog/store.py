@@ -10,8 +10,21 @@ release migrates it (none yet), a newer one is refused.
 """
 from __future__ import annotations
 
-from sqlalchemy import (Column, Float, ForeignKey, Index, Integer, MetaData, String, Table, Text, UniqueConstraint,
-                        create_engine, event, select)
+from sqlalchemy import (
+    Column,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+)
 from sqlalchemy.engine import Engine
 
 from skiplake.errors import CatalogError

@@ -15,10 +15,9 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from skiplake.errors import InvalidPredicateError
-from skiplake.expr.tree import (FLIPPED, And, Cmp, Col, Const, InList, IsNull, Node, Not, Opaque, Or,
-                                StartsWith)
-from skiplake.expr.values import TIMESTAMP_TYPES, parse_timestamp
+from skiplake.expr.tree import FLIPPED, And, Cmp, Col, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
+from skiplake.log.values import TIMESTAMP_TYPES, parse_timestamp
 
 _CMP_NODES: dict[type, str] = {
     exp.EQ: "=", exp.NEQ: "<>", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=",
@@ -75,38 +74,44 @@ class _Binder:
         return Opaque(node.sql(dialect="spark"), cols)
 
     def bind(self, node: exp.Expression) -> Node:
-        if isinstance(node, exp.Paren):
-            return self.bind(node.this)
-        if isinstance(node, exp.And):
-            return And((self.bind(node.left), self.bind(node.right)))
-        if isinstance(node, exp.Or):
-            return Or((self.bind(node.left), self.bind(node.right)))
-        if isinstance(node, exp.Not):
-            return Not(self.bind(node.this))
-        if isinstance(node, exp.Boolean):
-            return Const(bool(node.this))
-        if isinstance(node, exp.Null):
-            return Const(None)
         if type(node) in _CMP_NODES:
             return self.comparison(node, _CMP_NODES[type(node)])
-        if isinstance(node, exp.Between):
-            col, low, high = node.this, node.args.get("low"), node.args.get("high")
-            lo = self.comparison_parts(col, low, ">=", node)
-            hi = self.comparison_parts(col, high, "<=", node)
-            return And((lo, hi))
-        if isinstance(node, exp.In):
-            return self.in_list(node)
-        if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            if self.usable(node.this):
-                return IsNull(self.col(node.this))
-            return self.opaque(node)
-        if isinstance(node, exp.Like):
-            return self.like(node)
-        if isinstance(node, exp.Column):
-            c = self.col(node)
-            if self.usable(node) and c.type == "boolean":
-                return Cmp("=", c, True)
-            return self.opaque(node)
+        for kind, method in _BINDERS:
+            if isinstance(node, kind):
+                return method(self, node)
+        return self.opaque(node)
+
+    def paren(self, node: exp.Paren) -> Node:
+        return self.bind(node.this)
+
+    def and_(self, node: exp.And) -> Node:
+        return And((self.bind(node.left), self.bind(node.right)))
+
+    def or_(self, node: exp.Or) -> Node:
+        return Or((self.bind(node.left), self.bind(node.right)))
+
+    def not_(self, node: exp.Not) -> Node:
+        return Not(self.bind(node.this))
+
+    def boolean(self, node: exp.Boolean) -> Node:
+        return Const(bool(node.this))
+
+    def null(self, node: exp.Null) -> Node:
+        return Const(None)
+
+    def between(self, node: exp.Between) -> Node:
+        col, low, high = node.this, node.args.get("low"), node.args.get("high")
+        return And((self.comparison_parts(col, low, ">=", node), self.comparison_parts(col, high, "<=", node)))
+
+    def is_(self, node: exp.Is) -> Node:
+        if isinstance(node.expression, exp.Null) and self.usable(node.this):
+            return IsNull(self.col(node.this))
+        return self.opaque(node)
+
+    def column(self, node: exp.Column) -> Node:
+        c = self.col(node)
+        if self.usable(node) and c.type == "boolean":
+            return Cmp("=", c, True)
         return self.opaque(node)
 
     def comparison(self, node: exp.Expression, op: str) -> Node:
@@ -160,6 +165,14 @@ class _Binder:
         if body is None or any(ch in body for ch in "%_\\"):
             return self.opaque(node)
         return StartsWith(col, body)
+
+
+# How each kind of sqlglot node binds (comparisons are looked up in _CMP_NODES first).
+_BINDERS: tuple[tuple[type, Any], ...] = (
+    (exp.Paren, _Binder.paren), (exp.And, _Binder.and_), (exp.Or, _Binder.or_), (exp.Not, _Binder.not_),
+    (exp.Boolean, _Binder.boolean), (exp.Null, _Binder.null), (exp.Between, _Binder.between),
+    (exp.In, _Binder.in_list), (exp.Is, _Binder.is_), (exp.Like, _Binder.like), (exp.Column, _Binder.column),
+)
 
 
 def literal_value(node: exp.Expression) -> Any:
@@ -219,41 +232,50 @@ def cast_literal(value: Any, type_: Any) -> Any:
     if isinstance(value, bool):
         return value if type_ == "boolean" else _NOT_A_LITERAL
     if type_ in INTEGER_TYPES or is_decimal(type_) or type_ in ("float", "double"):
-        if isinstance(value, float) and type_ not in ("float", "double"):
-            # A DOUBLE literal makes Spark compare in doubles, where 2**60 + 1 equals 2**60:
-            # exact comparisons here could skip a file Spark would match.
-            return _NOT_A_LITERAL
-        if isinstance(value, (int, Decimal, float)):
-            # Kept numeric as written: 5.5 against an int column must not become 5.
-            return float(value) if type_ in ("float", "double") else value
-        return _NOT_A_LITERAL
+        return _numeric(value, type_)
     if type_ == "string":
         return value if isinstance(value, str) else _NOT_A_LITERAL
     if type_ == "date":
-        if isinstance(value, dt.datetime):
-            return _NOT_A_LITERAL
-        if isinstance(value, dt.date):
-            return value
-        if isinstance(value, str):
-            try:
-                return dt.date.fromisoformat(value.strip())
-            except ValueError:
-                return _NOT_A_LITERAL
-        return _NOT_A_LITERAL
+        return _date(value)
     if type_ in TIMESTAMP_TYPES:
-        if isinstance(value, dt.datetime):
-            return value
-        if isinstance(value, dt.date):
-            return dt.datetime(value.year, value.month, value.day)
-        if isinstance(value, str):
-            try:
-                if type_ == "timestamp_ntz":
-                    # Spark reads a zone in the text of a TIMESTAMP_NTZ literal and ignores it.
-                    return parse_timestamp(value, keep_wall_clock=True)
-                return parse_timestamp(value)
-            except ValueError:
-                return _NOT_A_LITERAL
+        return _timestamp(value, type_)
+    return _NOT_A_LITERAL  # a boolean column compared with a non-boolean, and other types
+
+
+def _numeric(value: Any, type_: str) -> Any:
+    floating = type_ in ("float", "double")
+    if isinstance(value, float) and not floating:
+        # A DOUBLE literal makes Spark compare in doubles, where 2**60 + 1 equals 2**60:
+        # exact comparisons here could skip a file Spark would match.
         return _NOT_A_LITERAL
-    if type_ == "boolean":
-        return _NOT_A_LITERAL
+    if isinstance(value, (int, Decimal, float)):
+        # Kept numeric as written: 5.5 against an int column must not become 5.
+        return float(value) if floating else value
     return _NOT_A_LITERAL
+
+
+def _date(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return _NOT_A_LITERAL
+    if isinstance(value, dt.date):
+        return value
+    if isinstance(value, str):
+        try:
+            return dt.date.fromisoformat(value.strip())
+        except ValueError:
+            return _NOT_A_LITERAL
+    return _NOT_A_LITERAL
+
+
+def _timestamp(value: Any, type_: str) -> Any:
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, dt.date):
+        return dt.datetime(value.year, value.month, value.day)
+    if not isinstance(value, str):
+        return _NOT_A_LITERAL
+    try:
+        # Spark reads a zone in the text of a TIMESTAMP_NTZ literal and ignores it.
+        return parse_timestamp(value, keep_wall_clock=type_ == "timestamp_ntz")
+    except ValueError:
+        return _NOT_A_LITERAL

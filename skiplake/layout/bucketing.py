@@ -277,6 +277,54 @@ def _check_type(type_: Any) -> None:
         "timestamp_ntz, string and binary columns")
 
 
+def _hash_boolean(arr: pa.Array, seed: np.ndarray) -> np.ndarray:
+    arr = _like(arr, pa.types.is_boolean, pa.bool_())
+    return _hash_int(pc.fill_null(arr, False).to_numpy(zero_copy_only=False).astype(np.int32), seed)
+
+
+def _hash_float(arr: pa.Array, seed: np.ndarray) -> np.ndarray:
+    v = _fixed(arr if arr.type == pa.float32() else pc.cast(arr, pa.float32(), safe=False), np.float32)
+    # -0.0 == 0.0, so this maps both zeros to +0.0 as Spark does before floatToIntBits.
+    v = np.where(v == 0, np.float32(0), v)
+    return _hash_int(np.where(np.isnan(v), _FLOAT_NAN_BITS, v.view(np.uint32)), seed)
+
+
+def _hash_double(arr: pa.Array, seed: np.ndarray) -> np.ndarray:
+    v = _fixed(arr if arr.type == pa.float64() else pc.cast(arr, pa.float64()), np.float64)
+    v = np.where(v == 0, 0.0, v)
+    return _hash_long(np.where(np.isnan(v), _DOUBLE_NAN_BITS, v.view(np.uint64)), seed)
+
+
+def _hash_strings(arr: pa.Array, seed: np.ndarray) -> np.ndarray:
+    data, starts, lengths = _byte_strings(arr)
+    return _hash_bytes(data, starts, lengths, seed)
+
+
+def _hash_decimal(arr: pa.Array, type_: str, seed: np.ndarray) -> np.ndarray:
+    precision, scale = _parse_decimal(type_)
+    units = _decimal_units(arr, precision, scale)
+    if precision <= _MAX_LONG_DIGITS:
+        return _hash_long(units[:, 0].copy(), seed)  # the unscaled value fits the low word
+    return _hash_big_decimal(units, seed)
+
+
+# Spark's hash of a column of each Delta type, given the running seeds (NULL slots masked after).
+_HASHERS: dict[str, Any] = {
+    "boolean": _hash_boolean,
+    "byte": lambda arr, seed: _hash_int(_integers(arr, np.int32), seed),
+    "short": lambda arr, seed: _hash_int(_integers(arr, np.int32), seed),
+    "integer": lambda arr, seed: _hash_int(_integers(arr, np.int32), seed),
+    "long": lambda arr, seed: _hash_long(_integers(arr, np.int64), seed),
+    "date": lambda arr, seed: _hash_int(_epoch_days(arr), seed),
+    "timestamp": lambda arr, seed: _hash_long(_epoch_micros(arr), seed),
+    "timestamp_ntz": lambda arr, seed: _hash_long(_epoch_micros(arr), seed),
+    "float": _hash_float,
+    "double": _hash_double,
+    "string": _hash_strings,
+    "binary": _hash_strings,
+}
+
+
 def _hash_array(arr: pa.Array, type_: str, seed: np.ndarray) -> np.ndarray:
     """Spark's hash of every row of one column given the running seeds; NULL keeps its seed."""
     if len(arr) == 0:
@@ -285,38 +333,8 @@ def _hash_array(arr: pa.Array, type_: str, seed: np.ndarray) -> np.ndarray:
         arr = arr.dictionary_decode()
     if arr.null_count == len(arr):
         return seed
-    if type_ == "boolean":
-        arr = _like(arr, pa.types.is_boolean, pa.bool_())
-        h = _hash_int(pc.fill_null(arr, False).to_numpy(zero_copy_only=False).astype(np.int32), seed)
-    elif type_ in _INT_TYPES:
-        h = _hash_int(_integers(arr, np.int32), seed)
-    elif type_ == "long":
-        h = _hash_long(_integers(arr, np.int64), seed)
-    elif type_ == "date":
-        h = _hash_int(_epoch_days(arr), seed)
-    elif type_ in _TIMESTAMP_TYPES:
-        h = _hash_long(_epoch_micros(arr), seed)
-    elif type_ == "float":
-        v = _fixed(arr if arr.type == pa.float32() else pc.cast(arr, pa.float32(), safe=False), np.float32)
-        # -0.0 == 0.0, so this maps both zeros to +0.0 as Spark does before floatToIntBits.
-        v = np.where(v == 0, np.float32(0), v)
-        bits = np.where(np.isnan(v), _FLOAT_NAN_BITS, v.view(np.uint32))
-        h = _hash_int(bits, seed)
-    elif type_ == "double":
-        v = _fixed(arr if arr.type == pa.float64() else pc.cast(arr, pa.float64()), np.float64)
-        v = np.where(v == 0, 0.0, v)
-        bits = np.where(np.isnan(v), _DOUBLE_NAN_BITS, v.view(np.uint64))
-        h = _hash_long(bits, seed)
-    elif type_ in ("string", "binary"):
-        data, starts, lengths = _byte_strings(arr)
-        h = _hash_bytes(data, starts, lengths, seed)
-    else:
-        precision, scale = _parse_decimal(type_)
-        units = _decimal_units(arr, precision, scale)
-        if precision <= _MAX_LONG_DIGITS:
-            h = _hash_long(units[:, 0].copy(), seed)  # the unscaled value fits the low word
-        else:
-            h = _hash_big_decimal(units, seed)
+    hasher = _HASHERS.get(type_)
+    h = hasher(arr, seed) if hasher is not None else _hash_decimal(arr, type_, seed)
     if arr.null_count:
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         h = np.where(valid, h, seed)

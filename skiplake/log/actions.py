@@ -14,7 +14,6 @@ from typing import Any, Union
 
 from skiplake.log.schema import Schema
 
-
 NUM_RECORDS_PATTERN = r'"numRecords"\s*:\s*(?P<n>\d+)'
 _NUM_RECORDS = re.compile(NUM_RECORDS_PATTERN)
 

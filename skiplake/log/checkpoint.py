@@ -8,9 +8,8 @@ import re
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skiplake.log.arrow_schema import (ADD_TYPE, CHECKPOINT_SCHEMA, METADATA_TYPE, PROTOCOL_TYPE,
-                                       REMOVE_TYPE, TXN_TYPE)
 from skiplake.log.actions import now_ms
+from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, METADATA_TYPE, PROTOCOL_TYPE, REMOVE_TYPE, TXN_TYPE
 from skiplake.log.snapshot import Snapshot, checkpoint_name
 from skiplake.log.storage import Storage
 

@@ -18,8 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
-from skiplake.log.actions import (Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn,
-                                  parse_action)
+from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
 from skiplake.log.schema import Schema
 from skiplake.log.storage import FileInfo, LocalStorage, Storage
@@ -239,6 +238,7 @@ class Snapshot:
              listing: LogListing | None = None) -> "Snapshot":
         storage = storage or log_storage(table_path)
         listing = listing or list_log(storage)
+        # 1. which version, from which checkpoint
         for attempt in range(LISTING_ATTEMPTS):
             try:
                 target, starts = _replay_plan(table_path, listing, version)
@@ -249,58 +249,17 @@ class Snapshot:
                 if attempt + 1 == LISTING_ATTEMPTS:
                     raise
                 listing = list_log(storage)
-        protocol: Protocol | None = None
-        metadata: Metadata | None = None
-        txns: dict[str, Txn] = {}
-        base_files = FILES_SCHEMA.empty_table()
-        base_tombstones = TOMBSTONES_SCHEMA.empty_table()
-        timestamp = 0
-        for i, start in enumerate(starts):
-            if start < 0:
-                break
-            try:
-                cp = read_checkpoint(storage, listing.checkpoints[start])
-            except CorruptLogError:
-                if i + 1 == len(starts):
-                    raise
-                log.warning("checkpoint %d of %s is unreadable; replaying from an older state", start, table_path)
-                continue
-            base_files = _struct_column(cp, "add", FILES_SCHEMA)
-            base_tombstones = _struct_column(cp, "remove", TOMBSTONES_SCHEMA)
-            protocol, metadata, txns = _checkpoint_singletons(cp)
-            timestamp = listing.commits[start].mtime_ms if start in listing.commits else 0
-            break
-
-        added: dict[str, AddFile] = {}
-        removed: dict[str, RemoveFile] = {}
-        for v in range(start + 1, target + 1):
-            commit_ts: int | None = None
-            for action in read_commit(storage, v):
-                if isinstance(action, AddFile):
-                    added[action.path] = action
-                    removed.pop(action.path, None)
-                elif isinstance(action, RemoveFile):
-                    removed[action.path] = action
-                    added.pop(action.path, None)
-                elif isinstance(action, Metadata):
-                    metadata = action
-                elif isinstance(action, Protocol):
-                    protocol = action
-                elif isinstance(action, Txn):
-                    txns[action.appId] = action
-                elif isinstance(action, CommitInfo):
-                    commit_ts = action.timestamp or None
-            timestamp = commit_ts or listing.commits[v].mtime_ms
-
-        if protocol is None or metadata is None:
+        # 2. the newest readable checkpoint, 3. the commits after it
+        state = _checkpoint_state(table_path, storage, listing, starts)
+        for v in range(state.version + 1, target + 1):
+            state.apply(v, read_commit(storage, v), listing.commits[v].mtime_ms)
+        if state.protocol is None or state.metadata is None:
             raise CorruptLogError(os.path.join(table_path, LOG_DIR),
                                   f"no protocol or metaData action up to version {target}")
-        check_readable(table_path, protocol)
-        touched = set(added) | set(removed)
-        files = pa.concat_tables([_without_paths(base_files, touched), _adds_to_arrow(added.values())])
-        tombstones = pa.concat_tables([_without_paths(base_tombstones, touched),
-                                       _removes_to_arrow(removed.values())])
-        return Snapshot(table_path, target, protocol, metadata, files, tombstones, txns, timestamp, storage)
+        check_readable(table_path, state.protocol)
+        files, tombstones = state.tables()
+        return Snapshot(table_path, target, state.protocol, state.metadata, files, tombstones, state.txns,
+                        state.timestamp, storage)
 
     # -------------------------------------------------------------- views
 
@@ -342,6 +301,67 @@ class Snapshot:
     def txn_version(self, app_id: str) -> int | None:
         t = self.txns.get(app_id)
         return t.version if t else None
+
+
+@dataclass
+class _ReplayState:
+    """A table's state while the log is replayed: a checkpoint's, then each commit applied."""
+    version: int = -1                 # the last version applied (-1: none, no checkpoint)
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    txns: dict[str, Txn] = field(default_factory=dict)
+    base_files: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
+    base_tombstones: pa.Table = field(default_factory=TOMBSTONES_SCHEMA.empty_table)
+    added: dict[str, AddFile] = field(default_factory=dict)
+    removed: dict[str, RemoveFile] = field(default_factory=dict)
+    timestamp: int = 0
+
+    def apply(self, version: int, actions: list[Action], file_time_ms: int) -> None:
+        commit_ts: int | None = None
+        for action in actions:
+            if isinstance(action, AddFile):
+                self.added[action.path] = action
+                self.removed.pop(action.path, None)
+            elif isinstance(action, RemoveFile):
+                self.removed[action.path] = action
+                self.added.pop(action.path, None)
+            elif isinstance(action, Metadata):
+                self.metadata = action
+            elif isinstance(action, Protocol):
+                self.protocol = action
+            elif isinstance(action, Txn):
+                self.txns[action.appId] = action
+            elif isinstance(action, CommitInfo):
+                commit_ts = action.timestamp or None
+        self.version = version
+        self.timestamp = commit_ts or file_time_ms
+
+    def tables(self) -> tuple[pa.Table, pa.Table]:
+        """(live files, tombstones) as Arrow tables: the checkpoint's, updated by the commits."""
+        touched = set(self.added) | set(self.removed)
+        files = pa.concat_tables([_without_paths(self.base_files, touched), _adds_to_arrow(self.added.values())])
+        tombstones = pa.concat_tables([_without_paths(self.base_tombstones, touched),
+                                       _removes_to_arrow(self.removed.values())])
+        return files, tombstones
+
+
+def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, starts: list[int]) -> _ReplayState:
+    """The state at the newest of `starts` whose checkpoint reads (-1: replay from version 0)."""
+    for i, start in enumerate(starts):
+        if start < 0:
+            break
+        try:
+            cp = read_checkpoint(storage, listing.checkpoints[start])
+        except CorruptLogError:
+            if i + 1 == len(starts):
+                raise
+            log.warning("checkpoint %d of %s is unreadable; replaying from an older state", start, table_path)
+            continue
+        protocol, metadata, txns = _checkpoint_singletons(cp)
+        return _ReplayState(start, protocol, metadata, txns, _struct_column(cp, "add", FILES_SCHEMA),
+                            _struct_column(cp, "remove", TOMBSTONES_SCHEMA),
+                            timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0)
+    return _ReplayState()
 
 
 def add_files_from_arrow(files: pa.Table) -> list[AddFile]:

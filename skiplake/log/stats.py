@@ -68,7 +68,7 @@ def _stat_json(value: Any, type_: Any, is_max: bool) -> Any:
     return None
 
 
-def _leaf_columns(schema: Schema, skip: set[str], limit: int) -> list[tuple[tuple[str, ...], Any]]:
+def indexed_columns(schema: Schema, skip: set[str], limit: int) -> list[tuple[tuple[str, ...], Any]]:
     """(path, type) of the leaf columns that get stats, the first `limit` of them, as Delta counts."""
     out: list[tuple[tuple[str, ...], Any]] = []
 
@@ -122,7 +122,7 @@ def _column_paths(meta: pq.FileMetaData) -> list[tuple[str, ...]]:
 def stats_from_metadata(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
                         num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS) -> str:
     skip = {c.lower() for c in partition_columns}
-    leaves = _leaf_columns(schema, skip, num_indexed_cols)
+    leaves = indexed_columns(schema, skip, num_indexed_cols)
     index = {path: i for i, path in enumerate(_column_paths(meta))}
     lower_index = {tuple(p.lower() for p in k): v for k, v in index.items()}
     mins: dict[str, Any] = {}

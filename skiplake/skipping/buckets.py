@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from decimal import Decimal
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Mapping, Sequence
 
 import numpy as np

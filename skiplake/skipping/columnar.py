@@ -20,13 +20,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skiplake.skipping.metrics import ColumnRange, evaluate
-from skiplake.layout.sortable import sortable
-from skiplake.skipping.stats_table import ColumnStats, StatsTable, arrow_type
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.visitor import BooleanVisitor, columns_of, visit
-from skiplake.expr.values import TIMESTAMP_TYPES
+from skiplake.layout.sortable import sortable
 from skiplake.log.schema import INTEGER_TYPES, is_decimal
+from skiplake.log.values import TIMESTAMP_TYPES
+from skiplake.skipping.metrics import ColumnRange, evaluate
+from skiplake.skipping.stats_table import ColumnStats, StatsTable, arrow_type
 
 
 @dataclass(frozen=True)
@@ -140,33 +140,41 @@ def _scalar(value: Any, col: ColumnStats) -> pa.Scalar:
     if type_ in INTEGER_TYPES:
         if isinstance(value, Decimal) and value == value.to_integral_value():
             value = int(value)
-        if not isinstance(value, int):
-            raise _Mismatch
-    elif type_ in ("float", "double"):
-        if not isinstance(value, float):
-            raise _Mismatch
     elif is_decimal(type_):
-        if isinstance(value, float):
-            raise _Mismatch
-        d = Decimal(value)
-        if not d.is_finite():
-            raise _Mismatch
-        with localcontext() as ctx:
-            ctx.prec = 80  # decimal(38, s) values exceed the default 28 digits
-            scaled = d.quantize(Decimal(1).scaleb(-target.scale))
-        if scaled != d:
-            raise _Mismatch
-        value = scaled
-    elif type_ == "string":
-        if not isinstance(value, str):
-            raise _Mismatch
-    elif type_ == "date":
-        if not isinstance(value, dt.date) or isinstance(value, dt.datetime):
-            raise _Mismatch
-    elif type_ in TIMESTAMP_TYPES:
-        if not isinstance(value, dt.datetime):
-            raise _Mismatch
+        value = _decimal_at_scale(value, target.scale)
+    if not _fits_kind(value, type_):
+        raise _Mismatch
     return pa.scalar(value, type=target)
+
+
+def _fits_kind(value: Any, type_: str) -> bool:
+    """Whether a Python value is of the kind the column's Arrow scalar takes without a conversion."""
+    if type_ in INTEGER_TYPES:
+        return isinstance(value, int)
+    if type_ in ("float", "double"):
+        return isinstance(value, float)
+    if type_ == "string":
+        return isinstance(value, str)
+    if type_ == "date":
+        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
+    if type_ in TIMESTAMP_TYPES:
+        return isinstance(value, dt.datetime)
+    return True
+
+
+def _decimal_at_scale(value: Any, scale: int) -> Decimal:
+    """The literal as a decimal of the column's scale, or _Mismatch if that would round it."""
+    if isinstance(value, float):
+        raise _Mismatch
+    d = Decimal(value)
+    if not d.is_finite():
+        raise _Mismatch
+    with localcontext() as ctx:
+        ctx.prec = 80  # decimal(38, s) values exceed the default 28 digits
+        scaled = d.quantize(Decimal(1).scaleb(-scale))
+    if scaled != d:
+        raise _Mismatch
+    return scaled
 
 
 def _np(mask: pa.Array | pa.ChunkedArray, fill: bool) -> np.ndarray:
@@ -174,50 +182,65 @@ def _np(mask: pa.Array | pa.ChunkedArray, fill: bool) -> np.ndarray:
 
 
 def _leaf(node: Node, col: ColumnStats) -> Masks:
-    lo, hi = col.min, col.max
-    size = len(lo)
     if isinstance(node, IsNull):
-        return Masks(col.may_null | col.all_null, ~col.all_null, np.zeros(size, bool))
+        return Masks(col.may_null | col.all_null, ~col.all_null, np.zeros(len(col.min), bool))
     if isinstance(node, Cmp):
-        v = _scalar(node.value, col)
-        op = node.op
-        # "lo is unknown or lo <= v" is a comparison whose NULL is filled with True.
-        if op in ("=", "<=>", "<>"):
-            inside = _np(pc.less_equal(lo, v), True) & _np(pc.less_equal(v, hi), True)
-            single = col.exact & _np(pc.equal(lo, v), False) & _np(pc.equal(hi, v), False)
-            can_t, can_f = (inside, ~single) if op != "<>" else (~single, inside)
-        elif op == "<":
-            can_t, can_f = _np(pc.less(lo, v), True), _np(pc.greater_equal(hi, v), True)
-        elif op == "<=":
-            can_t, can_f = _np(pc.less_equal(lo, v), True), _np(pc.greater(hi, v), True)
-        elif op == ">":
-            can_t, can_f = _np(pc.greater(hi, v), True), _np(pc.less_equal(lo, v), True)
-        elif op == ">=":
-            can_t, can_f = _np(pc.greater_equal(hi, v), True), _np(pc.less(lo, v), True)
-        else:
-            raise _Mismatch
-        if op == "<=>":
-            return Masks(can_t, can_f | col.may_null, np.zeros(size, bool))
-        return Masks(can_t, can_f, col.may_null.copy())
+        return _cmp_leaf(node, col)
     if isinstance(node, InList):
-        values = [_scalar(v, col) for v in node.values]
-        value_set = pa.array([s.as_py() for s in values], type=values[0].type) if values else pa.array([], lo.type)
-        can_t = _any_inside(lo, hi, value_set)
-        single = col.exact & _np(pc.equal(lo, hi), False) & _np(pc.is_in(lo, value_set=value_set), False)
-        can_f = ~single
-        zeros = np.zeros(size, bool)
-        if node.has_null:
-            return Masks(can_t, zeros, can_f | col.may_null)
-        return Masks(can_t, can_f, col.may_null.copy())
+        return _in_leaf(node, col)
     if isinstance(node, StartsWith):
-        if col.type != "string":
-            raise _Mismatch
-        prefix = node.prefix
-        head = pc.utf8_slice_codeunits(lo, 0, len(prefix))
-        can_t = _np(pc.greater_equal(hi, prefix), True) & _np(pc.less_equal(head, prefix), True)
-        both = _np(pc.starts_with(lo, prefix), False) & _np(pc.starts_with(hi, prefix), False)
-        return Masks(can_t, ~both, col.may_null.copy())
+        return _starts_with_leaf(node, col)
     raise _Mismatch
+
+
+def _cmp_leaf(node: Cmp, col: ColumnStats) -> Masks:
+    lo, hi = col.min, col.max
+    v = _scalar(node.value, col)
+    op = node.op
+    # "lo is unknown or lo <= v" is a comparison whose NULL is filled with True.
+    if op in ("=", "<=>", "<>"):
+        inside = _np(pc.less_equal(lo, v), True) & _np(pc.less_equal(v, hi), True)
+        single = col.exact & _np(pc.equal(lo, v), False) & _np(pc.equal(hi, v), False)
+        can_t, can_f = (inside, ~single) if op != "<>" else (~single, inside)
+    elif op in _RANGE_TESTS:
+        true_if, false_if = _RANGE_TESTS[op]
+        can_t, can_f = true_if(lo, hi, v), false_if(lo, hi, v)
+    else:
+        raise _Mismatch
+    if op == "<=>":
+        return Masks(can_t, can_f | col.may_null, np.zeros(len(lo), bool))
+    return Masks(can_t, can_f, col.may_null.copy())
+
+
+# For x < v etc.: (whether some value in [lo, hi] makes it TRUE, whether some makes it FALSE);
+# an unknown bound answers "maybe".
+_RANGE_TESTS: dict[str, tuple[Any, Any]] = {
+    "<": (lambda lo, hi, v: _np(pc.less(lo, v), True), lambda lo, hi, v: _np(pc.greater_equal(hi, v), True)),
+    "<=": (lambda lo, hi, v: _np(pc.less_equal(lo, v), True), lambda lo, hi, v: _np(pc.greater(hi, v), True)),
+    ">": (lambda lo, hi, v: _np(pc.greater(hi, v), True), lambda lo, hi, v: _np(pc.less_equal(lo, v), True)),
+    ">=": (lambda lo, hi, v: _np(pc.greater_equal(hi, v), True), lambda lo, hi, v: _np(pc.less(lo, v), True)),
+}
+
+
+def _in_leaf(node: InList, col: ColumnStats) -> Masks:
+    lo, hi = col.min, col.max
+    values = [_scalar(v, col) for v in node.values]
+    value_set = pa.array([s.as_py() for s in values], type=values[0].type) if values else pa.array([], lo.type)
+    can_t = _any_inside(lo, hi, value_set)
+    single = col.exact & _np(pc.equal(lo, hi), False) & _np(pc.is_in(lo, value_set=value_set), False)
+    if node.has_null:
+        return Masks(can_t, np.zeros(len(lo), bool), ~single | col.may_null)
+    return Masks(can_t, ~single, col.may_null.copy())
+
+
+def _starts_with_leaf(node: StartsWith, col: ColumnStats) -> Masks:
+    if col.type != "string":
+        raise _Mismatch
+    lo, hi, prefix = col.min, col.max, node.prefix
+    head = pc.utf8_slice_codeunits(lo, 0, len(prefix))
+    can_t = _np(pc.greater_equal(hi, prefix), True) & _np(pc.less_equal(head, prefix), True)
+    both = _np(pc.starts_with(lo, prefix), False) & _np(pc.starts_with(hi, prefix), False)
+    return Masks(can_t, ~both, col.may_null.copy())
 
 
 def _any_inside(lo: pa.Array, hi: pa.Array, values: pa.Array) -> np.ndarray:

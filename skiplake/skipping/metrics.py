@@ -10,14 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from decimal import Decimal
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Callable, Mapping
 
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.visitor import BooleanVisitor, visit
-from skiplake.expr.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
 from skiplake.log.schema import Schema, is_primitive
+from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
 
 Outcomes = frozenset
 ALL: Outcomes = frozenset({True, False, None})

@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
+from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
 from skiplake.skipping.buckets import file_bucket_ids
 from skiplake.skipping.metrics import MAX_CHAR, STRING_PREFIX_LENGTH
-from skiplake.expr.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
-from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 
 _JSON_BLOCK = 8 << 20
 # How a file's partition tuple is spelled as one string while numbering the partitions.

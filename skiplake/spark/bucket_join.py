@@ -13,19 +13,20 @@ Anything that does not qualify runs as Spark's ordinary join; the report says wh
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from functools import reduce
+from typing import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of, files_without_bucket_ids
-from skiplake.skipping.plan import ScanPlan
+from skiplake.log.snapshot import Snapshot
+from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import ScanReport
-from skiplake.spark.read import hive_layout, read_files
-
-if TYPE_CHECKING:
-    from skiplake.table import Table
+from skiplake.spark.read import hive_layout, read_planned
 
 # The join types a bucket join runs; Spark's spelling of each accepted alias.
 JOIN_TYPES = {"inner": "inner", "left": "left_outer", "leftouter": "left_outer", "left_outer": "left_outer",
@@ -74,18 +75,18 @@ def _short(label: str) -> str:
 
 @dataclass
 class JoinSide:
-    """One input of a join: its table, the files planned for it and how the query names it."""
-    table: "Table"
+    """One input of a join: its table's snapshot, the files planned for it and how the query names it."""
+    snapshot: Snapshot
     plan: ScanPlan
     label: str
     columns: dict[str, str] = field(default_factory=dict)  # lower-case name -> schema spelling
 
     def __post_init__(self) -> None:
-        self.columns = {n.lower(): n for n in self.table.snapshot.schema.names}
+        self.columns = {n.lower(): n for n in self.snapshot.schema.names}
 
     @property
     def spec(self) -> BucketSpec | None:
-        return bucket_spec_of(self.table.snapshot.configuration)
+        return bucket_spec_of(self.snapshot.configuration)
 
 
 def normal_join_type(how: str) -> str:
@@ -103,43 +104,56 @@ def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how:
     """(qualifies, the layout or the reason it does not, buckets per side as joined)."""
     if how not in JOIN_TYPES.values():
         return False, f"a {how.replace('_', ' ')} join; bucket joins run inner, left outer and left semi joins", 0
-    ls, rs = left.spec, right.spec
-    for side, spec in ((left, ls), (right, rs)):
-        if spec is None:
+    for side in (left, right):
+        if side.spec is None:
             return False, f"{side.label} is not bucketed", 0
+    ls, rs = left.spec, right.spec
     assert ls is not None and rs is not None
+    problem = _key_problem(left, right, ls, rs, keys, spark) or _type_problem(left, right, ls, rs)
+    if problem:
+        return False, problem, 0
+    big, small = max(ls.num_buckets, rs.num_buckets), min(ls.num_buckets, rs.num_buckets)
+    if big % small:
+        return False, (f"{ls.num_buckets} and {rs.num_buckets} buckets: neither count is a multiple of the other"), 0
+    problem = _file_problem(left, ls) or _file_problem(right, rs)
+    if problem:
+        return False, problem, 0
+    if big == small:
+        return True, f"{small} buckets on both sides", small
+    return True, f"{big} buckets coalesced to {small} to meet the other side", small
+
+
+def _key_problem(left: JoinSide, right: JoinSide, ls: BucketSpec, rs: BucketSpec,
+                 keys: Sequence[tuple[str, str]], spark: SparkSession) -> str | None:
+    """Why the join keys do not pair the two sides' bucket columns, or None."""
     if len(ls.columns) != len(rs.columns):
-        return False, (f"{left.label} is bucketed by {list(ls.columns)} and {right.label} by {list(rs.columns)}: "
-                       "different numbers of bucket columns"), 0
+        return (f"{left.label} is bucketed by {list(ls.columns)} and {right.label} by {list(rs.columns)}: "
+                "different numbers of bucket columns")
     wanted = [(a.lower(), b.lower()) for a, b in zip(ls.columns, rs.columns)]
     given = {(a.lower(), b.lower()) for a, b in keys}
     missing = [f"{a} = {b}" for a, b in zip(ls.columns, rs.columns) if (a.lower(), b.lower()) not in given]
     if missing:
-        return False, (f"the join keys do not pair the bucket columns: it needs {' AND '.join(missing)} "
-                       f"({left.label} is bucketed by {list(ls.columns)}, {right.label} by {list(rs.columns)})"), 0
+        return (f"the join keys do not pair the bucket columns: it needs {' AND '.join(missing)} "
+                f"({left.label} is bucketed by {list(ls.columns)}, {right.label} by {list(rs.columns)})")
     if len(given) > len(wanted) and (spark.conf.get(ALL_KEYS_CONF, "true") or "true").lower() != "false":
-        return False, (f"the join has keys beyond the bucket columns, and Spark shuffles such joins unless "
-                       f"{ALL_KEYS_CONF}=false"), 0
+        return (f"the join has keys beyond the bucket columns, and Spark shuffles such joins unless "
+                f"{ALL_KEYS_CONF}=false")
+    return None
+
+
+def _type_problem(left: JoinSide, right: JoinSide, ls: BucketSpec, rs: BucketSpec) -> str | None:
+    """Why equal key values might not meet in equal buckets, or None."""
     for a, b in zip(ls.columns, rs.columns):
-        ta, tb = left.table.snapshot.schema.field(a).type, right.table.snapshot.schema.field(b).type
+        ta, tb = left.snapshot.schema.field(a).type, right.snapshot.schema.field(b).type
         if ta != tb:
-            return False, (f"bucket columns {a} ({ta}) and {b} ({tb}) have different types, "
-                           "so equal values may hash to different buckets"), 0
+            return (f"bucket columns {a} ({ta}) and {b} ({tb}) have different types, "
+                    "so equal values may hash to different buckets")
         if ta in ("float", "double"):
             # Spark joins floating-point keys on normalize(k) (NaN and -0.0 made canonical), a
             # different expression from the scans' partitioning on k, so it shuffles anyway.
-            return False, (f"bucket column {a} is {ta}: Spark joins floating-point keys on their normalized "
-                           "values and shuffles both sides"), 0
-    big, small = max(ls.num_buckets, rs.num_buckets), min(ls.num_buckets, rs.num_buckets)
-    if big % small:
-        return False, (f"{ls.num_buckets} and {rs.num_buckets} buckets: neither count is a multiple of the other"), 0
-    for side, spec in ((left, ls), (right, rs)):
-        problem = _file_problem(side, spec)
-        if problem:
-            return False, problem, 0
-    if big == small:
-        return True, f"{small} buckets on both sides", small
-    return True, f"{big} buckets coalesced to {small} to meet the other side", small
+            return (f"bucket column {a} is {ta}: Spark joins floating-point keys on their normalized "
+                    "values and shuffles both sides")
+    return None
 
 
 def _file_problem(side: JoinSide, spec: BucketSpec) -> str | None:
@@ -148,17 +162,10 @@ def _file_problem(side: JoinSide, spec: BucketSpec) -> str | None:
     if unbucketed:
         return (f"{len(unbucketed)} selected files of {side.label} carry no bucket id (written by another "
                 f"writer, e.g. {unbucketed[0]}); OPTIMIZE the table to re-bucket them")
-    snap = side.table.snapshot
+    snap = side.snapshot
     if not hive_layout(snap.table_path, snap.partition_columns, side.plan.files):
         return f"files of {side.label} are not in Hive-style partition folders"
     return None
-
-
-def planned_dataframe(spark: SparkSession, table: "Table", plan: ScanPlan, bucketed: bool) -> DataFrame:
-    """The rows of a scan's planned files, declared as the table's buckets when `bucketed`."""
-    snap = table.snapshot
-    return read_files(spark, snap.table_path, snap.schema, snap.partition_columns, plan.files,
-                      bucket_spec=bucket_spec_of(snap.configuration) if bucketed else None)
 
 
 def prepare_session(spark: SparkSession, left: JoinSide, right: JoinSide) -> None:
@@ -220,31 +227,29 @@ def join_keys(left: JoinSide, right: JoinSide, on: str | Sequence[str] | Sequenc
     return pairs, shared
 
 
-def bucket_join(spark: SparkSession, left: "Table", right: "Table",
+def bucket_join(spark: SparkSession, left: Snapshot, right: Snapshot,
                 on: str | Sequence[str] | Sequence[tuple[str, str]], how: str = "inner",
                 left_where: str | None = None, right_where: str | None = None,
                 left_label: str | None = None, right_label: str | None = None) -> tuple[DataFrame, JoinReport]:
-    """Join two lake tables, as a bucket join when they qualify (see the module doc).
+    """Join two lake tables' snapshots, as a bucket join when they qualify (see the module doc).
 
     `on` names shared key columns (kept once in the output, like DataFrame.join) or gives
     (left column, right column) pairs. Each side is pruned by its own where first."""
     kind = normal_join_type(how)
-    lside = JoinSide(left, left.scan(left_where), left_label or _name(left))
-    rside = JoinSide(right, right.scan(right_where), right_label or _name(right))
+    lside = JoinSide(left, plan_scan(left, left_where), left_label or _name(left))
+    rside = JoinSide(right, plan_scan(right, right_where), right_label or _name(right))
     pairs, shared = join_keys(lside, rside, on)
     ok, reason, buckets = check(lside, rside, pairs, kind, spark)
     if ok:
         prepare_session(spark, lside, rside)
-    ldf = _filtered(planned_dataframe(spark, left, lside.plan, ok), left_where)
-    rdf = _filtered(planned_dataframe(spark, right, rside.plan, ok), right_where)
+    ldf = read_planned(spark, left, lside.plan.files, left_where, bucketed=ok)
+    rdf = read_planned(spark, right, rside.plan.files, right_where, bucketed=ok)
     if ok:
         # A side under the broadcast threshold would otherwise be broadcast: an Exchange after all.
         rdf = rdf.hint("merge")
     if shared:
         df = ldf.join(rdf, on=[a for a, _ in pairs], how=kind)
     else:
-        from functools import reduce
-        from pyspark.sql import functions as F
         ldf, rdf = ldf.alias("__left"), rdf.alias("__right")  # aliases keep a self-join unambiguous
         cond = reduce(lambda x, y: x & y,
                       [F.col(f"__left.`{a}`") == F.col(f"__right.`{b}`") for a, b in pairs])
@@ -254,10 +259,5 @@ def bucket_join(spark: SparkSession, left: "Table", right: "Table",
     return df, report
 
 
-def _filtered(df: DataFrame, where: str | None) -> DataFrame:
-    return df.filter(where) if where else df
-
-
-def _name(table: "Table") -> str:
-    import os
-    return os.path.basename(table.path.rstrip("/"))
+def _name(snapshot: Snapshot) -> str:
+    return os.path.basename(snapshot.table_path.rstrip("/"))

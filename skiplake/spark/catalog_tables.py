@@ -10,10 +10,8 @@ partition is fetched and filtered here, as Athena does without partition filteri
 """
 from __future__ import annotations
 
-import datetime as dt
 import os
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -21,64 +19,12 @@ from pyspark.sql import functions as F
 
 from skiplake.catalog.client import CatalogClient, all_partitions
 from skiplake.catalog.expression import matches, parse
+from skiplake.catalog.predicates import delta_type, glue_expression
 from skiplake.expr.parse import bind
-from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or, StartsWith, conjuncts
+from skiplake.expr.tree import conjuncts
 from skiplake.expr.visitor import columns_of
 from skiplake.layout.partitioning import partition_dir
 from skiplake.log.schema import Field, Schema
-
-_GLUE_TO_DELTA = {"string": "string", "varchar": "string", "char": "string", "int": "integer",
-                  "integer": "integer", "bigint": "long", "long": "long", "smallint": "short", "tinyint": "byte",
-                  "double": "double", "float": "float", "date": "date", "timestamp": "timestamp",
-                  "boolean": "boolean", "binary": "binary"}
-
-
-def delta_type(glue_type: str) -> Any:
-    t = glue_type.strip().lower()
-    if t.startswith("decimal"):
-        return t.replace(" ", "")
-    base = t.split("(")[0].strip()
-    # Nested types are left unanalysed: a predicate on them never prunes.
-    return _GLUE_TO_DELTA.get(base, {"type": "struct", "fields": []})
-
-
-def _glue_literal(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str):
-        return "'" + value.replace("'", "''") + "'"
-    if isinstance(value, dt.datetime):
-        return None
-    if isinstance(value, dt.date):
-        return f"'{value.isoformat()}'"
-    if isinstance(value, (int, Decimal)):
-        return str(value)
-    return None
-
-
-def glue_expression(node: Node) -> str | None:
-    """Glue expression text for a predicate on partition keys, or None if it has no Glue form."""
-    if isinstance(node, Cmp) and node.op != "<=>":
-        lit = _glue_literal(node.value)
-        return None if lit is None else f"{node.col.name} {node.op} {lit}"
-    if isinstance(node, InList) and not node.has_null:
-        items = [_glue_literal(v) for v in node.values]
-        return None if any(i is None for i in items) else f"{node.col.name} IN ({', '.join(items)})"  # type: ignore[arg-type]
-    if isinstance(node, IsNull):
-        return f"{node.col.name} IS NULL"
-    if isinstance(node, StartsWith) and not any(ch in node.prefix for ch in "%_"):
-        return f"{node.col.name} LIKE {_glue_literal(node.prefix + '%')}"
-    if isinstance(node, (And, Or)):
-        parts = [glue_expression(c) for c in node.children]
-        if any(p is None for p in parts):
-            return None
-        return "(" + f" {'AND' if isinstance(node, And) else 'OR'} ".join(parts) + ")"  # type: ignore[arg-type]
-    if isinstance(node, Not):
-        inner = glue_expression(node.child)
-        return None if inner is None else f"NOT ({inner})"
-    if isinstance(node, Const) and node.value is not None:
-        return None
-    return None
 
 
 @dataclass
@@ -117,7 +63,9 @@ class CatalogTable:
     def schema(self) -> Schema:
         return Schema(tuple(Field(n, delta_type(t)) for n, t in self.columns + self.partition_keys))
 
-    def _ddl(self) -> str:
+    @property
+    def ddl(self) -> str:
+        """The table's columns (data, then partition keys) as a Spark DDL string."""
         return ", ".join(f"`{n}` {t}" for n, t in self.columns + self.partition_keys)
 
     def partition_predicate(self, where: str | None) -> str | None:
@@ -152,9 +100,9 @@ class CatalogTable:
         return df.select(*[F.col(f"`{c}`") for c in columns]) if columns else df
 
     def _read_partitions(self, parts: list[dict[str, Any]]) -> DataFrame:
-        reader = self.spark.read.schema(self._ddl())
+        reader = self.spark.read.schema(self.ddl)
         if not parts:
-            return self.spark.createDataFrame([], self._ddl())
+            return self.spark.createDataFrame([], self.ddl)
         root = self.location.rstrip("/") if self.location else None
         names = [n for n, _ in self.partition_keys]
         locations = [(p.get("StorageDescriptor") or {}).get("Location", "") for p in parts]

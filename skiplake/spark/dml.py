@@ -8,25 +8,24 @@ partition values and stats prove every row matches a DELETE is dropped without b
 from __future__ import annotations
 
 import json
-import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from skiplake.errors import (InvalidArgumentError, MergeConflictError, ReplaceWhereViolationError,
-                             SchemaMismatchError)
-from skiplake.skipping.metrics import evaluate, file_lookup
+from skiplake.errors import InvalidArgumentError, MergeConflictError, ReplaceWhereViolationError, SchemaMismatchError
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path
+from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions
 
 if TYPE_CHECKING:
-    from skiplake.table import Table, Transaction
+    from skiplake.spark.transaction import Transaction
 
 _REPLACE_WHERE_MARKER = "SKIPLAKE_REPLACE_WHERE_VIOLATION"
 
@@ -40,27 +39,19 @@ def _quote(name: str) -> str:
     return f"`{name}`"
 
 
-def _done(txn: "Transaction", operation: str, parameters: dict, metrics: dict | None,
-          stage_only: bool) -> "int | Transaction":
-    """Commit, or with stage_only hand back the transaction ready to commit (for callers that
-    interleave several transactions, such as the conflict-matrix tests)."""
-    txn.stage(operation, parameters, metrics)
-    return txn if stage_only else txn.commit()
-
-
-def append(table: "Table", df: DataFrame, merge_schema: bool, app_id: str | None, app_version: int | None,
-           options: WriteOptions | None, stage_only: bool = False) -> "int | Transaction":
-    txn = table.begin()
+def append(txn: "Transaction", df: DataFrame, merge_schema: bool = False, app_id: str | None = None,
+           app_version: int | None = None, options: WriteOptions | None = None) -> "Transaction":
+    """Stage the rows of `df` as new files. With app_id/app_version, a version already committed
+    stages nothing (an idempotent retry of a job)."""
     if (app_id is None) != (app_version is None):
         raise InvalidArgumentError("give app_id and app_version together (an idempotent write needs both)")
     if app_id is not None and app_version is not None:
         done = txn.read_app_version(app_id)
         if done is not None and done >= app_version:
-            table._finish(txn.snapshot.version)  # this job's write already committed: a retry writes nothing
-            return txn.snapshot.version
+            return txn.stage_no_op()  # this job's write already committed: a retry writes nothing
         txn.set_app_version(app_id, app_version)
     txn.append(df, merge_schema, options)
-    return _done(txn, "WRITE", {"mode": "Append", "partitionBy": txn.partition_columns}, None, stage_only)
+    return txn.stage("WRITE", {"mode": "Append", "partitionBy": txn.partition_columns})
 
 
 def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str) -> tuple[list[AddFile], int]:
@@ -68,16 +59,10 @@ def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str
     one Spark pass over the candidates."""
     if not candidates:
         return [], 0
-    df = _read_with_info(txn, candidates)
+    df = txn.read_files(candidates, with_file_info=True)
     counts = {path_from_spark(r[0]): r[1]
               for r in df.filter(_matches(where)).groupBy(FILE_COLUMN).count().collect()}
     return [f for f in candidates if absolute_path(txn.path, f.path) in counts], sum(counts.values())
-
-
-def _read_with_info(txn: "Transaction", files: Sequence[AddFile]) -> DataFrame:
-    from skiplake.spark.read import read_files
-    txn.read_set.files.update(f.path for f in files)
-    return read_files(txn.spark, txn.path, txn.snapshot.schema, txn.partition_columns, files, with_file_info=True)
 
 
 def _split_by_proof(txn: "Transaction", files: Sequence[AddFile], node: Node) -> tuple[list[AddFile], list[AddFile]]:
@@ -111,16 +96,14 @@ def _rows_removed(txn: "Transaction") -> int:
     return before - after
 
 
-def delete(table: "Table", where: str | None, stage_only: bool = False) -> "int | Transaction":
-    txn = table.begin()
+def delete(txn: "Transaction", where: str | None) -> "Transaction":
     _delete_rows(txn, where)  # its scan binds `where` before anything is written
-    return _done(txn, "DELETE", {"predicate": [where] if where else []},
-                 {"numDeletedRows": _rows_removed(txn)}, stage_only)
+    return txn.stage("DELETE", {"predicate": [where] if where else []}, {"numDeletedRows": _rows_removed(txn)})
 
 
-def overwrite(table: "Table", df: DataFrame, where: str | None, merge_schema: bool,
-              options: WriteOptions | None, stage_only: bool = False) -> "int | Transaction":
-    txn = table.begin()
+def overwrite(txn: "Transaction", df: DataFrame, where: str | None = None, merge_schema: bool = False,
+              options: WriteOptions | None = None) -> "Transaction":
+    """Stage replacing the whole table, or only the rows matching `where` (replaceWhere)."""
     data = txn.prepare(df, merge_schema)
     if where is not None:
         bind(where, txn.schema)
@@ -132,23 +115,21 @@ def overwrite(table: "Table", df: DataFrame, where: str | None, merge_schema: bo
         txn.write(data, options=options)
     except Exception as e:
         if _REPLACE_WHERE_MARKER in str(e):
-            raise ReplaceWhereViolationError(table.path, where or "") from None
+            raise ReplaceWhereViolationError(txn.path, where or "") from None
         raise
     params = {"mode": "Overwrite", "partitionBy": txn.partition_columns}
     if where:
         params["predicate"] = where
-    return _done(txn, "WRITE", params, None, stage_only)
+    return txn.stage("WRITE", params)
 
 
-def update(table: "Table", where: str | None, assignments: Mapping[str, str],
-           stage_only: bool = False) -> "int | Transaction":
+def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]) -> "Transaction":
     if not assignments:
         raise InvalidArgumentError("update needs at least one column in set=")
-    txn = table.begin()
     schema = txn.snapshot.schema
     unknown = [c for c in assignments if schema.find(c) is None]
     if unknown:
-        raise SchemaMismatchError(table.path, [f"update sets unknown column {c!r}" for c in unknown],
+        raise SchemaMismatchError(txn.path, [f"update sets unknown column {c!r}" for c in unknown],
                                   f"The table's columns are {', '.join(schema.names)}.")
     plan = txn.scan(where)
     if where is None:
@@ -167,8 +148,7 @@ def update(table: "Table", where: str | None, assignments: Mapping[str, str],
                 cols.append(F.col(_quote(f.name)))
         txn.write(conform(txn.read_files(touched).select(*cols), schema))
         txn.remove(touched)
-    return _done(txn, "UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated},
-                 stage_only)
+    return txn.stage("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})
 
 
 def target_only_conjuncts(on: str, target_alias: str) -> str | None:
@@ -207,76 +187,106 @@ def _assignments(spec: Mapping[str, str] | str, columns: list[str], alias: str, 
     return out
 
 
-def merge(table: "Table", source: DataFrame, on: str, s: str, t: str,
-          when_matched_update: Mapping[str, str] | str | None, when_matched_update_condition: str | None,
-          when_matched_delete: bool | str, when_not_matched_insert: Mapping[str, str] | str | None,
-          when_not_matched_insert_condition: str | None, stage_only: bool = False) -> "int | Transaction":
-    if not (when_matched_update or when_matched_delete or when_not_matched_insert):
+@dataclass(frozen=True)
+class MergeClauses:
+    """MERGE INTO target USING source ON `on`, and what happens to matched and unmatched rows.
+
+    Matched rows are deleted (when_matched_delete: True, or a condition) else updated
+    (when_matched_update: {column: expression} or "*"); unmatched source rows are inserted
+    (when_not_matched_insert: {column: expression} or "*"). Expressions name columns as
+    `target.col` / `source.col` (or the aliases given)."""
+    on: str
+    source_alias: str = "source"
+    target_alias: str = "target"
+    when_matched_update: Mapping[str, str] | str | None = None
+    when_matched_update_condition: str | None = None
+    when_matched_delete: bool | str = False
+    when_not_matched_insert: Mapping[str, str] | str | None = None
+    when_not_matched_insert_condition: str | None = None
+
+    def parameters(self) -> dict[str, str]:
+        """operationParameters of the MERGE commit, as Delta writes them."""
+        matched = ([{"actionType": "delete"}] if self.when_matched_delete else []) + (
+            [{"actionType": "update"}] if self.when_matched_update else [])
+        inserted = [{"actionType": "insert"}] if self.when_not_matched_insert else []
+        return {"predicate": self.on, "matchedPredicates": json.dumps(matched),
+                "notMatchedPredicates": json.dumps(inserted)}
+
+
+def merge(txn: "Transaction", source: DataFrame, clauses: MergeClauses) -> "Transaction":
+    c = clauses
+    if not (c.when_matched_update or c.when_matched_delete or c.when_not_matched_insert):
         raise InvalidArgumentError("merge needs at least one of when_matched_update, when_matched_delete, "
                                    "when_not_matched_insert")
-    txn = table.begin()
-    schema = txn.snapshot.schema
-    names = schema.names
-    upd = _assignments(when_matched_update, names, s, "when_matched_update", table.path) \
-        if when_matched_update else None
-    ins = _assignments(when_not_matched_insert, names, s, "when_not_matched_insert", table.path) \
-        if when_not_matched_insert else None
-    src = source.alias(s)
+    names = txn.snapshot.schema.names
+    upd = _assignments(c.when_matched_update, names, c.source_alias, "when_matched_update", txn.path) \
+        if c.when_matched_update else None
+    ins = _assignments(c.when_not_matched_insert, names, c.source_alias, "when_not_matched_insert", txn.path) \
+        if c.when_not_matched_insert else None
     # Conjuncts of ON that name only target columns prune the target's files (and narrow what
     # this MERGE conflicts with): a target row outside them can match no source row.
-    target_filter = target_only_conjuncts(on, t)
-    plan = txn.scan(target_filter)
-    params = {"predicate": on, "matchedPredicates": json.dumps(
-        ([{"actionType": "delete"}] if when_matched_delete else []) + ([{"actionType": "update"}] if upd else [])),
-        "notMatchedPredicates": json.dumps([{"actionType": "insert"}] if ins else [])}
-
-    if upd is None and not when_matched_delete:
-        # Insert-only MERGE: new rows are the source rows with no match; no file is rewritten.
-        target = txn.read_files(plan.files).alias(t)
-        new = src.join(target, F.expr(on), "left_anti")
-        if when_not_matched_insert_condition:
-            new = new.filter(_matches(when_not_matched_insert_condition))
+    plan = txn.scan(target_only_conjuncts(c.on, c.target_alias))
+    if upd is None and not c.when_matched_delete:
         assert ins is not None
-        txn.write(conform(new.select(*[F.expr(ins[c]).alias(c) for c in names if c in ins]), schema))
-        return _done(txn, "MERGE", params, None, stage_only)
+        _insert_unmatched(txn, source, c, ins, plan.files)
+    else:
+        _rewrite_matched(txn, source, c, upd, ins, plan.files)
+    return txn.stage("MERGE", c.parameters())
 
-    target = _read_with_info(txn, plan.files).alias(t)
-    matched = target.join(src, F.expr(on), "inner")
+
+def _insert_unmatched(txn: "Transaction", source: DataFrame, c: MergeClauses, ins: dict[str, str],
+                      files: Sequence[AddFile]) -> None:
+    """Insert-only MERGE: new rows are the source rows with no match; no file is rewritten."""
+    target = txn.read_files(files).alias(c.target_alias)
+    new = source.alias(c.source_alias).join(target, F.expr(c.on), "left_anti")
+    if c.when_not_matched_insert_condition:
+        new = new.filter(_matches(c.when_not_matched_insert_condition))
+    schema = txn.snapshot.schema
+    txn.write(conform(new.select(*[F.expr(ins[n]).alias(n) for n in schema.names if n in ins]), schema))
+
+
+def _matched_files(txn: "Transaction", source: DataFrame, c: MergeClauses, files: Sequence[AddFile]) -> list[AddFile]:
+    """The candidate files holding a target row some source row matches; a target row matched
+    twice is a MergeConflictError, as in Delta."""
+    target = txn.read_files(files, with_file_info=True).alias(c.target_alias)
+    matched = target.join(source.alias(c.source_alias), F.expr(c.on), "inner")
     dup = matched.groupBy(FILE_COLUMN, ROW_COLUMN).count().filter("count > 1").limit(1).collect()
     if dup:
-        raise MergeConflictError(table.path, path_from_spark(dup[0][FILE_COLUMN]))
+        raise MergeConflictError(txn.path, path_from_spark(dup[0][FILE_COLUMN]))
     hits = {path_from_spark(r[0]) for r in matched.select(FILE_COLUMN).distinct().collect()}
-    touched = [f for f in plan.files if absolute_path(table.path, f.path) in hits]
+    return [f for f in files if absolute_path(txn.path, f.path) in hits]
 
+
+def _rewrite_matched(txn: "Transaction", source: DataFrame, c: MergeClauses, upd: dict[str, str] | None,
+                     ins: dict[str, str] | None, files: Sequence[AddFile]) -> None:
+    """Rewrite the files holding matched rows (deleted, updated or kept), plus inserted rows."""
+    t, s = c.target_alias, c.source_alias
+    touched = _matched_files(txn, source, c, files)
     tgt = txn.read_files(touched).withColumn("__sl_t", F.lit(True)).alias(t)
     srcm = source.withColumn("__sl_s", F.lit(True)).alias(s)
-    joined = tgt.join(srcm, F.expr(on), "full_outer" if ins else "left_outer")
+    joined = tgt.join(srcm, F.expr(c.on), "full_outer" if ins else "left_outer")
     is_matched = F.col(f"{t}.__sl_t").isNotNull() & F.col(f"{s}.__sl_s").isNotNull()
     source_only = F.col(f"{t}.__sl_t").isNull()
-    if when_matched_delete is True:
-        delete_applies = F.lit(True)
-    elif isinstance(when_matched_delete, str):
-        delete_applies = _matches(when_matched_delete)
-    else:
-        delete_applies = F.lit(False)
-    update_applies = ~delete_applies & (
-        _matches(when_matched_update_condition) if when_matched_update_condition else F.lit(True)) \
-        if upd else F.lit(False)
-    insert_applies = (_matches(when_not_matched_insert_condition) if when_not_matched_insert_condition
-                      else F.lit(True)) if ins else F.lit(False)
+    delete_applies = _condition(c.when_matched_delete)
+    update_applies = ~delete_applies & _condition(c.when_matched_update_condition or True) if upd else F.lit(False)
+    insert_applies = _condition(c.when_not_matched_insert_condition or True) if ins else F.lit(False)
     keep = ~(is_matched & delete_applies) & ~(source_only & ~insert_applies)
+    schema = txn.snapshot.schema
     cols = []
     for f in schema.fields:
-        current = F.col(f"{t}.`{f.name}`")
-        value = current
+        value = F.col(f"{t}.`{f.name}`")
         if upd and f.name in upd:
             value = F.when(is_matched & update_applies, F.expr(upd[f.name]).cast(spark_type(f.type))).otherwise(value)
         if ins:
-            inserted = F.expr(ins[f.name]).cast(spark_type(f.type)) if f.name in ins else F.lit(None).cast(
-                spark_type(f.type))
-            value = F.when(source_only, inserted).otherwise(value)
+            inserted = F.expr(ins[f.name]) if f.name in ins else F.lit(None)
+            value = F.when(source_only, inserted.cast(spark_type(f.type))).otherwise(value)
         cols.append(value.alias(f.name))
-    out = joined.filter(keep).select(*cols)
-    txn.write(conform(out, schema))
+    txn.write(conform(joined.filter(keep).select(*cols), schema))
     txn.remove(touched)
-    return _done(txn, "MERGE", params, None, stage_only)
+
+
+def _condition(when: bool | str | None) -> Column:
+    """A clause's condition: always (True), never (False/None), or rows where SQL text is TRUE."""
+    if isinstance(when, str):
+        return _matches(when)
+    return F.lit(bool(when))

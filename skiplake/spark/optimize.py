@@ -8,85 +8,48 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.layout.bucket_spec import bucket_id_of_tags
+from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of
+from skiplake.log.actions import AddFile
+from skiplake.spark.compaction import Compaction, check_where
 from skiplake.spark.write import WriteOptions
+from skiplake.spark.zorder import zorder
 
 if TYPE_CHECKING:
-    from skiplake.skipping.plan import ScanPlan
-    from skiplake.table import Table, Transaction
+    from skiplake.spark.transaction import Transaction
+
+DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 
 
-@dataclass(frozen=True)
-class OptimizeResult:
-    version: int | None       # None when there was nothing to compact
-    files_removed: int
-    files_added: int
-    bytes_removed: int
-    bytes_added: int
-    partitions_optimized: int
-
-    def to_dict(self) -> dict:
-        return self.__dict__.copy()
-
-
-def check_where(txn: "Transaction", plan: "ScanPlan", where: str | None) -> None:
-    """OPTIMIZE rewrites whole partitions: its where may name partition columns only."""
-    if where is not None and plan.report.data_filters:
-        raise InvalidArgumentError(
-            f"optimize(where={where!r}) may only filter on partition columns {txn.partition_columns}; "
-            f"these parts name other columns: {', '.join(plan.report.data_filters)}")
-
-
-def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None, target_file_size: int,
-             min_files: int, stage_only: bool = False,
-             progress: Callable[[str], None] | None = None) -> "OptimizeResult | Transaction":
+def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[str] | None = None,
+             target_file_size: int = DEFAULT_TARGET_FILE_SIZE, min_files: int = 2,
+             progress: Callable[[str], None] | None = None) -> Compaction:
+    """Stage OPTIMIZE: bin-packing, or with zorder_by the Z-order rewrite (skiplake.spark.zorder)."""
     if target_file_size <= 0:
         raise InvalidArgumentError("target_file_size must be positive")
-    spec = table.bucket_spec
-    if zorder_by is not None:
-        if spec is not None:
-            raise InvalidArgumentError(
-                f"{table.path} is bucketed by {list(spec.columns)}: its files are one per bucket, so Z-ordering "
-                "cannot regroup rows across files; order rows within each bucket with "
-                "BucketSpec(sort_by=[...]) instead")
-        from skiplake.spark.zorder import zorder
-        if isinstance(zorder_by, str):
-            zorder_by = [zorder_by]
-        return zorder(table, where, list(zorder_by), target_file_size, stage_only, progress)
-    txn = table.begin()
+    spec = bucket_spec_of(txn.snapshot.configuration)
+    if zorder_by is None:
+        return _bin_pack(txn, where, target_file_size, min_files, spec)
+    if spec is not None:
+        raise InvalidArgumentError(
+            f"{txn.path} is bucketed by {list(spec.columns)}: its files are one per bucket, so Z-ordering "
+            "cannot regroup rows across files; order rows within each bucket with "
+            "BucketSpec(sort_by=[...]) instead")
+    columns = [zorder_by] if isinstance(zorder_by, str) else list(zorder_by)
+    return zorder(txn, where, columns, target_file_size, progress)
+
+
+def _bin_pack(txn: "Transaction", where: str | None, target_file_size: int, min_files: int,
+              spec: BucketSpec | None) -> Compaction:
     plan = txn.scan(where)
     check_where(txn, plan, where)
-    by_partition = defaultdict(list)
-    for f in plan.files:
-        # A bucketed table compacts each bucket of a partition on its own: files never mix buckets.
-        bucket = bucket_id_of_tags(f.tags) if spec is not None else None
-        by_partition[(tuple(sorted((f.partitionValues or {}).items())), bucket)].append(f)
-    # Partitions whose small files fit in one target-sized file are compacted together in one
-    # job (one task per partition); a partition that needs n files gets a job of n tasks.
-    chosen: list = []
-    single: list = []
-    multi: list[tuple[list, int]] = []
-    for (_values, bucket), files in by_partition.items():
-        if spec is not None and bucket is None:
-            chosen.extend(files)  # another writer's files: re-bucket them, whatever their size
-            continue
-        small = [f for f in files if f.size < target_file_size * 0.75]
-        if len(small) < min_files:
-            continue
-        chosen.extend(small)
-        n = max(1, math.ceil(sum(f.size for f in small) / target_file_size))
-        if n == 1:
-            single.append(small)
-        else:
-            multi.append((small, n))
+    chosen, single, multi = _bins(plan.files, target_file_size, min_files, spec)
     if not chosen:
-        return OptimizeResult(None, 0, 0, 0, 0, 0)
+        return Compaction(None)
     parts = [F.col(f"`{p}`") for p in txn.partition_columns]
     adds = []
     if spec is not None:
@@ -101,8 +64,34 @@ def optimize(table: "Table", where: str | None, zorder_by: Sequence[str] | None,
         adds += txn.write(txn.read_files(files).repartition(n), data_change=False)
     txn.remove(chosen, data_change=False)
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
-    if stage_only:
-        return txn
-    version = txn.commit()
-    return OptimizeResult(version, len(chosen), len(adds), sum(f.size for f in chosen), sum(a.size for a in adds),
-                          len({tuple(sorted((f.partitionValues or {}).items())) for f in chosen}))
+    return Compaction(txn, chosen, adds)
+
+
+def _bins(files: Sequence[AddFile], target_file_size: int, min_files: int, spec: BucketSpec | None
+          ) -> tuple[list[AddFile], list[list[AddFile]], list[tuple[list[AddFile], int]]]:
+    """(files to rewrite, groups that fit one target-sized file, (group, files it needs) for the rest).
+
+    Partitions whose small files fit in one target-sized file are compacted together in one
+    job (one task per partition); a partition that needs n files gets a job of n tasks."""
+    by_partition: dict[tuple, list[AddFile]] = defaultdict(list)
+    for f in files:
+        # A bucketed table compacts each bucket of a partition on its own: files never mix buckets.
+        bucket = bucket_id_of_tags(f.tags) if spec is not None else None
+        by_partition[(tuple(sorted((f.partitionValues or {}).items())), bucket)].append(f)
+    chosen: list[AddFile] = []
+    single: list[list[AddFile]] = []
+    multi: list[tuple[list[AddFile], int]] = []
+    for (_values, bucket), group in by_partition.items():
+        if spec is not None and bucket is None:
+            chosen.extend(group)  # another writer's files: re-bucket them, whatever their size
+            continue
+        small = [f for f in group if f.size < target_file_size * 0.75]
+        if len(small) < min_files:
+            continue
+        chosen.extend(small)
+        n = max(1, math.ceil(sum(f.size for f in small) / target_file_size))
+        if n == 1:
+            single.append(small)
+        else:
+            multi.append((small, n))
+    return chosen, single, multi

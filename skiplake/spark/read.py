@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from skiplake.expr.values import parse_partition_value
-from skiplake.log.paths import absolute_path, from_log_path
+from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of, files_without_bucket_ids
 from skiplake.layout.partitioning import parse_partition_dir
 from skiplake.log.actions import AddFile
+from skiplake.log.paths import absolute_path, from_log_path
 from skiplake.log.schema import Schema
+from skiplake.log.snapshot import Snapshot
+from skiplake.log.values import parse_partition_value
 from skiplake.spark.types import spark_type, to_spark
-
-if TYPE_CHECKING:
-    from skiplake.layout.bucket_spec import BucketSpec
-
 
 FILE_COLUMN = "__skiplake_file"
 ROW_COLUMN = "__skiplake_row"
@@ -65,7 +63,7 @@ def hive_layout(table_path: str, partition_columns: list[str], files: Sequence[A
 
 def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
                files: Sequence[AddFile], columns: Sequence[str] | None = None,
-               with_file_info: bool = False, bucket_spec: "BucketSpec | None" = None) -> DataFrame:
+               with_file_info: bool = False, bucket_spec: BucketSpec | None = None) -> DataFrame:
     """A DataFrame over exactly `files`, with the table's columns (partition columns included).
 
     with_file_info adds FILE_COLUMN (the file's path as Spark names it) and ROW_COLUMN (the
@@ -95,7 +93,26 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     return df.select(*[f"`{c}`" for c in columns]) if columns else df
 
 
-def bucketed_relation(df: DataFrame, spec: "BucketSpec") -> DataFrame:
+def read_planned(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], where: str | None = None,
+                 columns: Sequence[str] | None = None, bucketed: bool | None = None) -> DataFrame:
+    """The rows of planned files of `snapshot` that satisfy `where` (pruning only skips files;
+    Spark filters the rows).
+
+    A bucketed table's files are declared to Spark as buckets (see bucketed_relation) when
+    `bucketed` is True (the caller checked the files), or when it is None and every file carries
+    its bucket id: joins and aggregations of such reads on the bucket columns then need no
+    shuffle either (Spark drops the bucketed scan where it does not help)."""
+    spec = bucket_spec_of(snapshot.configuration) if bucketed is not False else None
+    if spec is not None and bucketed is None and files_without_bucket_ids(files, spec):
+        spec = None
+    df = read_files(spark, snapshot.table_path, snapshot.schema, snapshot.partition_columns, files,
+                    bucket_spec=spec)
+    if where:
+        df = df.filter(where)
+    return df.select(*[f"`{c}`" for c in columns]) if columns else df
+
+
+def bucketed_relation(df: DataFrame, spec: BucketSpec) -> DataFrame:
     """`df` (one Parquet relation over a file list) with the table's bucket spec declared.
 
     Spark's bucketed scan then reads bucket i's files in task i (taking each file's bucket from

@@ -72,3 +72,23 @@ def ensure_conf(spark: SparkSession) -> None:
     for k, v in REQUIRED_CONF.items():
         if spark.conf.get(k, None) != v:
             spark.conf.set(k, v)
+
+
+def active_session() -> SparkSession | None:
+    """The SparkSession of the program skiplake runs in, if any."""
+    return SparkSession.getActiveSession()
+
+
+def active_or_local_spark(app_name: str) -> tuple[SparkSession, bool]:
+    """(session, started_here): the active session when skiplake runs inside a Spark program,
+    else a new local one (which the caller stops)."""
+    active = active_session()
+    if active is not None:
+        return active, False
+    return local_spark(app_name=app_name), True
+
+
+def session_summary(spark: SparkSession) -> str:
+    """Spark's and pyspark's versions and the master, in one line."""
+    import pyspark
+    return f"Spark {spark.version} (pyspark {pyspark.__version__}), master {spark.sparkContext.master}"

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
+from skiplake.errors import InvalidArgumentError
 from skiplake.log.schema import Field, Schema, type_name
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 # Lossless widenings accepted on write (the DataFrame column is cast to the table's type).
 _WIDENING = {
@@ -86,3 +90,15 @@ def conform(df: DataFrame, table: Schema) -> DataFrame:
                  .otherwise(c)
         cols.append(c.alias(f.name))
     return df.select(*cols)
+
+
+def as_schema(schema: "StructType | Schema | str", spark: "SparkSession | None" = None) -> Schema:
+    """A skiplake Schema from a Spark StructType, a DDL string (`"id long, name string"`) or a Schema."""
+    if isinstance(schema, Schema):
+        return schema
+    if isinstance(schema, StructType):
+        return from_spark(schema)
+    if isinstance(schema, str):
+        return from_spark(StructType.fromDDL(schema)) if spark is None else from_spark(
+            spark.createDataFrame([], schema).schema)
+    raise InvalidArgumentError(f"a schema must be a StructType, a DDL string or a skiplake Schema, not {type(schema)}")

@@ -18,8 +18,8 @@ from pyspark.sql import functions as F
 from skiplake.errors import InvalidArgumentError, PartitionValueError
 from skiplake.layout.bucket_spec import BUCKET_COLUMN, BUCKET_TAG, BucketSpec, bucket_file_name
 from skiplake.layout.partitioning import check_partition_types, parse_partition_dir
-from skiplake.log.paths import to_log_path
 from skiplake.log.actions import AddFile
+from skiplake.log.paths import to_log_path
 from skiplake.log.schema import Schema
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, many_file_stats
 

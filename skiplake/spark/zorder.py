@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import numpy as np
@@ -27,15 +28,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.layout.zorder import (ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE, Curve, cut_points,
-                                    partition_keys)
+from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE, Curve, cut_points, partition_keys
+from skiplake.log.actions import AddFile
 from skiplake.log.schema import is_primitive
-from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, _leaf_columns
+from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, indexed_columns
+from skiplake.spark.compaction import Compaction, check_where
 
 if TYPE_CHECKING:
-    from skiplake.log.actions import AddFile
-    from skiplake.spark.optimize import OptimizeResult
-    from skiplake.table import Table, Transaction
+    from pyspark.sql import DataFrame
+
+    from skiplake.spark.transaction import Transaction
 
 SAMPLE_ROWS = 100_000
 Z_COLUMN = "__skiplake_z"
@@ -46,7 +48,7 @@ def check_columns(txn: "Transaction", columns: Sequence[str]) -> list[str]:
     """The Z-order columns in the schema's spelling; errors say what is wrong and what to do."""
     schema = txn.snapshot.schema
     parts = {p.lower() for p in txn.partition_columns}
-    with_stats = {path[0].lower() for path, _ in _leaf_columns(schema, parts, DEFAULT_NUM_INDEXED_COLS)
+    with_stats = {path[0].lower() for path, _ in indexed_columns(schema, parts, DEFAULT_NUM_INDEXED_COLS)
                   if len(path) == 1}
     out: list[str] = []
     for c in columns:
@@ -71,11 +73,30 @@ def check_columns(txn: "Transaction", columns: Sequence[str]) -> list[str]:
     return out
 
 
-def zorder(table: "Table", where: str | None, columns: Sequence[str], target_file_size: int,
-           stage_only: bool = False, progress: Callable[[str], None] | None = None) -> "OptimizeResult | Transaction":
-    from skiplake.spark.optimize import OptimizeResult, check_where
+@dataclass(frozen=True)
+class _Layout:
+    """Where Z-ordered rows go: per partition key, its first output file and the Z-value cut
+    points between its files; partitions the sample missed share one more file."""
+    curve: Curve
+    partitions: list[str]     # the partition keys the sample saw
+    starts: np.ndarray        # first output file of each known partition key
+    cuts: list[np.ndarray]    # Z-value cut points within each known partition key
+    files: int                # output files of the known partitions
+    sampled: int              # rows sampled
+
+    @property
+    def overflow(self) -> int:
+        return self.files
+
+    @property
+    def tasks(self) -> int:
+        return self.files + 1
+
+
+def zorder(txn: "Transaction", where: str | None, columns: Sequence[str], target_file_size: int,
+           progress: Callable[[str], None] | None = None) -> Compaction:
+    """Stage OPTIMIZE ... ZORDER BY `columns` of the files `where` selects (see the module doc)."""
     say = progress or (lambda _line: None)
-    txn = table.begin()
     plan = txn.scan(where)
     check_where(txn, plan, where)
     cols = check_columns(txn, columns)
@@ -83,9 +104,25 @@ def zorder(table: "Table", where: str | None, columns: Sequence[str], target_fil
     files = [f for f in plan.files if (f.tags or {}).get(ZCUBE_ZORDER_BY) != tag]
     if not files:
         say(f"ZORDER BY {', '.join(cols)}: every selected file is already clustered by these columns")
-        return OptimizeResult(None, 0, 0, 0, 0, 0)
-    parts = list(txn.partition_columns)
+        return Compaction(None)
     df = txn.read_files(files)
+    layout = _sample_layout(df, files, cols, list(txn.partition_columns), target_file_size, say)
+    placed = _placed(df, layout, list(txn.partition_columns))
+    tags = {ZCUBE_ID: str(uuid.uuid4()), ZCUBE_ZORDER_BY: tag, ZCUBE_ZORDER_CURVE: "zorder"}
+    say(f"sampled {layout.sampled:,} rows: {layout.curve.bits} bits per column; writing {layout.files:,} files "
+        f"over {len(layout.partitions):,} partitions in {layout.tasks:,} tasks")
+    adds: list[AddFile] = txn.write(placed, data_change=False, tags=tags)
+    say(f"wrote {len(adds):,} files ({sum(a.size for a in adds):,} bytes); committing")
+    txn.remove(files, data_change=False)
+    txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "zOrderBy": cols,
+                           "targetFileSize": target_file_size})
+    return Compaction(txn, files, adds)
+
+
+def _sample_layout(df: "DataFrame", files: Sequence[AddFile], cols: list[str], parts: list[str],
+                   target_file_size: int, say: Callable[[str], None]) -> _Layout:
+    """Sample the Z-order and partition columns, fit the curve, cut each partition's Z-values
+    into as many equal runs as it needs files."""
     counts = [f.num_records for f in files]
     # Files written without stats: count their rows (Parquet footers answer it without a scan).
     total_rows = sum(c for c in counts if c is not None) if None not in counts else df.count()
@@ -99,22 +136,29 @@ def zorder(table: "Table", where: str | None, columns: Sequence[str], target_fil
     curve = Curve.from_sample(sample, cols)
     z = curve.zvalues(sample)
     keys = partition_keys(sample, parts).to_numpy(zero_copy_only=False)
-    layout: dict[str, tuple[int, np.ndarray]] = {}
+    known: list[str] = []
+    starts: list[int] = []
+    cuts: list[np.ndarray] = []
     next_file = 0
     for key in sorted(set(keys.tolist())):
         in_part = z[keys == key]
-        est_bytes = len(in_part) / fraction * bytes_per_row
-        n = max(1, math.ceil(est_bytes / target_file_size))
-        layout[key] = (next_file, cut_points(in_part, n))
+        n = max(1, math.ceil(len(in_part) / fraction * bytes_per_row / target_file_size))
+        known.append(key)
+        starts.append(next_file)
+        cuts.append(cut_points(in_part, n))
         next_file += n
-    # Partitions the sample missed are small: they share one more task (one file each).
-    overflow = next_file
-    num_tasks = next_file + 1
+    return _Layout(curve, known, np.array(starts, dtype=np.int64), cuts, next_file, sample.num_rows)
+
+
+def _placed(df: "DataFrame", layout: _Layout, parts: list[str]) -> "DataFrame":
+    """`df` with each row sent to its output file's task, sorted there by partition and Z-value.
+
+    A `mapInArrow` pass gives every row its Z-value and output file, `repartitionById` sends each
+    file's rows to one task, and Spark's writer writes one file per task."""
     out_schema = StructType(df.schema.fields + [StructField(Z_COLUMN, LongType(), False),
                                                 StructField(FILE_COLUMN, IntegerType(), False)])
-    known = pa.array(list(layout), pa.string())
-    starts = np.array([layout[k][0] for k in layout], dtype=np.int64)
-    cuts = [layout[k][1] for k in layout]
+    known = pa.array(layout.partitions, pa.string())
+    curve, starts, cuts, overflow = layout.curve, layout.starts, layout.cuts, layout.overflow
 
     def place(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -131,20 +175,7 @@ def zorder(table: "Table", where: str | None, columns: Sequence[str], target_fil
                 list(batch.columns) + [pa.array(zv, pa.int64()), pa.array(fid, pa.int32())],
                 names=list(batch.schema.names) + [Z_COLUMN, FILE_COLUMN])
 
-    placed = (df.mapInArrow(place, out_schema)
-              .repartitionById(num_tasks, F.col(FILE_COLUMN))
-              .sortWithinPartitions(*[F.col(f"`{p}`") for p in parts], F.col(Z_COLUMN))
-              .drop(Z_COLUMN, FILE_COLUMN))
-    tags = {ZCUBE_ID: str(uuid.uuid4()), ZCUBE_ZORDER_BY: tag, ZCUBE_ZORDER_CURVE: "zorder"}
-    say(f"sampled {sample.num_rows:,} rows: {curve.bits} bits per column; writing {next_file:,} files "
-        f"over {len(layout):,} partitions in {num_tasks:,} tasks")
-    adds: list["AddFile"] = txn.write(placed, data_change=False, tags=tags)
-    say(f"wrote {len(adds):,} files ({sum(a.size for a in adds):,} bytes); committing")
-    txn.remove(files, data_change=False)
-    txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "zOrderBy": cols,
-                           "targetFileSize": target_file_size})
-    if stage_only:
-        return txn
-    version = txn.commit()
-    touched = len({tuple(sorted((f.partitionValues or {}).items())) for f in files})
-    return OptimizeResult(version, len(files), len(adds), total_bytes, sum(a.size for a in adds), touched)
+    return (df.mapInArrow(place, out_schema)
+            .repartitionById(layout.tasks, F.col(FILE_COLUMN))
+            .sortWithinPartitions(*[F.col(f"`{p}`") for p in parts], F.col(Z_COLUMN))
+            .drop(Z_COLUMN, FILE_COLUMN))

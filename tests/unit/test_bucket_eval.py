@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiplake.expr.parse import bind
-from skiplake.skipping.buckets import selected_buckets
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or
 from skiplake.layout.bucketing import bucket_ids, bucket_of
 from skiplake.log.schema import Field, Schema
+from skiplake.skipping.buckets import selected_buckets
 
 SCHEMA = Schema((Field("a", "integer"), Field("s", "string"), Field("d", "date"), Field("m", "decimal(9,2)"),
                  Field("x", "long")))

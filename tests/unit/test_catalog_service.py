@@ -8,8 +8,7 @@ import random
 import pytest
 
 from skiplake.catalog.service import GlueCatalog
-from skiplake.errors import (AlreadyExistsError, EntityNotFoundError, InvalidInputError,
-                             ResourceNumberLimitExceededError)
+from skiplake.errors import AlreadyExistsError, EntityNotFoundError, InvalidInputError, ResourceNumberLimitExceededError
 
 KEYS = [{"Name": "country", "Type": "string"}, {"Name": "category", "Type": "varchar(20)"},
         {"Name": "year", "Type": "int"}, {"Name": "month", "Type": "int"}, {"Name": "creationDate", "Type": "date"}]

@@ -13,13 +13,17 @@ import json
 
 import pytest
 
-from skiplake.errors import (ConcurrentAppendException, ConcurrentDeleteDeleteException,
-                             ConcurrentDeleteReadException, ConcurrentModificationError)
+from skiplake.errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentModificationError,
+)
 from skiplake.log.actions import AddFile, Metadata
-from skiplake.log.commit import ReadSet, commit, create
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, list_log, log_storage
 from skiplake.skipping.plan import plan_scan
+from skiplake.txn import ReadSet, commit, create
 
 SCHEMA = Schema((Field("id", "long"), Field("p", "integer"), Field("v", "long")))
 WS, SER = "WriteSerializable", "Serializable"

@@ -7,16 +7,21 @@ import os
 
 import pytest
 
-from skiplake.errors import (ConcurrentAppendException, ConcurrentDeleteDeleteException,
-                             ConcurrentDeleteReadException, CorruptLogError, MetadataChangedException,
-                             NotATableError, TableAlreadyExistsError, VersionNotFoundError)
+from skiplake.errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    CorruptLogError,
+    MetadataChangedException,
+    NotATableError,
+    TableAlreadyExistsError,
+    VersionNotFoundError,
+)
 from skiplake.expr.parse import bind
-from skiplake.log.actions import (AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, encode_commit,
-                                  parse_action)
-from skiplake.log.commit import ReadSet, commit, create
+from skiplake.log.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, encode_commit, parse_action
 from skiplake.log.snapshot import Snapshot, list_log, log_storage
 from skiplake.log.storage import LocalStorage
-
+from skiplake.txn import ReadSet, commit, create
 from tests.unit.logutil import SCHEMA, add
 
 

@@ -5,17 +5,16 @@ import json
 import random
 
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiplake.expr.parse import bind
-from skiplake.skipping.metrics import file_lookup, may_match
 from skiplake.log.actions import AddFile, Metadata
-from skiplake.log.commit import commit, create
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
+from skiplake.skipping.metrics import file_lookup, may_match
 from skiplake.skipping.plan import plan_scan
+from skiplake.txn import commit, create
 
 SCHEMA = Schema((Field("v", "long"), Field("d", "date"), Field("s", "string")))
 DATES = ["2001-01-01", "2001-01-02", "2001-02-01", None]

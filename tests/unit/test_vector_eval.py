@@ -11,11 +11,11 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from skiplake.expr.parse import bind
-from skiplake.skipping.metrics import evaluate, file_lookup
-from skiplake.skipping.stats_table import StatsTable
-from skiplake.skipping.columnar import evaluate_files, may_match_files
 from skiplake.log.arrow_schema import FILES_SCHEMA, map_items
 from skiplake.log.schema import Field, Schema
+from skiplake.skipping.columnar import evaluate_files, may_match_files
+from skiplake.skipping.metrics import evaluate, file_lookup
+from skiplake.skipping.stats_table import StatsTable
 
 SCHEMA = Schema((
     Field("i", "integer"), Field("l", "long"), Field("f", "float"), Field("x", "double"),

@@ -10,8 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiplake.layout.sortable import sortable
-from skiplake.layout.zorder import (Curve, bits_per_column, cut_points, interleave, partition_keys, range_boundaries,
-                                    range_ids)
+from skiplake.layout.zorder import (
+    Curve,
+    bits_per_column,
+    cut_points,
+    interleave,
+    partition_keys,
+    range_boundaries,
+    range_ids,
+)
 
 
 def test_interleave_puts_bits_of_each_column_in_turn():

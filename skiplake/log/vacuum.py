@@ -10,8 +10,8 @@ import time
 from dataclasses import dataclass, field
 
 from skiplake.errors import RetentionTooShortError
-from skiplake.log.paths import absolute_path
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
+from skiplake.log.paths import absolute_path
 from skiplake.log.snapshot import LOG_DIR, Snapshot
 
 # A commit's temporary file lives for milliseconds; one this old belongs to a dead writer.

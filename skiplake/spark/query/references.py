@@ -1,0 +1,132 @@
+"""Stage 1 of `lake.sql` planning: which lake tables the query names, and where.
+
+This is the one place that decides it. sqlglot's tree of the query gives each table reference
+with its position in the text; a reference is a lake table when its name is unqualified, is not
+a CTE the query defines in its scope, and resolves to a lake table. Each is renamed in the text
+to a temporary view of its own, so later stages can give each occurrence its own files.
+
+A query sqlglot cannot read (or a statement that is not a query) is run over whole tables: the
+names come from Spark's own parser then, so what it reads is exactly what Spark would.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from skiplake.spark.query.catalyst import kind, plan_children, seq
+from skiplake.spark.query.model import QueryPlan, Resolver, Source, TableReference
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+def parse(query: str) -> exp.Expression | None:
+    try:
+        return sqlglot.parse_one(query, read="spark")
+    except (ParseError, TokenError):
+        return None
+
+
+def find_references(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> QueryPlan:
+    """Resolve the query's lake table names and rename each reference to a view of its own."""
+    if plan.tree is None:
+        plan.tree = parse(plan.query)
+    if plan.tree is None or not isinstance(plan.tree, exp.Query):
+        _whole_table_names(spark, plan, resolver)
+        return plan.give_up("sqlglot could not parse the query" if plan.tree is None else "not a query")
+    tables = [t for t in plan.tree.find_all(exp.Table)
+              if isinstance(t.this, exp.Identifier) and not t.db and not t.catalog and not names_cte(t)]
+    # Every name is resolved before any is placed: an unknown name is an error either way.
+    lake_tables = [t for t in tables if _resolve(spark, plan, resolver, t.name) is not None]
+    found: list[tuple[int, int, str, str]] = []
+    for t in lake_tables:
+        meta = t.this.meta
+        if "start" not in meta or t.args.get("sample") is not None or t.args.get("version") is not None:
+            return plan.give_up(f"cannot place table {t.name!r} in the query text")
+        found.append((meta["start"], meta["end"], t.name.lower(), t.alias))
+    found.sort()
+    token = uuid.uuid4().hex[:8]
+    for i, (start, end, name, alias) in enumerate(found):
+        label = plan.query[start:end + 1] + (f" AS {alias}" if alias else "")
+        plan.references.append(TableReference(plan.sources[name], name, label, f"__skiplake_{token}_{i}",
+                                              alias=alias or ""))
+        plan.positions[start] = i
+    plan.sql = _rewrite(plan.query, found, [r.view for r in plan.references])
+    return plan
+
+
+def _resolve(spark: "SparkSession", plan: QueryPlan, resolver: Resolver, name: str) -> Source | None:
+    """The lake table `name` (remembered in plan.sources); None for a table only Spark knows;
+    the resolver's error for a name nobody knows."""
+    key = name.lower()
+    if key not in plan.sources:
+        source = resolver.source(name)
+        if source is None:
+            if not spark.catalog.tableExists(name):
+                raise resolver.unknown(name)
+            return None
+        plan.sources[key] = source
+    return plan.sources[key]
+
+
+def names_cte(table: exp.Table) -> bool:
+    """Whether a table name refers to a CTE of the query rather than to a table.
+
+    Spark's CTEs are not recursive: inside `WITH sales AS (SELECT ... FROM sales)` the inner
+    `sales` is the table; a CTE sees only the CTEs defined before it, the query body sees all."""
+    name = table.name.lower()
+    child: exp.Expression = table
+    node = table.parent
+    while node is not None:
+        if isinstance(node, exp.With):
+            ctes = node.expressions
+            mine = next((i for i, c in enumerate(ctes) if c is child), len(ctes))
+            if any(c.alias_or_name.lower() == name for c in ctes[:mine]):
+                return True
+        else:
+            with_ = node.args.get("with_") or node.args.get("with")
+            if isinstance(with_, exp.With) and child is not with_ and any(
+                    c.alias_or_name.lower() == name for c in with_.expressions):
+                return True
+        child, node = node, node.parent
+    return False
+
+
+def _rewrite(query: str, refs: list[tuple[int, int, str, str]], views: list[str]) -> str:
+    pieces = []
+    last = 0
+    for (start, end, _name, alias), view in zip(refs, views):
+        pieces.append(query[last:start])
+        # Without an alias the query may qualify columns with the table's own name: keep it.
+        pieces.append(view if alias else f"{view} AS {query[start:end + 1]}")
+        last = end + 1
+    pieces.append(query[last:])
+    return "".join(pieces)
+
+
+def _whole_table_names(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> None:
+    """The lake tables of a statement sqlglot cannot read, from the names Spark's parser finds."""
+    try:
+        parsed = spark._jsparkSession.sessionState().sqlParser().parsePlan(plan.query)
+    except Exception:
+        return  # not Spark SQL either: running it raises Spark's own error
+    for name in sorted(_relation_names(parsed)):
+        source = resolver.source(name)
+        if source is not None:
+            plan.sources[name.lower()] = source
+
+
+def _relation_names(node: Any) -> set[str]:
+    """Unqualified names of the tables a parsed (unresolved) plan reads."""
+    out: set[str] = set()
+    if kind(node) == "UnresolvedRelation":
+        parts = seq(node.multipartIdentifier())
+        if len(parts) == 1:
+            out.add(parts[0])
+    for child in plan_children(node):
+        out |= _relation_names(child)
+    return out

@@ -1,0 +1,195 @@
+"""Transaction: one write pinned to a snapshot, recording what it reads for the conflict checks.
+
+It reads planned files through Spark, writes new files through Spark, and commits add/remove
+actions in one put-if-absent (skiplake.txn). Operations (skiplake.spark.dml, .optimize) fill a
+transaction and `stage` what its commitInfo will say; the caller commits it.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skiplake.errors import InvalidArgumentError, SchemaMismatchError
+from skiplake.expr.tree import Node
+from skiplake.layout.bucket_spec import bucket_spec_of
+from skiplake.log.actions import Action, AddFile, Metadata, RemoveFile, Txn, now_ms
+from skiplake.log.schema import Schema
+from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
+from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
+from skiplake.spark.read import read_files, read_planned
+from skiplake.spark.types import conform, from_spark, schema_differences
+from skiplake.spark.write import WriteOptions, write_files
+from skiplake.txn import ReadSet, commit
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class Transaction:
+    """A low-level transaction pinned to one snapshot. Reads are recorded for conflict checks.
+
+    `on_commit` hears the version a commit made (or the snapshot's, for a transaction staged as
+    having nothing to do), so the Table that began it moves to that version."""
+
+    def __init__(self, spark: "SparkSession", snapshot: Snapshot,
+                 on_commit: Callable[[int], None] | None = None) -> None:
+        check_writable(snapshot.table_path, snapshot.protocol)
+        self.spark = spark
+        self.snapshot = snapshot
+        self.read_set = ReadSet()
+        self.actions: list[Action] = []
+        self.new_metadata: Metadata | None = None
+        self.committed_version: int | None = None
+        self.removed_files: list[AddFile] = []
+        self._on_commit = on_commit
+        self._staged: tuple[str, dict[str, Any], dict[str, Any]] | None = None
+        self._no_op = False
+
+    @property
+    def path(self) -> str:
+        return self.snapshot.table_path
+
+    @property
+    def schema(self) -> Schema:
+        return (self.new_metadata or self.snapshot.metadata).schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return self.snapshot.partition_columns
+
+    # ---- reads
+
+    def scan(self, where: str | Node | None = None) -> ScanPlan:
+        plan = plan_scan(self.snapshot, where)
+        if plan.predicate is None:
+            self.read_set.whole_table = True
+        else:
+            self.read_set.predicates.append(plan.predicate)
+        self.read_set.files.update(f.path for f in plan.files)
+        return plan
+
+    def read(self, where: str | None = None, columns: Sequence[str] | None = None) -> "DataFrame":
+        return read_planned(self.spark, self.snapshot, self.scan(where).files, where, columns)
+
+    def read_whole_table(self) -> "DataFrame":
+        return self.read(None)
+
+    def read_files(self, files: Sequence[AddFile], with_file_info: bool = False) -> "DataFrame":
+        """The rows of `files` (recorded as read); with_file_info adds each row's file and index."""
+        self.read_set.files.update(f.path for f in files)
+        return read_files(self.spark, self.path, self.snapshot.schema, self.partition_columns, files,
+                          with_file_info=with_file_info)
+
+    def read_app_version(self, app_id: str) -> int | None:
+        self.read_set.app_ids.add(app_id)
+        return self.snapshot.txn_version(app_id)
+
+    # ---- writes
+
+    def prepare(self, df: "DataFrame", merge_schema: bool = False) -> "DataFrame":
+        """Check `df` against the schema (adding new columns when merge_schema) and conform it."""
+        incoming = from_spark(df.schema)
+        problems, new_fields = schema_differences(self.schema, incoming, merge_schema)
+        dupes = {c.lower() for c in df.columns if [x.lower() for x in df.columns].count(c.lower()) > 1}
+        problems += [f"column {c!r} appears more than once" for c in sorted(dupes)]
+        if problems:
+            raise SchemaMismatchError(self.path, problems)
+        if new_fields:
+            base = self.new_metadata or self.snapshot.metadata
+            schema = Schema(self.schema.fields + tuple(new_fields))
+            self.new_metadata = Metadata(base.id, schema.json_string(), base.partitionColumns,
+                                         base.configuration, base.name, base.description, base.format,
+                                         base.createdTime)
+        return conform(df, self.schema)
+
+    def write(self, df: "DataFrame", data_change: bool = True, options: WriteOptions | None = None,
+              tags: dict[str, str] | None = None) -> list[AddFile]:
+        """Write an already conformed DataFrame as new files; they join the commit."""
+        spec = bucket_spec_of(self.snapshot.configuration)
+        # Only a bucketed write sizes its files by bytes per row (which parses every file's stats).
+        adds = write_files(df, self.path, self.schema, self.partition_columns, options, data_change, tags,
+                           spec, self._bytes_per_row() if spec is not None else None)
+        self.actions.extend(adds)
+        return adds
+
+    def _bytes_per_row(self) -> float | None:
+        """The snapshot's average stored bytes per row, which sizes bucket files (None when unknown)."""
+        records = stats_table(self.snapshot).num_records
+        if not len(records) or np.isnan(records).any() or records.sum() == 0:
+            return None
+        return float(self.snapshot.files.column("size").to_numpy().sum() / records.sum())
+
+    def append(self, df: "DataFrame", merge_schema: bool = False,
+               options: WriteOptions | None = None) -> list[AddFile]:
+        return self.write(self.prepare(df, merge_schema), options=options)
+
+    def remove(self, paths: Sequence[str] | Sequence[AddFile], data_change: bool = True) -> None:
+        """Remove live files (by path or AddFile) in this transaction."""
+        keys = [p.path if isinstance(p, AddFile) else p for p in paths]
+        if not keys:
+            return
+        # Look up only the named paths in the snapshot's Arrow table, not every live file.
+        files = self.snapshot.files
+        found = add_files_from_arrow(files.filter(pc.is_in(files.column("path"), value_set=pa.array(keys))))
+        by_path = {f.path: f for f in found}
+        missing = [k for k in keys if k not in by_path]
+        if missing:
+            raise InvalidArgumentError(
+                f"{missing[0]} is not a live file of {self.path} at version {self.snapshot.version}")
+        ts = now_ms()
+        for key in keys:
+            self.removed_files.append(by_path[key])
+            self.actions.append(by_path[key].remove(ts, data_change))
+
+    def set_app_version(self, app_id: str, version: int) -> None:
+        self.actions.append(Txn(app_id, version, now_ms()))
+
+    # ---- commit
+
+    def stage(self, operation: str, parameters: Mapping[str, Any] | None = None,
+              metrics: Mapping[str, Any] | None = None) -> "Transaction":
+        """Record what commit() will say about this transaction, without committing yet."""
+        self._staged = (operation, dict(parameters or {}), dict(metrics or {}))
+        return self
+
+    def stage_no_op(self) -> "Transaction":
+        """Nothing to commit (an idempotent write already committed): commit() writes nothing and
+        answers the snapshot's version."""
+        self._no_op = True
+        return self
+
+    def commit(self, operation: str | None = None, parameters: Mapping[str, Any] | None = None,
+               metrics: Mapping[str, Any] | None = None) -> int:
+        """Commit at the next free version; raises a ConcurrentModificationError subclass on a
+        logical conflict with a commit made since this transaction's snapshot."""
+        if self._no_op:
+            return self._committed(self.snapshot.version)
+        if operation is None:
+            operation, staged_params, staged_metrics = self._staged or ("WRITE", {}, {})
+            parameters = parameters if parameters is not None else staged_params
+            metrics = metrics if metrics is not None else staged_metrics
+        actions: list[Action] = list(self.actions)
+        if self.new_metadata is not None:
+            actions.insert(0, self.new_metadata)
+        computed = _metrics(actions)
+        computed.update({k: str(v) for k, v in (metrics or {}).items()})
+        result = commit(self.snapshot, actions, operation, dict(parameters or {}), self.read_set, computed)
+        return self._committed(result.version)
+
+    def _committed(self, version: int) -> int:
+        self.committed_version = version
+        if self._on_commit is not None:
+            self._on_commit(version)
+        return version
+
+
+def _metrics(actions: list[Action]) -> dict[str, str]:
+    adds = [a for a in actions if isinstance(a, AddFile)]
+    removes = [a for a in actions if isinstance(a, RemoveFile)]
+    rows = sum(a.num_records or 0 for a in adds)
+    return {"numAddedFiles": str(len(adds)), "numRemovedFiles": str(len(removes)),
+            "numOutputRows": str(rows), "numAddedBytes": str(sum(a.size for a in adds)),
+            "numRemovedBytes": str(sum(r.size or 0 for r in removes))}

@@ -1,0 +1,46 @@
+"""Committing a transaction: its commitInfo (isolation level, blind append) and the conflict
+check applied to every commit that won a version it wanted."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from skiplake.log.actions import Action, CommitInfo, Metadata, Protocol, RemoveFile, now_ms
+from skiplake.log.commit import ENGINE_INFO, CommitResult, put_commit, put_first_commit
+from skiplake.log.snapshot import Snapshot
+from skiplake.txn.conflicts import check_winner
+from skiplake.txn.isolation import SNAPSHOT_ISOLATION, is_rearrangement, isolation_level
+from skiplake.txn.read_set import ReadSet
+
+
+def commit(snapshot: Snapshot, actions: list[Action], operation: str,
+           operation_parameters: dict[str, Any] | None = None, read_set: ReadSet | None = None,
+           operation_metrics: dict[str, str] | None = None, isolation: str | None = None,
+           max_attempts: int = 10_000) -> CommitResult:
+    """Commit `actions` on top of `snapshot`, retrying past winners that do not conflict with
+    what `read_set` says this transaction read (at the table's isolation level)."""
+    read_set = read_set or ReadSet()
+    config = next((a.configuration for a in actions if isinstance(a, Metadata)), snapshot.configuration)
+    level = isolation or (SNAPSHOT_ISOLATION if is_rearrangement(actions) else isolation_level(config))
+    blind = read_set.empty and not any(isinstance(a, (RemoveFile, Metadata, Protocol)) for a in actions)
+    info = CommitInfo(
+        timestamp=0, operation=operation, operationParameters=dict(operation_parameters or {}),
+        readVersion=snapshot.version, isolationLevel=level, isBlindAppend=blind,
+        operationMetrics=operation_metrics, engineInfo=ENGINE_INFO, txnId=str(uuid.uuid4()),
+    )
+
+    def check(version: int, winner: list[Action]) -> None:
+        check_winner(snapshot, version, winner, actions, read_set, level)
+
+    return put_commit(snapshot, info, actions, check, max_attempts)
+
+
+def create(table_path: str, metadata: Metadata, protocol: Protocol | None = None,
+           actions: list[Action] | None = None, operation: str = "CREATE TABLE",
+           operation_parameters: dict[str, Any] | None = None) -> Snapshot:
+    """Write version 0 of a new table (TableAlreadyExistsError if another creator won)."""
+    info = CommitInfo(timestamp=now_ms(), operation=operation,
+                      operationParameters=dict(operation_parameters or {}),
+                      isolationLevel=isolation_level(metadata.configuration), isBlindAppend=not actions,
+                      engineInfo=ENGINE_INFO, txnId=str(uuid.uuid4()))
+    return put_first_commit(table_path, info, protocol or Protocol(1, 2), metadata, actions)

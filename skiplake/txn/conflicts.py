@@ -1,0 +1,120 @@
+"""Delta's conflict checks, in Delta's order, of one winning commit against this transaction.
+
+protocol, metadata, application transaction ids, files added that this transaction's reads
+would have seen, files removed that it read, files both removed. Each raises the exception
+Delta raises, with what happened, where, and what to do.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skiplake.errors import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    MetadataChangedException,
+    ProtocolChangedException,
+)
+from skiplake.layout.partitioning import partition_dir
+from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from skiplake.log.snapshot import Snapshot
+from skiplake.skipping.metrics import file_lookup, may_match
+from skiplake.txn.isolation import SERIALIZABLE, WRITE_SERIALIZABLE, is_rearrangement
+from skiplake.txn.read_set import ReadSet
+
+
+@dataclass(frozen=True)
+class _Winner:
+    """A commit that took a version this transaction wanted, and how messages name it."""
+    version: int
+    actions: list[Action]
+    snapshot: Snapshot
+
+    @property
+    def info(self) -> CommitInfo | None:
+        return next((a for a in self.actions if isinstance(a, CommitInfo)), None)
+
+    @property
+    def operation(self) -> str:
+        info = self.info
+        return info.operation if info else "an unknown operation"
+
+    @property
+    def said(self) -> str:
+        return f"a concurrent {self.operation} committed version {self.version} of {self.snapshot.table_path}"
+
+    def where(self, action: AddFile | RemoveFile) -> str:
+        table, parts = self.snapshot.table_path, self.snapshot.partition_columns
+        pv = action.partitionValues or {}
+        return f"partition {partition_dir(parts, pv)!r} of {table}" if parts and pv else table
+
+    def raise_(self, error: type[Exception], message: str) -> None:
+        raise error(f"{self.said} {message}", winning_version=self.version, winning_operation=self.operation)
+
+
+def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], actions: list[Action],
+                 read_set: ReadSet, isolation: str) -> None:
+    """Raise the exception Delta's conflict checker raises for this winner, or return if compatible."""
+    won = _Winner(winner_version, winner, snapshot)
+    _check_protocol_and_metadata(won)
+    _check_app_ids(won, actions, read_set)
+    our_removes = {a.path for a in actions if isinstance(a, RemoveFile)}
+    if read_set.empty and not our_removes:
+        return  # a blind append conflicts with nothing but the checks above
+    _check_added_files(won, actions, read_set, isolation)
+    _check_removed_files(won, read_set, our_removes)
+
+
+def _check_protocol_and_metadata(won: _Winner) -> None:
+    if any(isinstance(a, Protocol) for a in won.actions):
+        won.raise_(ProtocolChangedException,
+                   "and changed the protocol version; this transaction read the old protocol. "
+                   "Retry the operation on the new version.")
+    if any(isinstance(a, Metadata) for a in won.actions):
+        won.raise_(MetadataChangedException,
+                   "and changed the table metadata (schema, partitioning or properties). "
+                   "Retry the operation against the new metadata.")
+
+
+def _check_app_ids(won: _Winner, actions: list[Action], read_set: ReadSet) -> None:
+    ours = {a.appId for a in actions if isinstance(a, Txn)} | read_set.app_ids
+    for a in won.actions:
+        if isinstance(a, Txn) and a.appId in ours:
+            won.raise_(ConcurrentTransactionException,
+                       f"and wrote application transaction {a.appId!r} (version {a.version}), which this "
+                       "transaction also writes. Two jobs with the same app id ran at once: give each its own.")
+
+
+def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, isolation: str) -> None:
+    """Files the winner added that this transaction's reads would have seen."""
+    winner_blind = bool(won.info and won.info.isBlindAppend)
+    if is_rearrangement(actions) or (isolation == WRITE_SERIALIZABLE and winner_blind):
+        return
+    schema = won.snapshot.schema
+    for a in won.actions:
+        if not (isinstance(a, AddFile) and a.dataChange):
+            continue
+        lookup = file_lookup(schema, a.partitionValues, a.stats)
+        if read_set.whole_table or any(may_match(p, lookup) for p in read_set.predicates):
+            hint = (" Under WriteSerializable (the default) a blind append like this one would not "
+                    "conflict." if winner_blind and isolation == SERIALIZABLE else "")
+            won.raise_(ConcurrentAppendException,
+                       f"and added files to {won.where(a)} that this transaction's read (isolation level "
+                       f"{isolation}) would have seen. Make the two operations touch disjoint partitions, or "
+                       "state the partition explicitly in the operation's condition (in MERGE, in the ON "
+                       f"clause).{hint}")
+
+
+def _check_removed_files(won: _Winner, read_set: ReadSet, our_removes: set[str]) -> None:
+    for a in won.actions:
+        if not isinstance(a, RemoveFile):
+            continue
+        if a.path in read_set.files or read_set.whole_table:
+            won.raise_(ConcurrentDeleteReadException,
+                       f"and removed a file that this transaction read ({a.path} in {won.where(a)}). Retry the "
+                       "operation; to avoid this, let concurrent operations touch disjoint partitions.")
+        if a.path in our_removes:
+            won.raise_(ConcurrentDeleteDeleteException,
+                       f"and removed a file that this transaction also removes ({a.path} in {won.where(a)}). "
+                       "Retry the operation on the new version.")

@@ -1,0 +1,18 @@
+"""What a transaction read, which decides what concurrent commits it conflicts with."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from skiplake.expr.tree import Node
+
+
+@dataclass
+class ReadSet:
+    predicates: list[Node] = field(default_factory=list)   # bound predicates of its scans
+    files: set[str] = field(default_factory=set)           # log paths of the files it read
+    whole_table: bool = False                              # it scanned without a predicate
+    app_ids: set[str] = field(default_factory=set)         # application transaction ids it read
+
+    @property
+    def empty(self) -> bool:
+        return not (self.predicates or self.files or self.whole_table)
