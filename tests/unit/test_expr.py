@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from skiplake.errors import InvalidPredicateError
 from skiplake.expr.parse import bind
-from skiplake.skipping.metrics import evaluate, file_lookup, may_match, partition_lookup
 from skiplake.expr.tree import Cmp, InList, Opaque
 from skiplake.log.schema import Field, Schema
+from skiplake.skipping.metrics import evaluate, file_lookup, may_match, partition_lookup
 
 SCHEMA = Schema((Field("x", "long"), Field("s", "string"), Field("d", "date"), Field("p", "integer"),
                  Field("ts", "timestamp")))
@@ -195,3 +195,23 @@ def test_review_regressions_never_prune_a_matching_file():
     assert isinstance(bind("a = '5.5'", schema), Opaque)
     # '' is a NULL partition value.
     assert may_match(bind("a IS NULL", schema), partition_lookup(schema, {"a": ""}))
+
+
+@given(st.text(alphabet=st.sampled_from(["a", "\\", "'", '"', "%", "_", "n", " ", "é", "\n"]), max_size=12))
+def test_sql_text_of_a_string_literal_binds_back_to_the_same_value(text):
+    from skiplake.expr.sql import sql_string, to_sql
+    node = bind(f"s = {sql_string(text)}", SCHEMA)
+    assert node == Cmp("=", node.col, text)
+    assert bind(to_sql(node), SCHEMA) == node
+    in_list = bind(f"s IN ({sql_string(text)}, 'z')", SCHEMA)
+    assert bind(to_sql(in_list), SCHEMA) == in_list
+
+
+def test_sql_text_of_values_of_every_type_binds_back():
+    from skiplake.expr.sql import to_sql
+    schema = Schema((Field("i", "long"), Field("m", "decimal(10,3)"), Field("f", "double"), Field("b", "boolean"),
+                     Field("d", "date"), Field("t", "timestamp"), Field("odd name", "string")))
+    text = ("i IN (1, -2) AND m = 1234567.125 AND f < 1.5e3 AND b AND d = DATE'2001-02-03' "
+            "AND t >= TIMESTAMP'2001-02-03 04:05:06.000007' AND `odd name` = 'x' AND NOT (i = 3) AND i IS NOT NULL")
+    node = bind(text, schema)
+    assert bind(to_sql(node), schema) == node
