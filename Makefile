@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JAVA_HOME_FILE := .java_home
 SF ?= 0.1
 
-.PHONY: all venv java demo test test-fast bench clean
+.PHONY: all venv java demo lint test test-fast bench clean
 
 all: test
 
@@ -27,10 +27,16 @@ java: $(JAVA_HOME_FILE)
 demo: venv java
 	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(VENV)/bin/skiplake demo --sf $(SF)
 
-test: venv java
+# The layout cannot drift: pyflakes, import order and a complexity bound (ruff), and the
+# import contracts of pyproject.toml (layers, pyspark only in skiplake.spark, no circles).
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache
+
+test: venv java lint
 	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q tests
 
-test-fast: venv
+test-fast: venv lint
 	$(PY) -m pytest -q tests/unit
 
 clean:
