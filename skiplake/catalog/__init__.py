@@ -1,2 +1,3 @@
-"""A Glue-compatible catalog of tables and partitions, with partition indexes (work in progress:
-the expression language and the index key encoding are here; the store and server come next)."""
+"""A Glue-compatible catalog of databases, tables and partitions with partition indexes, on a SQL
+database (SQLite or PostgreSQL): the store, the service, its HTTP server and clients, Glue's
+partition expressions, index keys, and skiplake predicates in Glue's syntax."""
