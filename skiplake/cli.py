@@ -126,6 +126,10 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
+    if (args.where is None) == (args.sql is None):
+        raise InvalidArgumentError("give --where SQL (a table's scan) or --sql QUERY (a query over a lake root)")
+    if args.sql is not None:
+        return _explain_query(args)
     doc = explain_scan(_table_path(args.path), args.where, args.version)
     if args.json:
         print_json(doc)
@@ -134,6 +138,29 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     if doc.get("rows_selected") is not None and doc.get("rows_total") is not None:
         text += f"\n  SelectedRowsUpperBound: {doc['rows_selected']:,} out of {doc['rows_total']:,}"
     sys.stdout.write(text + "\n")
+    return EXIT_OK
+
+
+def _explain_query(args: argparse.Namespace) -> int:
+    """lake.explain of a SQL query over the tables under a root (starts Spark: the build sides of
+    dynamic file pruning run to know their keys, and are timed)."""
+    if args.version is not None:
+        raise InvalidArgumentError("--version applies to --where (one table's scan), not to --sql")
+    root = _table_path(args.path)
+    if not os.path.isdir(root):
+        raise InvalidArgumentError(f"{root} is not a folder: --sql needs a lake root (a folder of tables)")
+    import skiplake
+    from skiplake.spark.session import active_or_local_spark
+    spark, own = active_or_local_spark("skiplake-explain")
+    try:
+        explained = skiplake.Lake(spark, root).explain(args.sql)
+    finally:
+        if own:
+            spark.stop()
+    if args.json:
+        print_json(explained.to_dict())
+    else:
+        sys.stdout.write(explained.text() + "\n")
     return EXIT_OK
 
 
@@ -272,9 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None, metavar="N", help="only the N newest versions")
     p.add_argument("--json", action="store_true")
 
-    p = add("explain", _cmd_explain, "which files a predicate reads (partition and min/max pruning)")
-    p.add_argument("path", metavar="PATH")
-    p.add_argument("--where", required=True, metavar="SQL", help='a SQL condition, e.g. "ss_item_sk IN (40, 41)"')
+    p = add("explain", _cmd_explain, "which files a predicate (--where, one table) or a query (--sql, a lake root) "
+                                     "reads: partitions, stats, buckets, and dynamic file pruning")
+    p.add_argument("path", metavar="PATH", help="a table's folder (--where) or a lake root (--sql)")
+    p.add_argument("--where", default=None, metavar="SQL", help='a SQL condition, e.g. "ss_item_sk IN (40, 41)"')
+    p.add_argument("--sql", default=None, metavar="QUERY",
+                   help="a SQL query naming the root's tables (starts Spark; runs dynamic pruning's build sides)")
     p.add_argument("--version", type=int, default=None, metavar="V", help="plan against version V (time travel)")
     p.add_argument("--json", action="store_true")
 

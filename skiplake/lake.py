@@ -6,11 +6,14 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from skiplake.errors import EntityNotFoundError, InvalidArgumentError, NotATableError
 from skiplake.layout.bucket_spec import BucketSpec
-from skiplake.log.snapshot import LOG_DIR
+from skiplake.log.snapshot import LOG_DIR, Snapshot, list_log, log_storage
 from skiplake.spark.bucket_join import JoinReport, bucket_join
 from skiplake.spark.catalog_tables import CatalogTable
+from skiplake.spark.query.frames import prune_frame
 from skiplake.spark.query.model import QueryExplain, Source
 from skiplake.spark.query.planner import plan_query, run_query
+from skiplake.spark.query.views import SlotViews
+from skiplake.spark.session import ensure_conf
 from skiplake.table import Table
 
 if TYPE_CHECKING:
@@ -31,6 +34,7 @@ class Lake:
                  database: str = "default") -> None:
         if root is None and catalog is None:
             raise InvalidArgumentError("Lake needs a root folder, a catalog, or both")
+        ensure_conf(spark)
         self.spark = spark
         self.root = os.path.abspath(root) if root is not None else None
         if self.root is not None:
@@ -40,6 +44,9 @@ class Lake:
             from skiplake.catalog.client import catalog_client
             self.catalog = catalog_client(catalog)
         self.database = database
+        self.last_explain: QueryExplain | None = None   # what the latest sql(...) read
+        self._views = SlotViews(spark)
+        self._snapshots: dict[str, Snapshot] = {}
 
     # ------------------------------------------------------------------ tables
 
@@ -88,6 +95,17 @@ class Lake:
             return Table.open(self.spark, location)
         return CatalogTable(self.spark, self.catalog, database, table, spec)
 
+    def _latest(self, path: str) -> Snapshot:
+        """The table's latest snapshot; the one loaded before while no commit came since (its
+        parsed stats and whole-table views stay valid with it)."""
+        listing = list_log(log_storage(path))
+        cached = self._snapshots.get(path)
+        if cached is not None and cached.version == listing.latest:
+            return cached
+        snapshot = Snapshot.load(path, storage=cached.storage if cached else None, listing=listing)
+        self._snapshots[path] = snapshot
+        return snapshot
+
     def _under_root(self, name: str) -> bool:
         return self.root is not None and os.path.isdir(os.path.join(self.root, name, LOG_DIR))
 
@@ -95,18 +113,38 @@ class Lake:
 
     def sql(self, query: str) -> "DataFrame":
         """Run Spark SQL in which lake tables are named like any table. The literal predicates
-        Spark can push to each table reference prune its partitions and files first."""
-        df, _ = run_query(self.spark, query, _LakeTables(self))
+        Spark can push to each table reference prune its partitions and files first, and the keys
+        of a join's selective build side prune the other side's files (dynamic file pruning).
+        `last_explain` then holds what was read, with the build sides' times and key counts."""
+        df, plan = run_query(self.spark, query, _LakeTables(self), self._views)
+        self.last_explain = QueryExplain(plan.reports, plan.joins, plan.dynamic) if plan.analysed else None
         return df
 
     def explain(self, query: str) -> QueryExplain:
         """One scan report per lake table reference of `query`: what `sql(query)` would read.
-        Its `joins` say, for each join of two lake tables, whether it runs as a bucket join."""
-        plan = plan_query(self.spark, query, _LakeTables(self))
+        Its `joins` say, for each join of two lake tables, whether it runs as a bucket join, and
+        `dynamic`, for each equi-join, whether dynamic file pruning applied (build sides are run
+        to know their keys, and timed)."""
+        plan = plan_query(self.spark, query, _LakeTables(self), self._views)
         if not plan.analysed:
             raise InvalidArgumentError(f"cannot plan the scans of this query ({plan.reason}); "
                                        "lake.sql() runs it over whole tables")
-        return QueryExplain(plan.reports, plan.joins)
+        return QueryExplain(plan.reports, plan.joins, plan.dynamic)
+
+    def prune(self, df: "DataFrame") -> "DataFrame":
+        """`df` (joins and filters of `t.read()` results) reading only the files its filters and
+        joins allow: the pushed filters of each read, and dynamic file pruning by the keys of the
+        joins' selective build sides, as `sql` plans them. `last_explain` then holds the report.
+        Reads of tables by other means are left as they are."""
+        pruned, plan = prune_frame(self.spark, df, self._snapshot_at, self._views)
+        self.last_explain = QueryExplain(plan.reports, plan.joins, plan.dynamic)
+        return pruned
+
+    def _snapshot_at(self, path: str, version: int) -> Snapshot:
+        cached = self._snapshots.get(path)
+        if cached is not None and cached.version == version:
+            return cached
+        return Snapshot.load(path, version)
 
     # ------------------------------------------------------------------ bucket joins
 
@@ -146,7 +184,7 @@ class _LakeTables:
 
     def source(self, name: str) -> Source | None:
         if name.lower() in self.known:
-            return Table.open(self.lake.spark, self.lake.path_of(self.known[name.lower()])).snapshot
+            return self.lake._latest(self.lake.path_of(self.known[name.lower()]))
         if self.lake.catalog is None:
             return None
         try:

@@ -22,7 +22,7 @@ from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.plan import ScanPlan, plan_scan
-from skiplake.spark import dml
+from skiplake.spark import dml, merge
 from skiplake.spark.compaction import OptimizeResult
 from skiplake.spark.optimize import DEFAULT_TARGET_FILE_SIZE, optimize
 from skiplake.spark.read import read_planned
@@ -189,11 +189,11 @@ class Table:
               when_matched_delete: bool | str = False,
               when_not_matched_insert: Mapping[str, str] | str | None = None,
               when_not_matched_insert_condition: str | None = None) -> int:
-        """MERGE INTO this table USING `source` ON `on` (see skiplake.spark.dml.MergeClauses)."""
-        clauses = dml.MergeClauses(on, source_alias, target_alias, when_matched_update,
+        """MERGE INTO this table USING `source` ON `on` (see skiplake.spark.merge.MergeClauses)."""
+        clauses = merge.MergeClauses(on, source_alias, target_alias, when_matched_update,
                                    when_matched_update_condition, when_matched_delete, when_not_matched_insert,
                                    when_not_matched_insert_condition)
-        return dml.merge(self.begin(), source, clauses).commit()
+        return merge.merge(self.begin(), source, clauses).commit()
 
     def optimize(self, where: str | None = None, zorder_by: Sequence[str] | None = None,
                  target_file_size: int = DEFAULT_TARGET_FILE_SIZE, min_files: int = 2,

@@ -7,7 +7,7 @@ import pytest
 from skiplake.errors import ConcurrentAppendException, ConcurrentDeleteReadException
 from skiplake.log.actions import AddFile
 from skiplake.log.snapshot import Snapshot
-from skiplake.spark import dml
+from skiplake.spark import dml, merge
 from skiplake.spark.optimize import optimize
 
 
@@ -51,11 +51,22 @@ def test_disjoint_partitions_never_conflict(table, spark):
     assert ids(table, "p = 2") == list(range(250, 300)) + [5000, 5001]
 
 
-def test_merge_vs_update_in_the_same_partition(table, spark):
+def test_merge_vs_update_of_another_file_of_the_same_partition(table, spark):
+    # The MERGE reads only the target files its source's keys can match (id 150: the second
+    # file of p = 1); an UPDATE rewriting the first file does not touch what it read.
     src = spark.sql("SELECT 150L AS id, 1 AS p, -1L AS v")
-    loser = dml.merge(table.begin(), src, dml.MergeClauses("target.id = source.id AND target.p = 1",
-                                                           when_matched_update={"v": "source.v"}))
-    table.update("p = 1 AND id = 120", {"v": "0"})      # winner rewrites a file of p = 1
+    loser = merge.merge(table.begin(), src, merge.MergeClauses("target.id = source.id AND target.p = 1",
+                                                               when_matched_update={"v": "source.v"}))
+    table.update("p = 1 AND id = 120", {"v": "0"})
+    loser.commit()
+    assert ids(table, "v = -1") == [150] and ids(table, "v = 0") == [120]
+
+
+def test_merge_vs_update_of_the_file_it_reads(table, spark):
+    src = spark.sql("SELECT 150L AS id, 1 AS p, -1L AS v")
+    loser = merge.merge(table.begin(), src, merge.MergeClauses("target.id = source.id AND target.p = 1",
+                                                               when_matched_update={"v": "source.v"}))
+    table.update("p = 1 AND id = 160", {"v": "0"})      # winner rewrites the file holding id 150
     with pytest.raises((ConcurrentAppendException, ConcurrentDeleteReadException)):
         loser.commit()
     assert ids(table, "v = -1") == []
@@ -97,3 +108,33 @@ def test_rows_a_delete_cannot_match_do_not_conflict_even_when_serializable(table
     table.append(rows(spark, range(1000, 1005), 1))         # v >= 1000: stats prove no overlap
     loser.commit()
     assert ids(table, "p = 1") == list(range(1000, 1005))
+
+
+@pytest.mark.parametrize("level", ["WriteSerializable", "Serializable"])
+def test_merges_with_disjoint_source_keys_both_commit_on_a_clustered_table(lake, spark, level):
+    """Each MERGE's target read is narrowed to the files its source's keys can match (dynamic
+    file pruning of MERGE), so two jobs upserting disjoint key ranges of one unpartitioned table
+    clustered by the key do not conflict; without that narrowing each read the whole table."""
+    t = lake.create_table("c", "id long, v long", properties={"delta.isolationLevel": level})
+    for lo in range(0, 400, 100):                      # four files: ids 0-99, 100-199, 200-299, 300-399
+        t.append(spark.sql(f"SELECT id, 0L AS v FROM range({lo}, {lo + 100})").coalesce(1))
+    first = spark.sql("SELECT id, 1L AS v FROM range(10, 20) UNION ALL SELECT 50L, 5L")   # keys of file 1
+    second = spark.sql("SELECT id, 2L AS v FROM range(310, 320)")                        # keys of file 4
+    clauses = merge.MergeClauses("target.id = source.id", when_matched_update={"v": "source.v"},
+                                 when_not_matched_insert="*")
+    a = merge.merge(t.begin(), first, clauses)
+    b = merge.merge(t.begin(), second, clauses)
+    assert len(a.read_set.files) == 1 and len(b.read_set.files) == 1
+    a.commit()
+    b.commit()
+    rows = {r.id: r.v for r in t.read().collect()}
+    assert len(rows) == 400
+    assert {i for i, v in rows.items() if v == 1} == set(range(10, 20)) and rows[50] == 5
+    assert {i for i, v in rows.items() if v == 2} == set(range(310, 320))
+
+    # Overlapping key ranges still conflict: both read the file of ids 0-99.
+    c = merge.merge(t.begin(), spark.sql("SELECT 30L AS id, 3L AS v"), clauses)
+    d = merge.merge(t.begin(), spark.sql("SELECT 40L AS id, 4L AS v"), clauses)
+    c.commit()
+    with pytest.raises((ConcurrentAppendException, ConcurrentDeleteReadException)):
+        d.commit()

@@ -304,9 +304,9 @@ def test_lake_sql(sales, lake):
 
 
 def test_merge_prunes_the_target_by_target_only_conditions(sales, spark):
-    from skiplake.spark import dml
+    from skiplake.spark import merge
     src = spark.sql("SELECT id, 'm' AS cat FROM range(0, 33, 3)")  # all in d = 2001-01-01
-    txn = dml.merge(sales.begin(), src, dml.MergeClauses("target.id = source.id AND target.d = '2001-01-01'",
+    txn = merge.merge(sales.begin(), src, merge.MergeClauses("target.id = source.id AND target.d = '2001-01-01'",
                                                          when_matched_update={"cat": "source.cat"}))
     scanned = sorted(txn.read_set.files)  # every file the MERGE read, as its conflict checks see it
     v = txn.commit()

@@ -7,6 +7,7 @@ is still a valid predicate for Spark, it just never prunes.
 from __future__ import annotations
 
 import datetime as dt
+import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -45,6 +46,27 @@ def parse_sql(text: str) -> exp.Expression:
 def bind(text: str, schema: Schema) -> Node:
     """Parse `text` and bind it to `schema`; unknown columns are an InvalidPredicateError."""
     return _Binder(text, schema).bind(parse_sql(text))
+
+
+def bind_conjuncts(text: str, schema: Schema) -> Node | None:
+    """The AND of the conjuncts of `text` that bind to `schema`, each bound on its own (a conjunct
+    naming another relation's column is left out); None when none binds."""
+    binder = _Binder(text, schema)
+    bound = []
+    for part in _conjuncts(parse_sql(text)):
+        try:
+            bound.append(binder.bind(part))
+        except InvalidPredicateError:
+            continue
+    return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
+
+
+def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    if isinstance(node, exp.Paren):
+        return _conjuncts(node.this)
+    if isinstance(node, exp.And):
+        return _conjuncts(node.left) + _conjuncts(node.right)
+    return [node]
 
 
 class _Binder:
@@ -107,6 +129,13 @@ class _Binder:
         if isinstance(node.expression, exp.Null) and self.usable(node.this):
             return IsNull(self.col(node.this))
         return self.opaque(node)
+
+    def starts_with(self, node: exp.StartsWith) -> Node:
+        """`startswith(col, 'prefix')`, as Spark writes a `LIKE 'prefix%'` it simplified."""
+        prefix = literal_value(node.expression)
+        if not self.usable(node.this) or self.col(node.this).type != "string" or not isinstance(prefix, str):
+            return self.opaque(node)
+        return StartsWith(self.col(node.this), prefix)
 
     def column(self, node: exp.Column) -> Node:
         c = self.col(node)
@@ -172,6 +201,7 @@ _BINDERS: tuple[tuple[type, Any], ...] = (
     (exp.Paren, _Binder.paren), (exp.And, _Binder.and_), (exp.Or, _Binder.or_), (exp.Not, _Binder.not_),
     (exp.Boolean, _Binder.boolean), (exp.Null, _Binder.null), (exp.Between, _Binder.between),
     (exp.In, _Binder.in_list), (exp.Is, _Binder.is_), (exp.Like, _Binder.like), (exp.Column, _Binder.column),
+    (exp.StartsWith, _Binder.starts_with),
 )
 
 
@@ -192,16 +222,44 @@ def literal_value(node: exp.Expression) -> Any:
         if isinstance(inner, (int, Decimal, float)) and not isinstance(inner, bool):
             return -inner
         return _NOT_A_LITERAL
-    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
-        target = node.to.this
-        try:
-            if target == exp.DataType.Type.DATE:
-                return dt.date.fromisoformat(node.this.this.strip())
-            if target in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPNTZ,
-                          exp.DataType.Type.DATETIME):
-                return parse_timestamp(node.this.this)
-        except ValueError:
+    if isinstance(node, exp.Cast):  # also TryCast: Spark's typed literals (5L, 1.5BD) read as casts
+        return _cast_value(node)
+    return _NOT_A_LITERAL
+
+
+_INTEGRAL_CASTS = {exp.DataType.Type.BIGINT, exp.DataType.Type.INT, exp.DataType.Type.SMALLINT,
+                   exp.DataType.Type.TINYINT}
+_TIMESTAMP_CASTS = {exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPTZ, exp.DataType.Type.TIMESTAMPNTZ,
+                    exp.DataType.Type.DATETIME}
+
+
+def _cast_value(node: exp.Cast) -> Any:
+    """The value of a cast of a literal when it is exactly that literal's value in the target type
+    (`5L`, `1.5BD`, `DATE '2001-01-01'`); anything Spark would round or reinterpret is not one."""
+    raw = literal_value(node.this)
+    target = node.to.this
+    if raw is None or raw is _NOT_A_LITERAL:
+        return raw
+    try:
+        if target == exp.DataType.Type.DATE and isinstance(raw, str):
+            return dt.date.fromisoformat(raw.strip())
+        if target in _TIMESTAMP_CASTS and isinstance(raw, str):
+            return parse_timestamp(raw)
+        # A string cast to a number is left to Spark (its rules depend on ANSI mode), except as a
+        # decimal: sqlglot reads Spark's `1.50BD` as a cast of the string '1.50'.
+        number = _number(raw) if isinstance(raw, str) and target == exp.DataType.Type.DECIMAL else raw
+        if isinstance(number, bool) or not isinstance(number, (int, Decimal, float)):
             return _NOT_A_LITERAL
+        if target in _INTEGRAL_CASTS:
+            return int(number) if number == int(number) else _NOT_A_LITERAL
+        if target == exp.DataType.Type.DECIMAL:
+            return Decimal(str(number))
+        if target == exp.DataType.Type.DOUBLE:
+            return float(number)
+        if target == exp.DataType.Type.FLOAT:
+            return struct.unpack("f", struct.pack("f", float(number)))[0]
+    except (ValueError, OverflowError, InvalidOperation):
+        return _NOT_A_LITERAL
     return _NOT_A_LITERAL
 
 

@@ -66,6 +66,8 @@ class _SqlWriter(BooleanVisitor[str]):
         return f"{sql_name(node.col.name)} IS NULL"
 
     def visit_starts_with(self, node: StartsWith) -> str:
+        if any(ch in node.prefix for ch in "%_\\"):
+            return f"startswith({sql_name(node.col.name)}, {sql_string(node.prefix)})"
         return f"{sql_name(node.col.name)} LIKE {sql_string(node.prefix + '%')}"
 
     def visit_and(self, node: And, children: list[str]) -> str:

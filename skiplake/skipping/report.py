@@ -7,6 +7,19 @@ from dataclasses import asdict, dataclass, field
 
 
 @dataclass(frozen=True)
+class StageCount:
+    """What a scan would read after one stage of planning ("all", "static", "dynamic")."""
+    stage: str
+    files: int
+    bytes: int
+    rows: int | None
+
+    def text(self) -> str:
+        rows = "?" if self.rows is None else f"{self.rows:,}"
+        return f"{self.stage} {self.files:,} files, {self.bytes:,} bytes, {rows} rows"
+
+
+@dataclass(frozen=True)
 class ScanReport:
     table: str
     version: int
@@ -24,6 +37,8 @@ class ScanReport:
     partition_filters: list[str] = field(default_factory=list)
     data_filters: list[str] = field(default_factory=list)
     label: str = ""  # how a SQL query names this scan ("store_sales AS ss"); empty for table scans
+    dynamic_filters: list[str] = field(default_factory=list)  # filters from join build sides at run time
+    stages: list[StageCount] = field(default_factory=list)    # files, bytes, rows left after each stage
 
     @property
     def files_skipped(self) -> int:
@@ -50,9 +65,42 @@ class ScanReport:
         ]
         if self.partitions_total:
             lines.insert(4, f"  SelectedPartitionsCount: {self.partitions_selected} out of {self.partitions_total}")
+        if self.dynamic_filters:
+            lines.insert(4, f"  DynamicFilters: [{', '.join(self.dynamic_filters)}]")
         if self.buckets_total:
             lines.append(f"  SelectedBucketsCount: {self.buckets_selected} out of {self.buckets_total}")
+        if len(self.stages) > 1:
+            lines.append(f"  Stages: {' -> '.join(s.text() for s in self.stages)}")
         return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+@dataclass(frozen=True)
+class DynamicPruningReport:
+    """For one equi-join of a query: whether a build side pruned the other side's files at run
+    time (dynamic file pruning), with the build's measured cost, or why it did not."""
+    probe: str                       # the probe scan(s), as the query names them
+    build: str                       # what the build side reads ("item WHERE i_item_id = ...")
+    join_type: str                   # Spark's join type ("Inner", "LeftSemi", ...)
+    keys: list[tuple[str, str]]      # (probe column, build key) of each equality used
+    applied: bool
+    reason: str                      # why not, or what was sent ("3 keys as values")
+    build_seconds: float | None = None
+    key_count: int | None = None
+    filters: list[str] = field(default_factory=list)  # the dynamic filters sent to the probe scans
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def text(self) -> str:
+        on = " AND ".join(f"{p} = {b}" for p, b in self.keys) or "?"
+        head = f"DynamicFilePruning {self.probe} <- {self.build} ({self.join_type} ON {on})"
+        if not self.applied:
+            return f"{head}\n  not applied: {self.reason}"
+        cost = f"; build {self.build_seconds:.3f} s" if self.build_seconds is not None else ""
+        return f"{head}\n  applied: {self.reason}{cost}"
 
     def __str__(self) -> str:
         return self.text()

@@ -29,10 +29,13 @@ FILE_COLUMN = "__skiplake_file"
 ROW_COLUMN = "__skiplake_row"
 
 
-def _file_info(wanted: bool) -> list:
-    if not wanted:
-        return []
-    return [F.col("_metadata.file_path").alias(FILE_COLUMN), F.col("_metadata.row_index").alias(ROW_COLUMN)]
+def _extra_columns(with_file_info: bool, file_column: str | None) -> list:
+    out = []
+    if with_file_info:
+        out += [F.col("_metadata.file_path").alias(FILE_COLUMN), F.col("_metadata.row_index").alias(ROW_COLUMN)]
+    if file_column:
+        out.append(F.col("_metadata.file_name").alias(file_column))
+    return out
 
 
 def path_from_spark(file_path: str) -> str:
@@ -63,16 +66,22 @@ def hive_layout(table_path: str, partition_columns: list[str], files: Sequence[A
 
 def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
                files: Sequence[AddFile], columns: Sequence[str] | None = None,
-               with_file_info: bool = False, bucket_spec: BucketSpec | None = None) -> DataFrame:
+               with_file_info: bool = False, bucket_spec: BucketSpec | None = None,
+               file_column: str | None = None, tag: tuple[str, str] | None = None) -> DataFrame:
     """A DataFrame over exactly `files`, with the table's columns (partition columns included).
 
     with_file_info adds FILE_COLUMN (the file's path as Spark names it) and ROW_COLUMN (the
     row's index in its file), which identify every target row of a DELETE/UPDATE/MERGE.
-    bucket_spec declares the files bucketed to Spark (see bucketed_relation): the caller checks
-    that every file carries its bucket id in its name and that the files are in Hive layout."""
+    file_column adds a column of each row's file name under that name (a filter on it prunes
+    files). bucket_spec declares the files bucketed to Spark (see bucketed_relation): the caller
+    checks that every file carries its bucket id in its name and that the files are in Hive
+    layout. tag is a reader option (name, value) that names the relation in Spark's plans."""
     full_schema = to_spark(schema)
+    extra = _extra_columns(with_file_info, file_column)
     if not files:
         df = spark.createDataFrame([], full_schema)
+        if file_column:
+            df = df.withColumn(file_column, F.lit(None).cast("string"))
         return df.select(*columns) if columns else df
     root = os.path.abspath(table_path)
     paths = [absolute_path(root, f.path) for f in files]
@@ -80,17 +89,33 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
         reader = spark.read.schema(full_schema)
         if partition_columns:
             reader = reader.option("basePath", root)
+        if tag is not None:
+            reader = reader.option(*tag)
         df = reader.parquet(*paths)
         if bucket_spec is not None:
             df = bucketed_relation(df, bucket_spec)
         lowered = {c.lower() for c in partition_columns}
         natural = [n for n in schema.names if n.lower() not in lowered] + list(partition_columns)
         # Spark puts partition columns last; a select that changes nothing still costs an analysis.
-        if natural != list(schema.names) or with_file_info:
-            df = df.select(*[f"`{n}`" for n in schema.names], *_file_info(with_file_info))
+        if natural != list(schema.names) or extra:
+            df = df.select(*[f"`{n}`" for n in schema.names], *extra)
     else:
-        df = _read_by_partition(spark, schema, partition_columns, files, paths, with_file_info)
+        df = _read_by_partition(spark, schema, partition_columns, files, paths, extra, tag)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df
+
+
+# A reader option naming the table and version a relation reads (lake.prune finds them by it).
+READ_TAG = "skiplake.read"
+
+
+def read_tag(snapshot: Snapshot) -> tuple[str, str]:
+    return READ_TAG, f"{snapshot.version}@{snapshot.table_path}"
+
+
+def parse_read_tag(value: str) -> tuple[str, int]:
+    """(table path, version) of a READ_TAG value."""
+    version, _, path = value.partition("@")
+    return path, int(version)
 
 
 def read_planned(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFile], where: str | None = None,
@@ -106,7 +131,7 @@ def read_planned(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFil
     if spec is not None and bucketed is None and files_without_bucket_ids(files, spec):
         spec = None
     df = read_files(spark, snapshot.table_path, snapshot.schema, snapshot.partition_columns, files,
-                    bucket_spec=spec)
+                    bucket_spec=spec, tag=read_tag(snapshot))
     if where:
         df = df.filter(where)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df
@@ -144,7 +169,8 @@ def bucketed_relation(df: DataFrame, spec: BucketSpec) -> DataFrame:
 
 
 def _read_by_partition(spark: SparkSession, schema: Schema, partition_columns: list[str],
-                       files: Sequence[AddFile], paths: list[str], with_file_info: bool) -> DataFrame:
+                       files: Sequence[AddFile], paths: list[str], extra: list,
+                       tag: tuple[str, str] | None) -> DataFrame:
     part_lower = {c.lower() for c in partition_columns}
     data_schema = Schema(tuple(f for f in schema.fields if f.name.lower() not in part_lower))
     groups: dict[tuple, list[str]] = defaultdict(list)
@@ -153,14 +179,17 @@ def _read_by_partition(spark: SparkSession, schema: Schema, partition_columns: l
         groups[key].append(p)
     frames = []
     for key, group_paths in groups.items():
-        df = spark.read.schema(to_spark(data_schema)).parquet(*group_paths)
-        df = df.select("*", *_file_info(with_file_info))
+        reader = spark.read.schema(to_spark(data_schema))
+        if tag is not None:
+            reader = reader.option(*tag)
+        df = reader.parquet(*group_paths)
+        df = df.select("*", *extra)
+        extra_names = df.columns[len(data_schema.fields):]
         for col, raw in zip(partition_columns, key):
             type_ = schema.field(col).type
             value = parse_partition_value(raw, type_)
             df = df.withColumn(col, F.lit(None if value is None else raw).cast(spark_type(type_)))
-        extra = [FILE_COLUMN, ROW_COLUMN] if with_file_info else []
-        frames.append(df.select(*[f"`{n}`" for n in schema.names], *extra))
+        frames.append(df.select(*[f"`{n}`" for n in schema.names], *[f"`{n}`" for n in extra_names]))
     out = frames[0]
     for df in frames[1:]:
         out = out.unionByName(df)

@@ -1,28 +1,34 @@
 """What the stages of `lake.sql` planning share: the query, its lake table references, the reports."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol, Sequence, Union
+from typing import TYPE_CHECKING, Any, Protocol, Sequence, Union
 
 from skiplake.expr.sql import to_sql
-from skiplake.expr.tree import Node
-from skiplake.log.schema import Schema
+from skiplake.expr.tree import And, Node, Or
+from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
-from skiplake.skipping.report import ScanReport
+from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCount
 from skiplake.spark.bucket_join import JoinReport
 from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.read import read_planned
-from skiplake.spark.types import to_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
     from sqlglot import exp
+
+    from skiplake.spark.query.plan_text import PlanNode
+    from skiplake.spark.query.views import SlotView, SlotViews
+    from skiplake.spark.settings import DynamicPruningSettings
 
 # What a lake table name stands for in one query: a Delta table pinned to a snapshot, or a
 # catalog table of Hive-style Parquet.
 Source = Union[Snapshot, CatalogTable]
+# The file column of the slot views: each row's file name, which a filter prunes files by.
+FILE_COLUMN = "__skiplake_file"
+_SIMPLE_FILE_NAME = re.compile(r"^[A-Za-z0-9._=-]+$")
 
 
 def whole_table(spark: "SparkSession", source: Source) -> "DataFrame":
@@ -43,39 +49,79 @@ class Resolver(Protocol):
 
 
 @dataclass
+class Occurrence:
+    """One place a reference's relation appears in Spark's optimized plan (a CTE used twice
+    appears twice); each gets its own static and dynamic predicate."""
+    node: "PlanNode"
+    static: Node | None = None               # the literal filters Spark put above it, bound
+    dynamic: list[Node] = field(default_factory=list)  # filters from join build sides
+
+
+@dataclass
 class TableReference:
     """One place a lake table is named in the query."""
     source: Source
     name: str                       # the lake table's name (lower case)
     label: str                      # how the query names it ("store_sales AS ss")
-    view: str                       # the temporary view that stands for it while the query runs
     alias: str = ""                 # the query's alias for it, if any
-    filters: list[list[str]] = field(default_factory=list)  # per occurrence in the plan: conjuncts
-    plan: ScanPlan | None = None     # a Delta table's planned files
-    where: str | None = None         # a catalog table's pushed predicate
-    bucketed: bool = False           # read as a bucketed relation (one side of a bucket join)
-    merge_hint: bool = False         # the right side of a bucket join: keep Spark from broadcasting it
+    view: "SlotView | None" = None  # the whole-table view it reads through
+    occurrences: list[Occurrence] = field(default_factory=list)
+    static: ScanPlan | None = None  # files its literal predicates select
+    plan: ScanPlan | None = None    # files it reads (static and dynamic pruning)
+    dynamic_filters: list[str] = field(default_factory=list)
+    where: str | None = None        # a catalog table's pushed predicate
+    bucketed: bool = False          # read as a bucketed relation (one side of a bucket join)
+    merge_hint: bool = False        # the right side of a bucket join: keep Spark from broadcasting it
+    own_view: str = ""              # a per-query view the final query reads instead (see frame)
 
     @property
     def snapshot(self) -> Snapshot | None:
         return self.source if isinstance(self.source, Snapshot) else None
 
     @property
-    def schema(self) -> Schema:
+    def schema(self) -> Any:
         return self.source.schema
 
-    def relation_schema(self) -> "StructType | str":
-        """What the stand-in relation of the analysis is declared with (a StructType or DDL)."""
-        return to_spark(self.source.schema) if isinstance(self.source, Snapshot) else self.source.ddl
-
-    def plan_with(self, predicate: Node | None) -> None:
+    def plan_static(self, predicate: Node | None) -> None:
         if isinstance(self.source, Snapshot):
-            self.plan = plan_scan(self.source, predicate)
-            self.plan.report = replace(self.plan.report, label=self.label)
+            plan = plan_scan(self.source, predicate)
+            plan.report = replace(plan.report, label=self.label, stages=static_stages(plan.report))
+            self.static = self.plan = plan
         else:
             self.where = to_sql(predicate) if predicate is not None else None
 
-    def dataframe(self, spark: "SparkSession") -> "DataFrame":
+    def plan_dynamic(self) -> None:
+        """Re-plan the files from each occurrence's static and dynamic predicates (their OR)."""
+        assert isinstance(self.source, Snapshot) and self.static is not None
+        per_occurrence: list[Node | None] = []
+        for occ in self.occurrences:
+            parts = ([occ.static] if occ.static is not None else []) + occ.dynamic
+            per_occurrence.append(None if not parts else parts[0] if len(parts) == 1 else _and(parts))
+        predicate = None if not per_occurrence or any(p is None for p in per_occurrence) else (
+            per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence)))  # type: ignore[arg-type]
+        plan = plan_scan(self.source, predicate)
+        stages = [*self.static.report.stages, _stage("dynamic", plan.report)]
+        plan.report = replace(plan.report, label=self.label, predicate=self.static.report.predicate,
+                              partition_filters=self.static.report.partition_filters,
+                              data_filters=self.static.report.data_filters,
+                              dynamic_filters=list(self.dynamic_filters), stages=stages)
+        self.plan = plan
+
+    def file_filter(self) -> str | None:
+        """The condition on FILE_COLUMN that keeps just the planned files; None when nothing is
+        pruned. Raises ValueError when a file name cannot be matched exactly."""
+        assert self.plan is not None and self.snapshot is not None
+        if self.plan.report.files_selected == self.plan.report.files_total:
+            return None
+        names = [from_log_path(f.path).rsplit("/", 1)[-1] for f in self.plan.files]
+        if any(not _SIMPLE_FILE_NAME.match(n) for n in names):
+            raise ValueError("file names that need quoting")
+        if not names:
+            return "false"
+        return f"{FILE_COLUMN} IN ({', '.join(repr(n) for n in names)})"
+
+    def frame(self, spark: "SparkSession") -> "DataFrame":
+        """The rows this reference reads when it cannot go through its slot view."""
         if isinstance(self.source, CatalogTable):
             return self.source.read(self.where)
         assert self.plan is not None
@@ -83,19 +129,37 @@ class TableReference:
         return df.hint("merge") if self.merge_hint else df
 
 
+def _and(parts: list[Node]) -> Node:
+    return And(tuple(parts))
+
+
+def _stage(name: str, report: ScanReport) -> StageCount:
+    return StageCount(name, report.files_selected, report.bytes_selected, report.rows_selected)
+
+
+def static_stages(report: ScanReport) -> list[StageCount]:
+    return [StageCount("all", report.files_total, report.bytes_total, report.rows_total), _stage("static", report)]
+
+
 @dataclass
 class QueryPlan:
-    """A query as the stages leave it: its references (renamed to views in `sql`), their scan
-    plans and the joins planned; `analysed` is False when it runs over whole tables instead."""
+    """A query as the stages leave it: its references, their planned files, the joins planned;
+    `analysed` is False when it runs over whole tables instead."""
     query: str                                   # the query as the user wrote it
     tree: "exp.Expression | None"                # the query parsed by sqlglot, None if it cannot be
-    sql: str = ""                                # the query as it runs (references renamed to views)
+    views: "SlotViews"
+    settings: "DynamicPruningSettings"
     references: list[TableReference] = field(default_factory=list)
-    positions: dict[int, int] = field(default_factory=dict)  # a reference's offset in `query` -> its index
-    sources: dict[str, Source] = field(default_factory=dict)  # lake tables named (lower case) -> source
+    spans: list[tuple[int, int]] = field(default_factory=list)   # each reference's place in `query`
+    positions: dict[int, int] = field(default_factory=dict)      # a reference's offset -> its index
+    sources: dict[str, Source] = field(default_factory=dict)     # lake tables named (lower case)
     analysed: bool = True
     reason: str = ""                             # why it was not analysed
+    analysis: Any = None                         # the DataFrame of the analysis pass (whole tables)
+    optimized: Any = None                        # its optimized plan (py4j), for `apply(number)`
+    root: "PlanNode | None" = None               # that plan, parsed
     joins: list[JoinReport] = field(default_factory=list)  # joins of two lake tables, one bucketed
+    dynamic: list[DynamicPruningReport] = field(default_factory=list)
 
     def give_up(self, reason: str) -> "QueryPlan":
         """Run over whole tables, as plain Spark would, and say why."""
@@ -107,16 +171,44 @@ class QueryPlan:
     def reports(self) -> list[ScanReport]:
         return [r.plan.report for r in self.references if r.plan is not None]
 
+    def text(self, final: bool) -> str:
+        """The query with each reference replaced: by its slot view (for the analysis), or by what
+        it finally reads (its slot view with a file filter, or its own view)."""
+        pieces, last = [], 0
+        for ref, (start, end) in zip(self.references, self.spans):
+            pieces.append(self.query[last:start])
+            name = ref.alias or self.query[start:end + 1]
+            body = _relation_text(ref, final)
+            # Without an alias the query may qualify columns with the table's own name: keep it.
+            pieces.append(body if ref.alias else f"{body} AS {name}")
+            last = end + 1
+        pieces.append(self.query[last:])
+        return "".join(pieces)
+
+
+def _relation_text(ref: TableReference, final: bool) -> str:
+    if final and ref.own_view:
+        return ref.own_view
+    assert ref.view is not None
+    columns = ", ".join(f"`{c.replace('`', '``')}`" for c in ref.view.columns)
+    condition = ref.file_filter() if final and ref.snapshot is not None else None
+    where = f" WHERE {condition}" if condition else ""
+    return f"(SELECT {columns} FROM {ref.view.name}{where})"
+
 
 class QueryExplain(list):
-    """lake.explain's answer: a list of ScanReport (one per table reference), plus `joins`."""
+    """lake.explain's answer: a list of ScanReport (one per table reference), plus `joins` (bucket
+    joins) and `dynamic` (dynamic file pruning, per join)."""
 
-    def __init__(self, reports: Sequence[ScanReport], joins: Sequence[JoinReport] = ()) -> None:
+    def __init__(self, reports: Sequence[ScanReport], joins: Sequence[JoinReport] = (),
+                 dynamic: Sequence[DynamicPruningReport] = ()) -> None:
         super().__init__(reports)
         self.joins = list(joins)
+        self.dynamic = list(dynamic)
 
     def text(self) -> str:
-        return "\n".join([r.text() for r in self] + [j.text() for j in self.joins])
+        return "\n".join([r.text() for r in self] + [j.text() for j in self.joins] + [d.text() for d in self.dynamic])
 
     def to_dict(self) -> dict:
-        return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins]}
+        return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins],
+                "dynamic": [d.to_dict() for d in self.dynamic]}

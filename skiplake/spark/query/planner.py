@@ -2,35 +2,43 @@
 
 Like sqlglot's optimizer applies its RULES, `plan_query` applies these in order; a stage that
 cannot analyse the query gives up, and the query then runs over whole tables, as plain Spark
-would. A new stage (dynamic file pruning comes between pushdown and bucket joins) is one module
-and one entry here.
+would. The final query is the user's, each lake reference replaced by its whole-table view with
+a filter on the files planned for it (Spark lists only those), or by a view of its own where it
+needs one (a bucketed read, a catalog table).
 """
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING, Callable
 
+from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.query.bucket_joins import plan_bucket_joins
-from skiplake.spark.query.model import QueryPlan, Resolver, whole_table
+from skiplake.spark.query.dynamic import prune_dynamically
+from skiplake.spark.query.model import QueryPlan, Resolver, TableReference, whole_table
 from skiplake.spark.query.pushdown import push_filters
 from skiplake.spark.query.references import find_references
+from skiplake.spark.settings import DynamicPruningSettings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from sqlglot import exp
 
+    from skiplake.spark.query.views import SlotViews
+
 Rule = Callable[["SparkSession", QueryPlan, Resolver], QueryPlan]
 
 RULES: tuple[Rule, ...] = (
-    find_references,     # 1. which lake tables the query names; each reference renamed to a view
+    find_references,     # 1. which lake tables the query names; each reads through a slot view
     push_filters,        # 2. the filters Spark's optimizer pushes to each reference; plan its files
-    plan_bucket_joins,   # 3. joins of two lake tables bucketed alike run without a shuffle
+    prune_dynamically,   # 3. join build sides' keys prune the other side's files (dynamic file pruning)
+    plan_bucket_joins,   # 4. joins of two lake tables bucketed alike run without a shuffle
 )
 
 
-def plan_query(spark: "SparkSession", query: str, resolver: Resolver,
+def plan_query(spark: "SparkSession", query: str, resolver: Resolver, views: "SlotViews",
                tree: "exp.Expression | None" = None) -> QueryPlan:
-    """The query's lake table references with their planned files, and its bucket joins."""
-    plan = QueryPlan(query, tree)
+    """The query's lake table references with their planned files, its dynamic pruning and joins."""
+    plan = QueryPlan(query, tree, views, DynamicPruningSettings.of(spark))
     for rule in RULES:
         plan = rule(spark, plan, resolver)
         if not plan.analysed:
@@ -38,20 +46,43 @@ def plan_query(spark: "SparkSession", query: str, resolver: Resolver,
     return plan
 
 
-def run_query(spark: "SparkSession", query: str, resolver: Resolver) -> tuple["DataFrame", QueryPlan]:
+def run_query(spark: "SparkSession", query: str, resolver: Resolver,
+              views: "SlotViews") -> tuple["DataFrame", QueryPlan]:
     """Plan the query, then run it with each reference reading only its planned files."""
-    plan = plan_query(spark, query, resolver)
+    plan = plan_query(spark, query, resolver, views)
     if not plan.analysed:
         # Whole tables under their own names: what plain Spark would read.
         for name, source in plan.sources.items():
             whole_table(spark, source).createOrReplaceTempView(name)
         return spark.sql(query), plan
-    for ref in plan.references:
-        ref.dataframe(spark).createOrReplaceTempView(ref.view)
+    return final_frame(spark, plan), plan
+
+
+def final_frame(spark: "SparkSession", plan: QueryPlan) -> "DataFrame":
+    """The query as it finally runs (the analysis pass's DataFrame when nothing was pruned)."""
+    token = uuid.uuid4().hex[:8]
+    own = [ref for ref in plan.references if _needs_own_view(ref)]
+    for i, ref in enumerate(own):
+        ref.own_view = f"__skiplake_q{token}_{i}"
+    text = plan.text(final=True)
+    if not own and plan.analysis is not None and text == plan.text(final=False):
+        return plan.analysis
+    for ref in own:
+        ref.frame(spark).createOrReplaceTempView(ref.own_view)
     try:
-        df = spark.sql(plan.sql)
+        return spark.sql(text)
     finally:
         # The DataFrame holds the analysed views; the names are not needed once it exists.
-        for ref in plan.references:
-            spark.catalog.dropTempView(ref.view)
-    return df, plan
+        for ref in own:
+            spark.catalog.dropTempView(ref.own_view)
+
+
+def _needs_own_view(ref: TableReference) -> bool:
+    """A catalog table, one side of a bucket join, or files its slot view cannot filter by name."""
+    if isinstance(ref.source, CatalogTable) or ref.bucketed:
+        return True
+    try:
+        ref.file_filter()
+    except ValueError:
+        return True
+    return False

@@ -2,30 +2,29 @@
 
 Which predicates apply to a table reference is decided by Spark's own optimizer, not guessed
 from the SQL text: it already knows which filters may move through CTEs, subqueries, outer
-joins and aggregates, and it infers new ones (`a.k = b.k AND b.k = 5` gives `a.k = 5`). So each
-reference's view is first an *empty* relation with the table's schema; Spark optimizes the
-query over those, and the filters directly above each relation are read off the optimized plan
-and turned back into SQL. A reference that occurs several times (a CTE used twice) reads the
-files of the OR of its occurrences' filters.
+joins and aggregates, and it infers new ones (`a.k = b.k AND b.k = 5` gives `a.k = 5`). So the
+query is analysed once over the references' whole-table views; its optimized plan is read as
+text (one call, see plan_text), each of its relations is matched to the reference it reads, and
+the Filters directly above it are read back as SQL (one call each) and bound. A reference that
+occurs several times (a CTE used twice) reads the files of the OR of its occurrences' filters.
 
 Each reference's files are then planned (partitions, stats, buckets) from its predicate. Spark
-applies every filter again to the rows when the query runs, so pruning only skips files.
+applies every filter again to the rows when the query runs, so pruning only skips files. The
+analysed plan stays on the QueryPlan for the next stages (dynamic file pruning reads its joins).
 """
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from skiplake.errors import InvalidPredicateError
-from skiplake.expr.parse import bind
+from skiplake.expr.parse import bind, bind_conjuncts
 from skiplake.expr.tree import And, Node, Or
-from skiplake.spark.query.catalyst import conjuncts, kind, relation_root, seq
-from skiplake.spark.query.catalyst_sql import catalyst_to_sql
-from skiplake.spark.query.model import QueryPlan, Resolver, TableReference
+from skiplake.spark.query.catalyst import condition_sql, optimized_plan, relation_tag, tree_text
+from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
+from skiplake.spark.query.plan_text import PlanNode, parse_plan
+from skiplake.spark.query.views import TAG_OPTION
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,78 +35,61 @@ def push_filters(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> 
     assert plan.tree is not None
     single = _single_table_where(plan.tree, plan.references)
     if single is not None:
-        plan.references[0].plan_with(single)
+        plan.references[0].plan_static(single)
         return plan
-    for i, filters in _pushed(spark, plan).items():
-        plan.references[i].filters = filters
+    plan.analysis = spark.sql(plan.text(final=False))
+    plan.optimized = optimized_plan(plan.analysis)
+    plan.root = parse_plan(tree_text(plan.optimized))
+    _find_occurrences(plan, plan.root)
     for ref in plan.references:
-        ref.plan_with(_predicate(ref))
+        ref.plan_static(_predicate(ref))
     return plan
 
 
-def _pushed(spark: "SparkSession", plan: QueryPlan) -> dict[int, list[list[str]]]:
-    """Per reference (by index), per occurrence in Spark's optimized plan: its filter conjuncts."""
-    scratch = tempfile.mkdtemp(prefix="skiplake-sql-")
-    try:
-        roots: dict[str, int] = {}
-        for i, ref in enumerate(plan.references):
-            empty = os.path.join(scratch, str(i))
-            os.mkdir(empty)
-            roots[os.path.normpath(empty)] = i
-            spark.read.schema(ref.relation_schema()).parquet(empty).createOrReplaceTempView(ref.view)
-        optimized = spark.sql(plan.sql)._jdf.queryExecution().optimizedPlan()
-        return pushed_filters(optimized, roots)
-    finally:
-        for ref in plan.references:
-            spark.catalog.dropTempView(ref.view)
-        shutil.rmtree(scratch, ignore_errors=True)
+def _find_occurrences(plan: QueryPlan, root: PlanNode) -> None:
+    """Match each relation of the optimized plan to the reference it reads, with its filters."""
+    by_first_id = {ref.view.first_id: ref for ref in plan.references if ref.view and ref.view.first_id is not None}
+    by_view = {ref.view.local: ref for ref in plan.references if ref.view}
+    for node in root.walk():
+        if node.kind != "Relation":
+            continue
+        out = node.output
+        ref = by_first_id.get(out[0].id) if out else None
+        if ref is None:
+            # A copy of a relation (a CTE inlined twice) has new expression ids: ask the JVM.
+            ref = by_view.get(relation_tag(plan.optimized, node.number, TAG_OPTION) or "")
+        if ref is not None:
+            ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
 
 
-def pushed_filters(plan: Any, roots: dict[str, int]) -> dict[int, list[list[str]]]:
-    """For each relation of `plan` whose root path is in `roots`: per occurrence, the SQL text
-    of the filter conjuncts directly above it."""
-    found: dict[int, list[list[str]]] = {}
-
-    def visit(node: Any, above: list[Any]) -> None:
-        root = relation_root(node)
-        key = roots.get(root) if root is not None else None
-        if key is not None:
-            texts = [sql for cond in above for c in conjuncts(cond) if (sql := catalyst_to_sql(c)) is not None]
-            found.setdefault(key, []).append(texts)
-        chain = above + [node.condition()] if kind(node) == "Filter" else []
-        for child in seq(node.children()):
-            visit(child, chain)
-        for sub in seq(node.subqueries()):
-            visit(sub, [])  # a subquery's relations see only the filters inside it
-
-    visit(plan, [])
-    return found
+def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> Node | None:
+    """The bound conjuncts of the Filters directly above a relation (above a Project its columns
+    may mean something else, so the search stops there)."""
+    bound: list[Node] = []
+    child, node = relation, relation.parent
+    # Only as a child: a Filter whose subquery reads the relation says nothing of its rows.
+    while node is not None and node.kind == "Filter" and node.children and node.children[0] is child:
+        part = bind_conjuncts(condition_sql(plan.optimized, node.number), ref.schema)
+        if part is not None:
+            bound.append(part)
+        child, node = node, node.parent
+    return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
 
 
 def _predicate(ref: TableReference) -> Node | None:
-    """OR over the occurrences of the AND of each occurrence's bound conjuncts; None = all files."""
-    if not ref.filters:
+    """OR over the occurrences of each occurrence's filter; None (all files) when one has none."""
+    filters = [occ.static for occ in ref.occurrences]
+    if not filters or any(f is None for f in filters):
         return None
-    per_occurrence: list[Node] = []
-    for conjunct_texts in ref.filters:
-        bound = []
-        for text in conjunct_texts:
-            try:
-                bound.append(bind(text, ref.schema))
-            except InvalidPredicateError:
-                continue
-        if not bound:
-            return None
-        per_occurrence.append(bound[0] if len(bound) == 1 else And(tuple(bound)))
-    return per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence))
+    return filters[0] if len(filters) == 1 else Or(tuple(filters))  # type: ignore[arg-type]
 
 
 def _single_table_where(tree: exp.Expression, refs: list[TableReference]) -> Node | None:
     """The bound WHERE of a query that is one SELECT over one lake table and nothing else.
 
     Such a WHERE applies to that table's rows as a whole, so Spark's optimizer has nothing to
-    add and the analysis round trip (tens of milliseconds) is skipped. None when the query has
-    any other shape, or the WHERE names something that is not a column of the table."""
+    add and the analysis pass is skipped. None when the query has any other shape, or the WHERE
+    names something that is not a column of the table."""
     tables = list(tree.find_all(exp.Table))
     if len(refs) != 1 or len(tables) != 1:
         return None

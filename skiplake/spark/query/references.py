@@ -2,15 +2,17 @@
 
 This is the one place that decides it. sqlglot's tree of the query gives each table reference
 with its position in the text; a reference is a lake table when its name is unqualified, is not
-a CTE the query defines in its scope, and resolves to a lake table. Each is renamed in the text
-to a temporary view of its own, so later stages can give each occurrence its own files.
+a CTE the query defines in its scope, and resolves to a lake table.
+
+Each reference reads through a slot view of its table (skiplake.spark.query.views): the n-th
+reference of a table in the query through the table's n-th view, so every reference is its own
+relation in Spark's plan.
 
 A query sqlglot cannot read (or a statement that is not a query) is run over whole tables: the
 names come from Spark's own parser then, so what it reads is exactly what Spark would.
 """
 from __future__ import annotations
 
-import uuid
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
@@ -49,13 +51,16 @@ def find_references(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) 
             return plan.give_up(f"cannot place table {t.name!r} in the query text")
         found.append((meta["start"], meta["end"], t.name.lower(), t.alias))
     found.sort()
-    token = uuid.uuid4().hex[:8]
+    slots: dict[str, int] = {}
     for i, (start, end, name, alias) in enumerate(found):
         label = plan.query[start:end + 1] + (f" AS {alias}" if alias else "")
-        plan.references.append(TableReference(plan.sources[name], name, label, f"__skiplake_{token}_{i}",
-                                              alias=alias or ""))
+        slot = slots.get(name, 0)
+        slots[name] = slot + 1
+        source = plan.sources[name]
+        plan.references.append(TableReference(source, name, label, alias=alias or "",
+                                              view=plan.views.get(source, slot)))
+        plan.spans.append((start, end))
         plan.positions[start] = i
-    plan.sql = _rewrite(plan.query, found, [r.view for r in plan.references])
     return plan
 
 
@@ -94,18 +99,6 @@ def names_cte(table: exp.Table) -> bool:
                 return True
         child, node = node, node.parent
     return False
-
-
-def _rewrite(query: str, refs: list[tuple[int, int, str, str]], views: list[str]) -> str:
-    pieces = []
-    last = 0
-    for (start, end, _name, alias), view in zip(refs, views):
-        pieces.append(query[last:start])
-        # Without an alias the query may qualify columns with the table's own name: keep it.
-        pieces.append(view if alias else f"{view} AS {query[start:end + 1]}")
-        last = end + 1
-    pieces.append(query[last:])
-    return "".join(pieces)
 
 
 def _whole_table_names(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> None:

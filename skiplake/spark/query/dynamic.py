@@ -1,0 +1,423 @@
+"""Stage 3 of `lake.sql` planning: dynamic file pruning.
+
+For each equi-join of the optimized plan, one side (the probe) may be read through a lake
+table whose files the other side (the build) can prune: the build's join-key values are
+computed by Spark, now, and the probe's files are planned again with `key IN (values)` added to
+its predicate (partition values, min/max stats and bucket ids all prune by it). The seed's rules:
+
+- join types: INNER (either side may be the probe), LEFT SEMI (an `IN (subquery)`: the left is
+  the probe), and outer joins on the side they do not preserve (the right of LEFT OUTER, the
+  left of RIGHT OUTER); never FULL OUTER or anti joins. Rows of the probe whose key is not a
+  build key, or is NULL, produce nothing in such a join, so skipping their files loses nothing.
+- the probe: the key is traced down from the join to a column of a lake table's relation,
+  unchanged, through projections, filters, unions (every branch), aggregates (on a grouping
+  key) and inner or outer joins on their preserved side; the table is big enough
+  (deltaTableSizeThreshold, deltaTableFilesThreshold over its statically selected files) and its
+  files are clustered by the key (a key value falls into at most maxFileOverlap of its files),
+  or it is bucketed by the key.
+- the build: it has a selective filter (not only `IS NOT NULL`), and Spark estimates it small
+  (buildSizeThreshold, Spark's broadcast threshold by default), as the seed's broadcast hash join.
+- the key types compare as the stats do: the probe's key column is compared as itself (or
+  widened from one integer type to a wider one); a cast of the probe's key to another type
+  (string against number, decimals of different scales, date against timestamp) and
+  floating-point keys are skipped, with the reason in the report.
+
+Each distinct build is evaluated once per query, concurrently, before the final query is
+planned; its time and key count go to the report.
+"""
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from skiplake.expr.sql import to_sql
+from skiplake.expr.tree import Col, IsNull, Node, Not, conjuncts
+from skiplake.layout.bucket_spec import bucket_spec_of
+from skiplake.log.schema import INTEGER_TYPES, is_primitive
+from skiplake.skipping.dynamic import file_overlap, key_filter
+from skiplake.skipping.plan import stats_table
+from skiplake.skipping.report import DynamicPruningReport
+from skiplake.spark.build_keys import BuildKeys, distinct_keys
+from skiplake.spark.query.catalyst import frame_of, size_in_bytes
+from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
+from skiplake.spark.query.plan_text import FILTER_COMMUTES, Attr, Operand, PlanNode
+from skiplake.spark.query.plan_text import conjuncts as text_conjuncts
+from skiplake.spark.settings import JOIN_TYPES
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# (probe child, build child) of each join type the rule applies to.
+_SIDES = {"Inner": ((0, 1), (1, 0)), "LeftSemi": ((0, 1),), "LeftOuter": ((1, 0),), "RightOuter": ((0, 1),)}
+# The child a row of a join's output comes from unchanged, per join type, when that child's rows
+# pass into the output whole (filtering them first filters the output the same way).
+_PRESERVED = {"Inner": (0, 1), "Cross": (0, 1), "LeftOuter": (0,), "RightOuter": (1,), "LeftSemi": (0,),
+              "LeftAnti": (0,)}
+_WIDER = {"byte": ("short", "int", "integer", "bigint", "long"), "short": ("int", "integer", "bigint", "long"),
+          "integer": ("bigint", "long"), "long": ()}
+_EXPR_ID = re.compile(r"#\d+")
+
+
+@dataclass
+class _Target:
+    """A probe relation the key reaches, and the column it is there."""
+    ref: TableReference
+    occ: Occurrence
+    column: Col
+
+
+@dataclass
+class _Candidate:
+    join: PlanNode
+    build: PlanNode
+    pairs: list[tuple[list[_Target], Operand]]   # per key: the probe targets, the build side's operand
+    keys: list[tuple[str, str]]                    # (probe column, build attribute) for the report
+    probe_label: str
+    build_label: str
+    result: Any = None
+    seconds: float = 0.0
+
+
+@dataclass
+class _Verdict:
+    """Why a join direction cannot prune, or the candidate that can."""
+    candidate: _Candidate | None = None
+    reason: str = ""
+    probe_bytes: int = 0
+    report_fields: dict = field(default_factory=dict)
+
+
+def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> QueryPlan:
+    settings = plan.settings
+    if not settings.enabled or plan.root is None:
+        return plan
+    occurrences = {occ.node.number: (ref, occ) for ref in plan.references for occ in ref.occurrences
+                   if ref.snapshot is not None}
+    candidates: list[_Candidate] = []
+    for join in (n for n in plan.root.walk() if n.kind == "Join"):
+        verdicts = [_consider(plan, join, sides, occurrences) for sides in _sides(join)]
+        chosen = [v.candidate for v in verdicts if v.candidate is not None]
+        reported = [v for v in verdicts if v.report_fields]
+        if not reported:
+            continue
+        best = max(reported, key=lambda v: v.probe_bytes)
+        if join.join_type not in _SIDES:
+            plan.dynamic.append(DynamicPruningReport(applied=False, reason=_never(join), **best.report_fields))
+        elif join.join_type not in settings.join_types:
+            plan.dynamic.append(DynamicPruningReport(
+                applied=False, reason=f"{join.join_type} is not among {JOIN_TYPES} ({', '.join(settings.join_types)})",
+                **best.report_fields))
+        elif chosen:
+            candidates.extend(chosen)
+        else:
+            plan.dynamic.append(DynamicPruningReport(applied=False, reason=best.reason, **best.report_fields))
+    if candidates:
+        _evaluate_builds(spark, plan, candidates)
+        _apply(plan, candidates)
+    return plan
+
+
+def _sides(join: PlanNode) -> tuple[tuple[int, int], ...]:
+    """(probe child, build child) pairs to consider; for a type the rule never applies to, both
+    directions, so that the report can say so."""
+    return _SIDES.get(join.join_type, ((0, 1), (1, 0)))
+
+
+def _never(join: PlanNode) -> str:
+    jt = join.join_type
+    if jt == "FullOuter":
+        return "a FULL OUTER join keeps every row of both sides, so neither side can skip files"
+    if jt == "LeftAnti":
+        return "a LEFT ANTI join keeps the rows that do not match, so no key rules a file out"
+    return f"dynamic file pruning does not apply to {jt} joins"
+
+
+# ---------------------------------------------------------------- deciding
+
+
+def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
+              occurrences: dict[int, tuple[TableReference, Occurrence]]) -> _Verdict:
+    probe_node, build_node = join.children[sides[0]], join.children[sides[1]]
+    pairs = _oriented_keys(join, probe_node, build_node)
+    if not pairs:
+        return _Verdict()
+    traced: list[tuple[list[_Target], Operand]] = []
+    reasons: list[str] = []
+    for probe_op, build_op in pairs:
+        targets, why = _targets(plan, probe_node, probe_op, occurrences)
+        if targets:
+            traced.append((targets, build_op))
+        elif why:
+            reasons.append(why)
+    labels = sorted({t.ref.label for targets, _ in traced for t in targets})
+    fields = {"probe": ", ".join(labels) or _relations(plan, probe_node, occurrences),
+              "build": _describe(plan, build_node, occurrences), "join_type": join.join_type,
+              "keys": [(p.attr.name, b.attr.name) for p, b in pairs]}
+    # The direction worth explaining is the one whose probe side reads more.
+    probe_bytes = sum(occurrences[n.number][0].static.report.bytes_selected  # type: ignore[union-attr]
+                      for n in probe_node.walk() if n.number in occurrences)
+    if not traced:
+        return _Verdict(reason=reasons[0] if reasons else "", probe_bytes=probe_bytes,
+                        report_fields=fields if reasons else {})
+    why_not = _probe_problem(plan, traced) or _build_problem(plan, build_node)
+    if why_not:
+        return _Verdict(reason=why_not, probe_bytes=probe_bytes, report_fields=fields)
+    keys = [(ts[0].column.name, b.attr.name) for ts, b in traced]
+    candidate = _Candidate(join, build_node, traced, keys, fields["probe"], fields["build"])
+    return _Verdict(candidate, probe_bytes=probe_bytes, report_fields=fields)
+
+
+def _oriented_keys(join: PlanNode, probe: PlanNode, build: PlanNode) -> list[tuple[Operand, Operand]]:
+    """(probe operand, build operand) of each equality of the join's condition."""
+    probe_ids = {a.id for a in probe.output or []}
+    build_ids = {a.id for a in build.output or []}
+    out = []
+    for left, right in join.equi_keys():
+        if left.attr.id in probe_ids and right.attr.id in build_ids:
+            out.append((left, right))
+        elif right.attr.id in probe_ids and left.attr.id in build_ids:
+            out.append((right, left))
+    return out
+
+
+def _targets(plan: QueryPlan, probe: PlanNode, op: Operand,
+             occurrences: dict[int, tuple[TableReference, Occurrence]]) -> tuple[list[_Target], str]:
+    """The lake relations (and columns) the probe key comes from unchanged, or why none."""
+    found: list[_Target] = []
+    reasons: list[str] = []
+    for relation, attr in _trace(probe, op.attr.id):
+        hit = occurrences.get(relation.number)
+        if hit is None:
+            continue  # a relation that is not a lake table: it is read whole
+        ref, occ = hit
+        name = next((a.name for a in relation.output or [] if a.id == attr), None)
+        field_ = ref.schema.find(name) if name else None
+        if field_ is None or not is_primitive(field_.type):
+            reasons.append(f"{ref.label}'s key {name} has no min/max stats")
+            continue
+        problem = _type_problem(field_.name, field_.type, op.cast)
+        if problem:
+            reasons.append(problem)
+            continue
+        found.append(_Target(ref, occ, Col(field_.name, field_.type)))
+    if not found and not reasons:
+        reasons.append("the probe side's key does not come unchanged from a lake table's column")
+    return found, reasons[0] if not found else ""
+
+
+def _trace(node: PlanNode, attr_id: int) -> list[tuple[PlanNode, int]]:
+    """The relations (with the attribute id there) an output attribute of `node` comes from
+    unchanged, through nodes a filter on it commutes with; empty when it is computed."""
+    if node.kind == "Relation":
+        return [(node, attr_id)] if any(a.id == attr_id for a in node.output or []) else []
+    if node.kind == "Join":
+        side = next((i for i, c in enumerate(node.children) if any(a.id == attr_id for a in c.output or [])), None)
+        if side is None or side not in _PRESERVED.get(node.join_type, ()):
+            return []
+        return _trace(node.children[side], attr_id)
+    if node.kind not in FILTER_COMMUTES | {"Project", "Aggregate", "Union"}:
+        return []
+    sources = node.sources(attr_id)
+    return [hit for child, child_attr in sources or [] for hit in _trace(child, child_attr)]
+
+
+def _type_problem(column: str, type_: Any, cast: str | None) -> str:
+    if type_ in ("float", "double"):
+        return (f"{column} is {type_}: Spark joins floating-point keys on normalized values (NaN, -0.0), "
+                "which min/max stats do not show")
+    if cast is None:
+        return ""
+    wider = _WIDER.get(type_) if type_ in INTEGER_TYPES else None
+    if wider is not None and cast in wider:
+        return ""
+    return f"the join compares cast({column} as {cast}), not {column} itself ({type_}), so its stats do not apply"
+
+
+def _probe_problem(plan: QueryPlan, traced: list[tuple[list[_Target], Operand]]) -> str:
+    """Why no probe target is worth pruning (thresholds, clustering), or ''."""
+    s = plan.settings
+    reasons = []
+    keep: list[tuple[list[_Target], Operand]] = []
+    for targets, op in traced:
+        good = []
+        for t in targets:
+            why = _target_problem(t, s.size_threshold, s.files_threshold, s.max_file_overlap)
+            (reasons.append(why) if why else good.append(t))
+        if good:
+            keep.append((good, op))
+    traced[:] = keep
+    return "" if keep else reasons[0]
+
+
+def _target_problem(t: _Target, size_threshold: int, files_threshold: int, max_overlap: float) -> str:
+    assert t.ref.static is not None and t.ref.snapshot is not None
+    report = t.ref.static.report
+    if report.files_selected < files_threshold:
+        return (f"{t.ref.label} reads {report.files_selected} files, fewer than deltaTableFilesThreshold "
+                f"({files_threshold})")
+    if report.bytes_selected < size_threshold:
+        return (f"{t.ref.label} reads {report.bytes_selected:,} bytes, less than deltaTableSizeThreshold "
+                f"({size_threshold:,})")
+    snapshot = t.ref.snapshot
+    spec = bucket_spec_of(snapshot.configuration)
+    if spec is not None and [c.lower() for c in spec.columns] == [t.column.name.lower()]:
+        return ""  # bucket pruning selects the keys' buckets whatever the clustering
+    overlap = file_overlap(stats_table(snapshot), t.column.name)
+    if overlap > max_overlap:
+        return (f"{t.ref.label}'s files are not clustered by {t.column.name}: a key value falls in "
+                f"{overlap:.0%} of them on average (maxFileOverlap {max_overlap:.0%})")
+    return ""
+
+
+def _build_problem(plan: QueryPlan, build: PlanNode) -> str:
+    if not _selective(build):
+        return "the build side has no selective filter (only IS NOT NULL, or none)"
+    limit = plan.settings.build_size_threshold
+    reads = _build_input(plan, build)
+    if reads > limit:
+        return (f"the build side reads {reads:,} bytes, more than buildSizeThreshold ({limit:,}): "
+                "evaluating it first would cost about what it saves")
+    return ""
+
+
+def _build_input(plan: QueryPlan, build: PlanNode) -> int:
+    """What evaluating the build side reads: the planned bytes of its lake tables, Spark's size
+    estimate of any other relation. (Spark's estimate of the build's output would not do: it
+    takes a semi join's output for its left side, however big the right side it reads.)"""
+    total = 0
+    for node in build.walk():
+        if not node.children and node.kind not in ("OneRowRelation", "LocalRelation"):
+            hit = _occurrence(plan, node)
+            if hit is not None and hit[0].static is not None:
+                total += hit[0].static.report.bytes_selected
+            else:
+                total += size_in_bytes(plan.optimized, node.number)
+    return total
+
+
+def _selective(build: PlanNode) -> bool:
+    """Whether the build side filters its rows by more than NULL checks (as Spark's DPP asks)."""
+    for node in build.walk():
+        if node.kind == "Filter" and any(not c.startswith("isnotnull(") for c in text_conjuncts(node.text)):
+            return True
+        if node.kind in ("GlobalLimit", "LocalLimit") or (node.kind == "Aggregate" and node.text.startswith("[]")):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------- evaluating and applying
+
+
+def _evaluate_builds(spark: "SparkSession", plan: QueryPlan, candidates: list[_Candidate]) -> None:
+    """Each distinct build once (the same subtree and keys give the same keys), concurrently."""
+    groups: dict[str, list[_Candidate]] = {}
+    for c in candidates:
+        groups.setdefault(_canonical(plan, c), []).append(c)
+    with ThreadPoolExecutor(max_workers=min(4, len(groups))) as pool:
+        results = list(pool.map(lambda key: _keys_of(spark, plan, groups[key][0]), list(groups)))
+    for key, (keys, seconds) in zip(groups, results):
+        for c in groups[key]:
+            c.result, c.seconds = keys, seconds
+
+
+def _canonical(plan: QueryPlan, c: _Candidate) -> str:
+    """A build's identity: its subtree without expression ids, what each relation reads, its keys."""
+    lines = []
+    for node in c.build.walk():
+        line = node.line()
+        if node.kind == "Relation":
+            hit = _occurrence(plan, node)
+            line += f" <{hit[0].source.table_path if hit and hit[0].snapshot else node.number}>"
+        lines.append(line)
+    lines.append(repr([(b.attr.name, b.cast) for _t, b in c.pairs]))
+    return _EXPR_ID.sub("#", "\n".join(lines))
+
+
+def _keys_of(spark: "SparkSession", plan: QueryPlan, c: _Candidate) -> tuple[BuildKeys | None, float]:
+    """The build's distinct non-null keys, per key column; None when they cannot be read."""
+    out = c.build.output
+    positions = [_position(out, b.attr) for _t, b in c.pairs]
+    if out is None or None in positions:
+        return None, 0.0
+    df = frame_of(spark, plan.optimized, c.build.number)
+    names = df.columns
+    if len(names) != len(out) or any(names[p] != out[p].name for p in positions):  # type: ignore[index]
+        return None, 0.0
+    df = df.toDF(*[f"c{i}" for i in range(len(names))])
+    cols = [F.col(f"c{p}").cast(b.cast) if b.cast else F.col(f"c{p}") for p, (_t, b) in zip(positions, c.pairs)]
+    keys = distinct_keys(df, cols)
+    return keys, keys.seconds
+
+
+def _position(out: list[Attr] | None, attr: Attr) -> int | None:
+    hits = [i for i, a in enumerate(out or []) if a.id == attr.id]
+    return hits[0] if len(hits) == 1 else None
+
+
+def _apply(plan: QueryPlan, candidates: list[_Candidate]) -> None:
+    s = plan.settings
+    touched: dict[int, TableReference] = {}
+    for c in candidates:
+        if c.result is None:
+            plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False,
+                                                     "the build side's key columns could not be read"))
+            continue
+        filters = []
+        counts = []
+        for (targets, _op), values in zip(c.pairs, c.result.columns):
+            for t in targets:
+                kf = (key_filter(t.column, values, 0, 1) if c.result.bounded
+                      else key_filter(t.column, values, s.max_values, s.max_ranges))
+                t.occ.dynamic.append(kf.predicate)
+                text = kf.text(c.build_label)
+                if text not in t.ref.dynamic_filters:
+                    t.ref.dynamic_filters.append(text)
+                filters.append(text)
+                touched[id(t.ref)] = t.ref
+            counts.append(kf.keys)
+        how = ", ".join(f"{n:,} keys" for n in counts)
+        plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, True,
+                                                 how, round(c.seconds, 4), max(counts, default=0),
+                                                 list(dict.fromkeys(filters))))
+    for ref in touched.values():
+        ref.plan_dynamic()
+
+
+# ---------------------------------------------------------------- describing
+
+
+def _describe(plan: QueryPlan, build: PlanNode, occurrences: dict[int, tuple[TableReference, Occurrence]]) -> str:
+    """What the build side reads: its lake tables with their literal filters."""
+    parts = []
+    for node in build.walk():
+        if node.kind != "Relation":
+            continue
+        hit = _occurrence(plan, node)
+        if hit is None:
+            parts.append("a Spark relation")
+            continue
+        ref, occ = hit
+        shown = [c for c in conjuncts(occ.static) if not _is_not_null(c)] if occ.static is not None else []
+        parts.append(ref.name + (f" WHERE {' AND '.join(to_sql(c) for c in shown)}" if shown else ""))
+    return ", ".join(dict.fromkeys(parts)) or "a computed relation"
+
+
+def _occurrence(plan: QueryPlan, node: PlanNode) -> tuple[TableReference, Occurrence] | None:
+    for ref in plan.references:
+        for occ in ref.occurrences:
+            if occ.node is node:
+                return ref, occ
+    return None
+
+
+def _relations(plan: QueryPlan, node: PlanNode, occurrences: dict[int, tuple[TableReference, Occurrence]]) -> str:
+    labels = [occurrences[n.number][0].label for n in node.walk() if n.number in occurrences]
+    return ", ".join(dict.fromkeys(labels)) or "a Spark relation"
+
+
+def _is_not_null(node: Node) -> bool:
+    return isinstance(node, Not) and isinstance(node.child, IsNull)

@@ -1,0 +1,95 @@
+"""Dynamic file pruning for DataFrames: `lake.prune(df)` for joins of `t.read()` results.
+
+Users who compose DataFrames rather than SQL get the same planning as `lake.sql`: the stages run
+over the DataFrame's own optimized plan. Each relation a `t.read()` created names its table and
+version (a reader option, skiplake.spark.read.READ_TAG); each becomes a reference with one
+occurrence, its pushed filters plan its files statically, the join build sides prune them
+dynamically, and every relation whose files shrank is swapped, in the DataFrame's analysed plan,
+for a relation over just those files with the very same output columns. The DataFrame returned
+is the same query over fewer files.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from skiplake.log.snapshot import Snapshot
+from skiplake.spark.query.catalyst import node_at, optimized_plan, relation_tag, tree_text
+from skiplake.spark.query.dynamic import prune_dynamically
+from skiplake.spark.query.model import Occurrence, QueryPlan, TableReference
+from skiplake.spark.query.plan_text import parse_plan
+from skiplake.spark.query.pushdown import filters_above
+from skiplake.spark.read import READ_TAG, parse_read_tag, read_planned
+from skiplake.spark.settings import DynamicPruningSettings
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from skiplake.spark.query.views import SlotViews
+
+SnapshotOf = Callable[[str, int], Snapshot]
+
+
+def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
+                views: "SlotViews") -> tuple["DataFrame", QueryPlan]:
+    """`df` reading only the files its filters and joins allow, and the plan that says so."""
+    plan = QueryPlan("", None, views, DynamicPruningSettings.of(spark))
+    plan.analysis = df
+    plan.optimized = optimized_plan(df)
+    plan.root = parse_plan(tree_text(plan.optimized))
+    for node in plan.root.walk():
+        if node.kind != "Relation":
+            continue
+        tag = relation_tag(plan.optimized, node.number, READ_TAG)
+        if tag is None:
+            continue
+        path, version = parse_read_tag(tag)
+        snapshot = snapshot_of(path, version)
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        ref = TableReference(snapshot, name.lower(), name)
+        ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
+        ref.plan_static(ref.occurrences[0].static)
+        plan.references.append(ref)
+    prune_dynamically(spark, plan, None)  # type: ignore[arg-type]
+    swaps = {ref.occurrences[0].node.number: ref for ref in plan.references
+             if ref.plan is not None and len(ref.plan.files) < _files_read(plan, ref)}
+    if not swaps:
+        return df, plan
+    return _swapped(spark, df, plan, swaps), plan
+
+
+def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan, swaps: dict[int, TableReference]) -> "DataFrame":
+    """`df` with each swapped relation reading its reference's planned files instead."""
+    from pyspark.sql import DataFrame
+    jvm = spark._jvm
+    replacements = jvm.java.util.HashMap()
+    for number, ref in swaps.items():
+        old = node_at(plan.optimized, number)
+        assert ref.snapshot is not None and ref.plan is not None
+        fresh = _relation_of(read_planned(spark, ref.snapshot, ref.plan.files, bucketed=_bucketed(old)))
+        if fresh is None:
+            continue
+        replacements.put(old, old.copy(fresh.relation(), old.output(), old.catalogTable(), old.isStreaming(),
+                                       old.stream()))
+    if replacements.isEmpty():
+        return df
+    # A Scala Map is a PartialFunction: transform every node that is a key into its value.
+    swap = jvm.scala.jdk.javaapi.CollectionConverters.asScala(replacements)
+    analyzed = df._jdf.queryExecution().analyzed().transformUpWithSubqueries(swap)
+    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, analyzed), spark)
+
+
+def _files_read(plan: QueryPlan, ref: TableReference) -> int:
+    """How many files the relation reads now (a t.read() relation lists its files as its roots)."""
+    return int(node_at(plan.optimized, ref.occurrences[0].node.number).relation().location().rootPaths().size())
+
+
+def _relation_of(df: "DataFrame") -> Any:
+    """The one file relation a read over a file list analyses to (under its column reordering)."""
+    node = df._jdf.queryExecution().analyzed()
+    while node.getClass().getSimpleName() == "Project":
+        node = node.child()
+    return node if node.getClass().getSimpleName() == "LogicalRelation" else None
+
+
+def _bucketed(relation: Any) -> bool:
+    return bool(relation.relation().bucketSpec().isDefined())

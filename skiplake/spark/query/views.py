@@ -1,0 +1,111 @@
+"""Whole-table views of lake tables that `lake.sql` reads through, kept for the session.
+
+Each table reference of a query reads through a temporary view over all the files of its table's
+snapshot, plus FILE_COLUMN (each row's file name, from Spark's `_metadata`). The analysis pass
+runs the query over these views as they are; the final query adds `WHERE FILE_COLUMN IN (...)`
+for the references whose files were pruned, and Spark lists only those files: a filter on a
+file's metadata prunes files before any task starts. Building a DataFrame over a file list costs
+tens of milliseconds, so the views are built once per table version and slot (the n-th reference
+of a table in a query) and reused by every later query.
+
+A catalog table (Hive-style Parquet) gets an empty view with its columns instead: its
+partitions are fetched per query from the pushed predicate (skiplake.spark.catalog_tables).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from skiplake.log.snapshot import Snapshot
+from skiplake.skipping.plan import plan_scan
+from skiplake.spark.catalog_tables import CatalogTable
+from skiplake.spark.query.catalyst import tree_text
+from skiplake.spark.query.model import FILE_COLUMN, Source
+from skiplake.spark.query.plan_text import parse_plan
+from skiplake.spark.read import read_files
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+TAG_OPTION = "skiplake.view"  # a reader option naming the view, readable off Spark's plan
+
+
+@dataclass(frozen=True)
+class SlotView:
+    name: str                   # the view, as a query names it (global_temp.<local>)
+    columns: tuple[str, ...]    # the table's columns, in order (FILE_COLUMN not among them)
+    first_id: int | None        # expression id of its relation's first column, as first read
+    local: str = ""             # its name in the global temporary database
+
+
+class SlotViews:
+    """The slot views of one Lake's session; thread-safe."""
+
+    def __init__(self, spark: "SparkSession") -> None:
+        self.spark = spark
+        self.token = uuid.uuid4().hex[:8]
+        self._views: dict[tuple[Any, int], tuple[Any, SlotView]] = {}
+        self._lock = threading.Lock()
+        self._empty_dir: str | None = None
+        self._global_db: str | None = None
+
+    def get(self, source: Source, slot: int) -> SlotView:
+        identity, version = _identity(source)
+        with self._lock:
+            found = self._views.get((identity, slot))
+            if found is not None and found[0] == version:
+                return found[1]
+            local = f"__skiplake_{self.token}_{len(self._views)}_{slot}_{abs(hash((identity, version))) % 10 ** 8}"
+            df = self._frame(source, local)
+            # In the global temporary database, out of the user's list of views.
+            df.createOrReplaceGlobalTempView(local)
+            view = SlotView(f"{self._database()}.{local}", tuple(c for c in df.columns if c != FILE_COLUMN),
+                            _first_id(df), local)
+            if found is not None:
+                self.spark.catalog.dropGlobalTempView(found[1].local)
+            self._views[(identity, slot)] = (version, view)
+            return view
+
+    def drop(self) -> None:
+        with self._lock:
+            for _version, view in self._views.values():
+                self.spark.catalog.dropGlobalTempView(view.local)
+            self._views.clear()
+            if self._empty_dir is not None:
+                shutil.rmtree(self._empty_dir, ignore_errors=True)
+
+    def _frame(self, source: Source, name: str) -> "DataFrame":
+        if isinstance(source, Snapshot):
+            files = plan_scan(source).files
+            return read_files(self.spark, source.table_path, source.schema, source.partition_columns, files,
+                              file_column=FILE_COLUMN, tag=(TAG_OPTION, name))
+        return self.spark.read.schema(source.ddl).option(TAG_OPTION, name).parquet(self._empty())
+
+    def _database(self) -> str:
+        if self._global_db is None:
+            self._global_db = self.spark.conf.get("spark.sql.globalTempDatabase", "global_temp") or "global_temp"
+        return self._global_db
+
+    def _empty(self) -> str:
+        if self._empty_dir is None:
+            self._empty_dir = tempfile.mkdtemp(prefix="skiplake-empty-")
+        return self._empty_dir
+
+
+def _identity(source: Source) -> tuple[Any, Any]:
+    """(what the table is, which state of it): a new version or schema gets a new view."""
+    if isinstance(source, CatalogTable):
+        return ("catalog", source.database, source.name), source.ddl
+    return ("delta", os.path.normpath(source.table_path)), source.version
+
+
+def _first_id(df: "DataFrame") -> int | None:
+    root = parse_plan(tree_text(df._jdf.queryExecution().analyzed()))
+    relation = next((n for n in root.walk() if n.kind == "Relation"), None)
+    out = relation.output if relation is not None else None
+    return out[0].id if out else None

@@ -1,0 +1,97 @@
+"""Dynamic file pruning's settings, read from the Spark session conf at each query.
+
+Named after the seed's (Databricks' `spark.databricks.optimizer.*`) under skiplake's prefix; see
+docs/dynamic-pruning.md for why each default is what it is.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from skiplake.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PREFIX = "spark.skiplake.optimizer."
+ENABLED = PREFIX + "dynamicFilePruning"
+SIZE_THRESHOLD = PREFIX + "deltaTableSizeThreshold"
+FILES_THRESHOLD = PREFIX + "deltaTableFilesThreshold"
+MAX_VALUES = PREFIX + "dynamicFilePruning.maxValues"
+MAX_RANGES = PREFIX + "dynamicFilePruning.maxRanges"
+JOIN_TYPES = PREFIX + "dynamicFilePruning.joinTypes"
+BUILD_SIZE_THRESHOLD = PREFIX + "dynamicFilePruning.buildSizeThreshold"
+MAX_FILE_OVERLAP = PREFIX + "dynamicFilePruning.maxFileOverlap"
+
+# Spark's names of the join types the rule may apply to (the seed: inner and left semi; outer
+# joins on their side that is not preserved).
+ALL_JOIN_TYPES = ("Inner", "LeftSemi", "LeftOuter", "RightOuter")
+
+
+@dataclass(frozen=True)
+class DynamicPruningSettings:
+    enabled: bool = True
+    size_threshold: int = 32 * 1024 * 1024     # probe table's selected bytes
+    files_threshold: int = 8                    # probe table's selected files
+    max_values: int = 10_000                    # build keys sent as an IN list; past it, ranges
+    max_ranges: int = 64                        # ranges sent when the keys are too many
+    join_types: tuple[str, ...] = ALL_JOIN_TYPES
+    build_size_threshold: int = 10 * 1024 * 1024  # Spark's estimate of the build side (its broadcast default)
+    max_file_overlap: float = 0.5               # skip probes whose files are not clustered by the key
+
+    @staticmethod
+    def of(spark: "SparkSession") -> "DynamicPruningSettings":
+        conf = spark.conf
+        enabled = _bool(conf.get(ENABLED, "true"))
+        if not enabled:
+            return DynamicPruningSettings(enabled=False)
+        d = DynamicPruningSettings()
+        types = conf.get(JOIN_TYPES, None)
+        return DynamicPruningSettings(
+            enabled=True,
+            size_threshold=_bytes(conf.get(SIZE_THRESHOLD, None), d.size_threshold),
+            files_threshold=int(conf.get(FILES_THRESHOLD, None) or d.files_threshold),
+            max_values=int(conf.get(MAX_VALUES, None) or d.max_values),
+            max_ranges=max(1, int(conf.get(MAX_RANGES, None) or d.max_ranges)),
+            join_types=_join_types(types) if types else d.join_types,
+            build_size_threshold=_bytes(conf.get(BUILD_SIZE_THRESHOLD, None), d.build_size_threshold),
+            max_file_overlap=float(conf.get(MAX_FILE_OVERLAP, None) or d.max_file_overlap),
+        )
+
+
+def _bool(text: str | None) -> bool:
+    return (text or "true").strip().lower() not in ("false", "0", "off", "no")
+
+
+_UNITS = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,
+          "t": 1 << 40, "tb": 1 << 40}
+
+
+def _bytes(text: str | None, default: int) -> int:
+    """`10GB`, `64m`, `1048576`: a size as Spark writes sizes in its conf."""
+    if not text:
+        return default
+    t = text.strip().lower()
+    digits = t.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = t[len(digits):].strip() or "b"
+    if unit not in _UNITS or not digits.strip():
+        raise InvalidArgumentError(f"{text!r} is not a size; write it like 32MB, 10GB or a number of bytes")
+    return int(float(digits) * _UNITS[unit])
+
+
+_ALIASES = {"inner": "Inner", "leftsemi": "LeftSemi", "semi": "LeftSemi", "leftouter": "LeftOuter",
+            "left": "LeftOuter", "rightouter": "RightOuter", "right": "RightOuter"}
+
+
+def _join_types(text: str) -> tuple[str, ...]:
+    out = []
+    for part in text.split(","):
+        key = part.strip().lower().replace("_", "").replace(" ", "")
+        if not key:
+            continue
+        if key not in _ALIASES:
+                raise InvalidArgumentError(
+                f"{JOIN_TYPES}: {part.strip()!r} is not a join type dynamic file pruning applies to; "
+                "use inner, leftsemi, leftouter, rightouter")
+        out.append(_ALIASES[key])
+    return tuple(dict.fromkeys(out))

@@ -1,0 +1,251 @@
+"""Dynamic file pruning through lake.sql, lake.prune and MERGE, against plain Spark.
+
+The differential property: over random star schemas (fact tables clustered, partitioned or
+bucketed by their keys; int, bigint, decimal, date and string keys with NULLs; dimensions with
+random filters) and every join shape the rule handles or refuses (inner, IN subqueries, semi,
+both outer joins, full outer, anti, chains, unions, CTEs, aggregates as build sides), the answer
+with dynamic pruning equals the answer with it switched off, and equals plain Spark's.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+import skiplake
+from skiplake.spark import settings as dfp
+
+pytestmark = pytest.mark.spark
+
+N = 3000            # fact rows; keys repeat three times; every 17th row's keys are NULL
+FILES = 12          # files per fact table
+KEYS = ("k_int", "k_big", "k_dec", "k_date", "k_str")
+LAYOUTS = ("clustered", "partitioned", "bucketed")
+# Low thresholds so small test tables qualify; the clustering check stays on.
+TEST_CONF = {dfp.SIZE_THRESHOLD: "0", dfp.FILES_THRESHOLD: "2", dfp.MAX_VALUES: "40"}
+
+
+def _fact_rows(spark: SparkSession):
+    base = spark.range(N).select(F.col("id").alias("i"))
+    key = F.when(F.col("i") % 17 == 16, F.lit(None)).otherwise(F.floor(F.col("i") / 3))
+    return base.select(
+        key.cast("int").alias("k_int"),
+        (key + F.lit(10 ** 10)).cast("bigint").alias("k_big"),
+        (key / F.lit(4)).cast("decimal(9,2)").alias("k_dec"),
+        F.date_add(F.lit(dt.date(2000, 1, 1)), key.cast("int")).alias("k_date"),
+        F.when(key.isNotNull(), F.format_string("s%05d", key.cast("int"))).alias("k_str"),
+        (key % 8).cast("int").alias("k_part"),
+        (F.col("i") % 101).cast("bigint").alias("m"),
+        F.col("i"))
+
+
+@pytest.fixture(scope="module")
+def star(spark: SparkSession, tmp_path_factory):
+    lake = skiplake.Lake(spark, str(tmp_path_factory.mktemp("star")))
+    rows = _fact_rows(spark)
+    schema = rows.drop("i").schema
+    clustered = rows.repartitionByRange(FILES, "i").sortWithinPartitions("i").drop("i")
+    lake.create_table("fact_clustered", schema).append(clustered)
+    lake.create_table("fact_clustered2", schema).append(clustered)  # a second fact, for unions
+    lake.create_table("fact_partitioned", schema, partition_by=["k_part"]).append(
+        rows.repartition(3, "k_part").drop("i"))
+    bucketed = lake.create_table("fact_bucketed", schema,
+                                 bucket_by=skiplake.BucketSpec(FILES, ["k_big"], sort_by=["k_big"]))
+    bucketed.append(rows.drop("i"))
+    # One dimension: keys 0..1099 step 1 (most in the fact, some beyond), attributes to filter on.
+    dim = spark.range(-5, 1100).select(
+        F.when(F.col("id") % 23 == 0, F.lit(None)).otherwise(F.col("id")).alias("key"),
+        (F.col("id") % 50).cast("int").alias("a"),
+        F.format_string("c%d", F.col("id") % 7).alias("b"))
+    d = dim.select(F.col("key").cast("int").alias("k_int"), (F.col("key") + 10 ** 10).cast("bigint").alias("k_big"),
+                   (F.col("key") / 4).cast("decimal(9,2)").alias("k_dec"),
+                   F.date_add(F.lit(dt.date(2000, 1, 1)), F.col("key").cast("int")).alias("k_date"),
+                   F.when(F.col("key").isNotNull(), F.format_string("s%05d", F.col("key").cast("int"))).alias("k_str"),
+                   (F.col("key") % 8).cast("int").alias("k_part"), "a", "b")
+    lake.create_table("dim", d.schema).append(d.coalesce(1))
+    # Plain Spark over the same rows: every table read whole, under its own name.
+    for name in lake.tables():
+        lake.table(name).read().createOrReplaceTempView(f"plain_{name}")
+    previous = {k: spark.conf.get(k, None) for k in TEST_CONF}
+    for k, v in TEST_CONF.items():
+        spark.conf.set(k, v)
+    yield lake
+    for k, v in previous.items():
+        spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
+def _plain(query: str, lake: skiplake.Lake) -> str:
+    for name in sorted(lake.tables(), key=len, reverse=True):
+        query = query.replace(f" {name} ", f" plain_{name} ")
+    return query
+
+
+def _rows(df) -> list[tuple]:
+    return sorted((tuple(r) for r in df.collect()), key=repr)
+
+
+def _answers(spark: SparkSession, lake: skiplake.Lake, query: str) -> tuple[list, list, list]:
+    spark.conf.set(dfp.ENABLED, "true")
+    with_dfp = _rows(lake.sql(query))
+    spark.conf.set(dfp.ENABLED, "false")
+    without = _rows(lake.sql(query))
+    spark.conf.set(dfp.ENABLED, "true")
+    return with_dfp, without, _rows(spark.sql(_plain(query, lake)))
+
+
+# ---------------------------------------------------------------- query shapes
+
+AGG = "count(*) AS n, sum(f.m) AS s, count(f.m) AS fm"
+
+
+def _shape(kind: str, fact: str, key: str, cond: str, key2: str) -> str:
+    dim_sel = f"(SELECT * FROM dim WHERE {cond})"
+    if kind == "inner":
+        return f"SELECT {AGG} FROM {fact} f JOIN dim d ON f.{key} = d.{key} WHERE {cond.replace('a', 'd.a').replace('b', 'd.b')} "
+    if kind == "in":
+        return f"SELECT {AGG} FROM {fact} f WHERE f.{key} IN (SELECT {key} FROM dim WHERE {cond}) "
+    if kind == "semi":
+        return f"SELECT {AGG} FROM {fact} f LEFT SEMI JOIN {dim_sel} d ON f.{key} = d.{key} "
+    if kind == "left_outer":     # the fact is the side the join does not preserve
+        return f"SELECT {AGG}, count(d.a) AS da FROM {dim_sel} d LEFT JOIN {fact} f ON f.{key} = d.{key} "
+    if kind == "right_outer":
+        return f"SELECT {AGG}, count(d.a) AS da FROM {fact} f RIGHT JOIN {dim_sel} d ON f.{key} = d.{key} "
+    if kind == "full_outer":
+        return f"SELECT {AGG}, count(d.a) AS da FROM {fact} f FULL JOIN {dim_sel} d ON f.{key} = d.{key} "
+    if kind == "anti":
+        return f"SELECT {AGG} FROM {fact} f LEFT ANTI JOIN {dim_sel} d ON f.{key} = d.{key} "
+    if kind == "chain":
+        return (f"SELECT {AGG} FROM {fact} f JOIN {dim_sel} d ON f.{key} = d.{key} "
+                f"JOIN dim d2 ON f.{key2} = d2.{key2} WHERE d2.b <> 'c3' ")
+    if kind == "aggregate_build":
+        return (f"SELECT {AGG} FROM {fact} f WHERE f.{key} IN "
+                f"(SELECT {key} FROM dim WHERE {cond} GROUP BY {key} HAVING count(*) > 0) ")
+    if kind == "union":
+        return (f"SELECT count(*) AS n, sum(u.m) AS s FROM (SELECT {key}, m FROM {fact} UNION ALL "
+                f"SELECT {key}, m FROM fact_clustered2 ) u JOIN {dim_sel} d ON u.{key} = d.{key} ")
+    if kind == "cte":
+        return (f"WITH sel AS (SELECT {key} FROM dim WHERE {cond}) SELECT {AGG} FROM {fact} f "
+                f"JOIN sel ON f.{key} = sel.{key} JOIN sel s2 ON f.{key} = s2.{key} ")
+    raise AssertionError(kind)
+
+
+SHAPES = ("inner", "in", "semi", "left_outer", "right_outer", "full_outer", "anti", "chain", "aggregate_build",
+          "union", "cte")
+conditions = st.one_of(
+    st.integers(0, 49).map(lambda x: f"a = {x}"),
+    st.integers(0, 49).map(lambda x: f"a < {x}"),
+    st.tuples(st.integers(0, 49), st.integers(0, 6)).map(lambda t: f"a >= {t[0]} AND b = 'c{t[1]}'"),
+    st.just("a IS NULL"),
+    st.just("a > 100"),          # an empty build side
+)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(shape=st.sampled_from(SHAPES), layout=st.sampled_from(LAYOUTS), key=st.sampled_from(KEYS),
+       key2=st.sampled_from(KEYS), cond=conditions)
+def test_dynamic_pruning_never_changes_an_answer(spark, star, shape, layout, key, key2, cond):
+    fact = f"fact_{layout}"
+    if layout == "partitioned" and shape not in ("union",):
+        key = "k_part" if key == "k_int" else key  # also join on the partition column itself
+    query = _shape(shape, fact, key, cond, key2)
+    with_dfp, without, plain = _answers(spark, star, query)
+    assert with_dfp == without == plain, query
+
+
+# ---------------------------------------------------------------- it prunes, and says why not
+
+
+@pytest.mark.parametrize("layout, key", [("clustered", "k_int"), ("clustered", "k_dec"), ("clustered", "k_date"),
+                                         ("clustered", "k_str"), ("partitioned", "k_part"),
+                                         ("bucketed", "k_big")])
+def test_each_layout_and_key_type_prunes_the_fact(spark, star, layout, key):
+    query = f"SELECT {AGG} FROM fact_{layout} f JOIN dim d ON f.{key} = d.{key} WHERE d.a = 7"
+    explained = star.explain(query)
+    [fact] = [r for r in explained if r.label.startswith("fact")]
+    assert fact.dynamic_filters and fact.files_selected < fact.files_total, explained.text()
+    [applied] = [d for d in explained.dynamic if d.applied]
+    assert applied.key_count and applied.build_seconds is not None
+    if layout == "bucketed":
+        assert fact.buckets_selected < fact.buckets_total
+    assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+    assert star.last_explain is not None and star.last_explain.dynamic
+
+
+def test_joins_it_must_not_prune_say_why(spark, star):
+    cases = {
+        "FROM fact_clustered f FULL JOIN (SELECT * FROM dim WHERE a = 7) d ON f.k_int = d.k_int": "FULL OUTER",
+        "FROM fact_clustered f LEFT ANTI JOIN (SELECT * FROM dim WHERE a = 7) d ON f.k_int = d.k_int": "ANTI",
+        # Spark casts the fact's string key to a number: its string stats do not apply.
+        "FROM fact_clustered f JOIN dim d ON f.k_str = d.k_int WHERE d.a = 7": "cast(",
+        "FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int": "no selective filter",
+        "FROM fact_clustered f JOIN dim d ON f.m = d.k_big WHERE d.a = 7": "not clustered",
+    }
+    for tail, why in cases.items():
+        explained = star.explain(f"SELECT count(*) {tail}")
+        reasons = [d.reason for d in explained.dynamic if not d.applied]
+        assert any(why in r for r in reasons), (tail, explained.text())
+        assert not any(d.applied for d in explained.dynamic), tail
+
+
+def test_a_cast_on_the_build_side_still_prunes(spark, star):
+    # The build's keys are computed as Spark compares them (strings), as the fact's stats are.
+    query = "SELECT count(*) FROM fact_clustered f JOIN dim d ON f.k_str = CAST(d.k_int AS STRING) WHERE d.a = 7"
+    assert any(d.applied for d in star.explain(query).dynamic)
+    with_dfp, without, plain = _answers(spark, star, query)
+    assert with_dfp == without == plain
+
+
+def test_floating_point_keys_are_not_pruned(spark, star):
+    query = ("SELECT count(*) FROM fact_clustered f JOIN dim d ON CAST(f.k_int AS DOUBLE) = CAST(d.k_int AS DOUBLE) "
+             "WHERE d.a = 7")
+    explained = star.explain(query)
+    assert not any(d.applied for d in explained.dynamic)
+    assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+
+
+def test_switched_off_and_thresholds(spark, star):
+    query = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int WHERE d.a = 7"
+    spark.conf.set(dfp.ENABLED, "false")
+    try:
+        assert star.explain(query).dynamic == []
+    finally:
+        spark.conf.set(dfp.ENABLED, "true")
+    spark.conf.set(dfp.FILES_THRESHOLD, "1000")
+    try:
+        [d] = [d for d in star.explain(query).dynamic if "fact_clustered" in d.probe]
+        assert not d.applied and "deltaTableFilesThreshold" in d.reason
+    finally:
+        spark.conf.set(dfp.FILES_THRESHOLD, TEST_CONF[dfp.FILES_THRESHOLD])
+
+
+def test_many_keys_are_sent_as_ranges(spark, star):
+    query = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int WHERE d.a < 45 AND d.k_int < 300"
+    explained = star.explain(query)
+    [fact] = [r for r in explained if r.label.startswith("fact")]
+    assert any("RANGES" in f for f in fact.dynamic_filters), explained.text()
+    assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+
+
+def test_dataframes_get_the_same_pruning(spark, star):
+    fact, dim = star.table("fact_clustered").read(), star.table("dim").read()
+    df = fact.join(dim.where("a = 7"), "k_int").agg(F.count("*").alias("n"), F.sum("m").alias("s"))
+    pruned = star.prune(df)
+    assert _rows(pruned) == _rows(df)
+    [report] = [r for r in star.last_explain if r.label == "fact_clustered"]
+    assert report.files_selected < report.files_total and report.dynamic_filters
+    # A plan with nothing to prune comes back unchanged.
+    assert star.prune(fact.limit(3)) is not None
+
+
+def test_decimal_and_date_keys_compare_exactly(spark, star):
+    query = (f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_dec = d.k_dec AND f.k_date = d.k_date "
+             "WHERE d.a IN (3, 4) AND d.k_int < 200")
+    with_dfp, without, plain = _answers(spark, star, query)
+    assert with_dfp == without == plain
+    [fact] = [r for r in star.explain(query) if r.label.startswith("fact")]
+    assert len(fact.dynamic_filters) == 2 and fact.files_selected < fact.files_total
