@@ -602,6 +602,36 @@ def test_zorder_clusters_and_is_incremental(spark: SparkSession, lake: skiplake.
     assert _multiset(t.read()) == sorted(data + extra)
 
 
+def test_zorder_sort_within_and_row_groups(spark: SparkSession, lake: skiplake.Lake) -> None:
+    """sort_within keeps the Z-order's files but sorts each file's rows by another column, in
+    row groups of row_group_size bytes: each row group then covers a narrow range of that
+    column, narrower than the file's, which is what readers skip row groups by."""
+    import pyarrow.parquet as pq
+    t = lake.create_table("zs", "a int, b int")
+    data = _ab(5, Z_ROWS)
+    t.append(spark.createDataFrame(data, "a int, b int").repartition(4))
+    t = lake.table("zs")
+    total = sum(f.size for f in t.snapshot.add_files)
+    t.optimize(zorder_by=["a", "b"], target_file_size=total // 6, sort_within=["b"], row_group_size=16 << 10)
+    t = lake.table("zs")
+    assert _multiset(t.read()) == sorted(data)
+    param = t.history(1)[0]["operationParameters"]["sortWithin"]
+    assert (json.loads(param) if isinstance(param, str) else param) == ["b"]
+    narrower = 0
+    for f in t.snapshot.add_files:
+        meta = pq.ParquetFile(absolute_path(t.path, f.path)).metadata
+        b = pq.read_table(absolute_path(t.path, f.path), columns=["b"]).column("b").to_pylist()
+        assert b == sorted(b)
+        assert meta.num_row_groups >= 2
+        lo, hi = stat_range(f, "b")
+        widths = [meta.row_group(i).column(1).statistics.max - meta.row_group(i).column(1).statistics.min
+                  for i in range(meta.num_row_groups)]
+        narrower += max(widths) < (hi - lo)
+    assert narrower == len(t.snapshot.add_files)
+    assert len(t.snapshot.add_files) >= 4
+    assert _mean_width(t.snapshot.add_files, "a") < 0.6 * Z_RANGE  # the files are still clustered by a
+
+
 def test_zorder_where_touches_one_partition(spark: SparkSession, lake: skiplake.Lake) -> None:
     """optimize(where="p = 1") rewrites partition p=1 only; other partitions keep their files."""
     t = lake.create_table("zp", "a int, b int, p int", partition_by=["p"])
@@ -636,6 +666,10 @@ def test_zorder_bad_arguments(spark: SparkSession, lake: skiplake.Lake) -> None:
         ({"zorder_by": []}, "at least one"),
         ({"zorder_by": ["a", "A"]}, "twice"),
         ({"zorder_by": ["b", "b"]}, "twice"),
+        ({"sort_within": ["b"]}, "give zorder_by"),
+        ({"row_group_size": 1 << 20}, "give zorder_by"),
+        ({"zorder_by": ["a"], "sort_within": ["nope"]}, "sort_within: unknown column"),
+        ({"zorder_by": ["a"], "row_group_size": 0}, "row_group_size must be a positive"),
     ]
     for kwargs, words in cases:
         with pytest.raises(InvalidArgumentError, match=words):

@@ -10,6 +10,12 @@ One Spark job, plus a sampling pass over the Z-order columns only:
    (partition's first file + its run), `repartitionById` sends each file's rows to one task, the
    task sorts them by Z-value, and Spark's writer writes one file per task.
 
+Optionally the rows of each file are sorted by other columns (`sort_within`) instead of Z-value:
+files still cover small ranges of every Z-order column, and the file's row groups then cover
+small ranges of the sort column, which readers skip row groups by. Smaller row groups
+(`row_group_size`) make that finer. TPC-DS's fact tables (benchmarks.tpcds_lake) use both:
+files by (date key, item key), rows within a file by item key.
+
 The files are tagged ZCUBE_ID / ZCUBE_ZORDER_BY / ZCUBE_ZORDER_CURVE; a later OPTIMIZE with the
 same columns rewrites only files without that tag (new appends), as Databricks does.
 """
@@ -33,6 +39,7 @@ from skiplake.log.actions import AddFile
 from skiplake.log.schema import is_primitive
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, indexed_columns
 from skiplake.spark.compaction import Compaction, check_where
+from skiplake.spark.write import WriteOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -44,8 +51,8 @@ Z_COLUMN = "__skiplake_z"
 FILE_COLUMN = "__skiplake_zfile"
 
 
-def check_columns(txn: "Transaction", columns: Sequence[str]) -> list[str]:
-    """The Z-order columns in the schema's spelling; errors say what is wrong and what to do."""
+def check_columns(txn: "Transaction", columns: Sequence[str], what: str = "zorder_by") -> list[str]:
+    """The Z-order (or `what`) columns in the schema's spelling; errors say what is wrong and what to do."""
     schema = txn.snapshot.schema
     parts = {p.lower() for p in txn.partition_columns}
     with_stats = {path[0].lower() for path, _ in indexed_columns(schema, parts, DEFAULT_NUM_INDEXED_COLS)
@@ -54,22 +61,22 @@ def check_columns(txn: "Transaction", columns: Sequence[str]) -> list[str]:
     for c in columns:
         f = schema.find(c)
         if f is None:
-            raise InvalidArgumentError(f"zorder_by: unknown column {c!r}; the table's columns are {', '.join(schema.names)}")
+            raise InvalidArgumentError(f"{what}: unknown column {c!r}; the table's columns are {', '.join(schema.names)}")
         if f.name.lower() in parts:
             raise InvalidArgumentError(
-                f"zorder_by: {f.name!r} is a partition column; every file already holds one value of it. "
+                f"{what}: {f.name!r} is a partition column; every file already holds one value of it. "
                 "Z-order by data columns.")
         if not is_primitive(f.type) or f.type == "binary":
-            raise InvalidArgumentError(f"zorder_by: column {f.name!r} of type {f.type} has no min/max stats to skip by")
+            raise InvalidArgumentError(f"{what}: column {f.name!r} of type {f.type} has no min/max stats to skip by")
         if f.name.lower() not in with_stats:
             raise InvalidArgumentError(
-                f"zorder_by: column {f.name!r} is not among the first {DEFAULT_NUM_INDEXED_COLS} columns that get "
+                f"{what}: column {f.name!r} is not among the first {DEFAULT_NUM_INDEXED_COLS} columns that get "
                 "stats, so clustering by it would not let any file be skipped")
         if f.name in out:
-            raise InvalidArgumentError(f"zorder_by: column {f.name!r} is named twice")
+            raise InvalidArgumentError(f"{what}: column {f.name!r} is named twice")
         out.append(f.name)
     if not out:
-        raise InvalidArgumentError("zorder_by: name at least one column")
+        raise InvalidArgumentError(f"{what}: name at least one column")
     return out
 
 
@@ -94,12 +101,20 @@ class _Layout:
 
 
 def zorder(txn: "Transaction", where: str | None, columns: Sequence[str], target_file_size: int,
-           progress: Callable[[str], None] | None = None) -> Compaction:
-    """Stage OPTIMIZE ... ZORDER BY `columns` of the files `where` selects (see the module doc)."""
+           progress: Callable[[str], None] | None = None, sort_within: Sequence[str] = (),
+           row_group_size: int | None = None) -> Compaction:
+    """Stage OPTIMIZE ... ZORDER BY `columns` of the files `where` selects (see the module doc).
+
+    Rows within each file are in Z-order, or sorted by `sort_within` when given (see the module
+    doc); `row_group_size` sets the files' Parquet row group size in bytes."""
     say = progress or (lambda _line: None)
     plan = txn.scan(where)
     check_where(txn, plan, where)
     cols = check_columns(txn, columns)
+    within = check_columns(txn, sort_within, "sort_within") if sort_within else []
+    if row_group_size is not None and row_group_size <= 0:
+        raise InvalidArgumentError(f"{txn.path}: row_group_size must be a positive number of bytes, "
+                                   f"not {row_group_size}")
     tag = json.dumps(cols)
     files = [f for f in plan.files if (f.tags or {}).get(ZCUBE_ZORDER_BY) != tag]
     if not files:
@@ -107,15 +122,17 @@ def zorder(txn: "Transaction", where: str | None, columns: Sequence[str], target
         return Compaction(None)
     df = txn.read_files(files)
     layout = _sample_layout(df, files, cols, list(txn.partition_columns), target_file_size, say)
-    placed = _placed(df, layout, list(txn.partition_columns))
+    placed = _placed(df, layout, list(txn.partition_columns), within)
     tags = {ZCUBE_ID: str(uuid.uuid4()), ZCUBE_ZORDER_BY: tag, ZCUBE_ZORDER_CURVE: "zorder"}
     say(f"sampled {layout.sampled:,} rows: {layout.curve.bits} bits per column; writing {layout.files:,} files "
         f"over {len(layout.partitions):,} partitions in {layout.tasks:,} tasks")
-    adds: list[AddFile] = txn.write(placed, data_change=False, tags=tags)
+    adds: list[AddFile] = txn.write(placed, data_change=False, tags=tags,
+                                    options=WriteOptions(row_group_size=row_group_size))
     say(f"wrote {len(adds):,} files ({sum(a.size for a in adds):,} bytes); committing")
     txn.remove(files, data_change=False)
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "zOrderBy": cols,
-                           "targetFileSize": target_file_size})
+                           "targetFileSize": target_file_size,
+                           **({"sortWithin": within} if within else {})})
     return Compaction(txn, files, adds)
 
 
@@ -150,8 +167,9 @@ def _sample_layout(df: "DataFrame", files: Sequence[AddFile], cols: list[str], p
     return _Layout(curve, known, np.array(starts, dtype=np.int64), cuts, next_file, sample.num_rows)
 
 
-def _placed(df: "DataFrame", layout: _Layout, parts: list[str]) -> "DataFrame":
-    """`df` with each row sent to its output file's task, sorted there by partition and Z-value.
+def _placed(df: "DataFrame", layout: _Layout, parts: list[str], within: list[str]) -> "DataFrame":
+    """`df` with each row sent to its output file's task, sorted there by partition and Z-value
+    (or by `within`, then Z-value).
 
     A `mapInArrow` pass gives every row its Z-value and output file, `repartitionById` sends each
     file's rows to one task, and Spark's writer writes one file per task."""
@@ -177,5 +195,5 @@ def _placed(df: "DataFrame", layout: _Layout, parts: list[str]) -> "DataFrame":
 
     return (df.mapInArrow(place, out_schema)
             .repartitionById(layout.tasks, F.col(FILE_COLUMN))
-            .sortWithinPartitions(*[F.col(f"`{p}`") for p in parts], F.col(Z_COLUMN))
+            .sortWithinPartitions(*[F.col(f"`{c}`") for c in parts + within], F.col(Z_COLUMN))
             .drop(Z_COLUMN, FILE_COLUMN))
