@@ -26,12 +26,22 @@ class BuildKeys:
         return max((len(c) for c in self.columns), default=0)
 
 
+# Rows collected as they are (one stage, no shuffle) before the keys are made distinct by Spark.
+_DIRECT_ROWS = 200_000
+
+
 def distinct_keys(df: "DataFrame", keys: Sequence["Column"]) -> BuildKeys:
     """Distinct non-null values of each of `keys` over `df`, from the rows where every key is
     non-null (an equi-join matches no NULL)."""
     started = time.perf_counter()
     cols = [k.alias(f"k{i}") for i, k in enumerate(keys)]
-    distinct = df.select(*cols).dropna().distinct()
+    rows = df.select(*cols).dropna()
+    # A small build side is read in one stage and deduplicated here; a shuffle costs more.
+    direct = rows.limit(_DIRECT_ROWS + 1).toArrow()
+    if direct.num_rows <= _DIRECT_ROWS:
+        values = [_unique(direct.column(i).to_pylist()) for i in range(len(cols))]
+        return BuildKeys(values, seconds=time.perf_counter() - started)
+    distinct = rows.distinct()
     table = distinct.limit(KEY_CAP + 1).toArrow()
     if table.num_rows > KEY_CAP:
         row = distinct.agg(*[f(F.col(f"k{i}")) for i in range(len(cols)) for f in (F.min, F.max)]).collect()[0]
@@ -39,3 +49,7 @@ def distinct_keys(df: "DataFrame", keys: Sequence["Column"]) -> BuildKeys:
         return BuildKeys(bounds, bounded=True, seconds=time.perf_counter() - started)
     values = [table.column(i).to_pylist() for i in range(len(cols))]
     return BuildKeys(values, seconds=time.perf_counter() - started)
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    return list(dict.fromkeys(values))

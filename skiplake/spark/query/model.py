@@ -29,6 +29,7 @@ Source = Union[Snapshot, CatalogTable]
 # The file column of the slot views: each row's file name, which a filter prunes files by.
 FILE_COLUMN = "__skiplake_file"
 _SIMPLE_FILE_NAME = re.compile(r"^[A-Za-z0-9._=-]+$")
+_MAX_ROW_FILTER = 200_000  # characters of SQL; longer dynamic filters prune files only
 
 
 def whole_table(spark: "SparkSession", source: Source) -> "DataFrame":
@@ -120,6 +121,17 @@ class TableReference:
             return "false"
         return f"{FILE_COLUMN} IN ({', '.join(repr(n) for n in names)})"
 
+    def row_filter(self) -> str | None:
+        """The dynamic filters as a condition on the rows (Spark pushes it into the Parquet scan,
+        which skips row groups, and fewer rows reach the joins): the OR over the occurrences of
+        each one's dynamic filters; None when an occurrence has none, or it would be too long."""
+        per_occurrence = [occ.dynamic for occ in self.occurrences]
+        if not per_occurrence or any(not d for d in per_occurrence):
+            return None
+        nodes = [d[0] if len(d) == 1 else And(tuple(d)) for d in per_occurrence]
+        text = to_sql(nodes[0] if len(nodes) == 1 else Or(tuple(nodes)))
+        return text if len(text) <= _MAX_ROW_FILTER else None
+
     def frame(self, spark: "SparkSession") -> "DataFrame":
         """The rows this reference reads when it cannot go through its slot view."""
         if isinstance(self.source, CatalogTable):
@@ -191,9 +203,11 @@ def _relation_text(ref: TableReference, final: bool) -> str:
         return ref.own_view
     assert ref.view is not None
     columns = ", ".join(f"`{c.replace('`', '``')}`" for c in ref.view.columns)
-    condition = ref.file_filter() if final and ref.snapshot is not None else None
-    where = f" WHERE {condition}" if condition else ""
-    return f"(SELECT {columns} FROM {ref.view.name}{where})"
+    conditions = [ref.file_filter(), ref.row_filter()] if final and ref.snapshot is not None else []
+    kept = [c for c in conditions if c]
+    where = f" WHERE {' AND '.join(f'({c})' for c in kept)}" if kept else ""
+    # The alias keeps Spark from reading `name WHERE (...)` as a table alias WHERE with columns.
+    return f"(SELECT {columns} FROM {ref.view.name} AS __skiplake_view{where})"
 
 
 class QueryExplain(list):
