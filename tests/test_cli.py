@@ -262,8 +262,14 @@ def test_demo_tiny(spark, tmp_path, capsys):
     out, err = capsys.readouterr()
     doc = json.loads(out)  # --json: stdout is exactly one document
     assert doc["tables"] == summary["tables"]
-    assert "[1/7]" in err and "[7/7]" in err  # progress went to stderr
-    assert [s["stage"] for s in summary["stages"]] == [1, 2, 3, 4, 5, 6, 7]
+    assert "[1/8]" in err and "[8/8]" in err  # progress went to stderr
+    assert [s["stage"] for s in summary["stages"]] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+    d = summary["dynamic_pruning"]  # the seed's Q2: item's keys prune store_sales at run time
+    assert d["same_answer"] and d["dynamic_filters"]
+    assert d["files_selected"] < d["files_total"] and d["rows_skipped"] > 0.5
+    from skiplake.spark.settings import FILES_THRESHOLD, SIZE_THRESHOLD
+    assert spark.conf.get(SIZE_THRESHOLD, None) is None and spark.conf.get(FILES_THRESHOLD, None) is None
 
     generated = summary["generated"]["rows"]
     tables = summary["tables"]
@@ -310,7 +316,8 @@ def test_demo_tiny(spark, tmp_path, capsys):
     buf = io.StringIO()
     demo._print_summary(Console(file=buf, width=130), summary)
     text = buf.getvalue()
-    for word in ("store_sales", "date_dim", "Q1 file skipping", "OPTIMIZE", "total", f"{generated['item']:,}"):
+    for word in ("store_sales", "date_dim", "Q1 file skipping", "Q2 dynamic pruning", "OPTIMIZE", "total",
+                 f"{generated['item']:,}"):
         assert word in text
 
     # run again into the same warehouse: the tables are recreated and the data reused
