@@ -270,7 +270,8 @@ class Report:
                 t.add_column(col)
             for g in self.goals:
                 show = fmt_s if g["unit"] == "s" else (
-                    (lambda x: f"{x * 100:.2f}%") if g["unit"] == "%" else (lambda x: f"{x:.3f}x"))
+                    (lambda x: f"{x * 100:.2f}%") if g["unit"] == "%" else
+                    (lambda x: f"{x:g}") if g["unit"] == "n" else (lambda x: f"{x:.3f}x"))
                 t.add_row(g["name"], show(g["actual"]), show(g["target"]),
                           "[green]MET[/green]" if g["met"] else "[red]MISSED[/red]", g["note"])
             console.print(t)

@@ -1,0 +1,333 @@
+"""Benchmark 9: dynamic file pruning on TPC-DS, all 99 queries and the seed's Q2 (issue 12).
+
+TPC-DS at --sf (default 10; --quick: 1) from DuckDB's dsdgen, as a skiplake lake whose fact
+tables are Z-ordered by (date key, item key) into files of one size (store_sales in --files
+files) with small Parquet row groups (benchmarks.tpcds_lake). Four contenders, the first three
+over the very same files:
+
+  spark       plain Spark SQL over each table's folder (which holds exactly its live files)
+  static      lake.sql with dynamic file pruning switched off (literal predicates only)
+  dynamic     lake.sql with dynamic file pruning (the default)
+  spark_dpp   the fact tables as Parquet partitioned by their date key, read by plain Spark with
+              its own dynamic partition pruning (dimensions as for `spark`)
+
+Each query runs once per contender to warm up (Spark compiles a plan's code on its first run),
+then --reps timed runs, the contenders taking turns going first: every ratio is between runs of
+one query minutes apart. Each query's result is appended to a journal under --data as soon as it
+is measured, and a later run with the same scale, files and layout picks up where the last one
+stopped (--fresh starts over): all 99 queries at sf=10 take hours on two cores. Every answer is compared with
+the others. Per query and contender: wall time (building the DataFrame plus collecting it), and
+the files, bytes and rows the scans read (their metrics in the executed plan); for `dynamic`, the
+seconds its build sides took and its planning overhead (lake.sql's DataFrame building, build
+sides excluded, minus spark.sql's).
+
+    .venv/bin/python -m benchmarks.bench_dfp [--quick] [--sf N] [--files N] [--queries 2,3,q2] [--reps N]
+        [--fresh] [--json] [--out FILE] [--plot FILE]
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from benchmarks.common import DEFAULT_BASE, Progress, Report, base_parser, command_line, finish, median, rotated
+from benchmarks.tpcds_answers import FACTS, canonical, spark_queries
+from benchmarks.tpcds_lake import FACT_KEYS, LAYOUT_VERSION
+
+CONTENDERS = ("spark", "static", "dynamic", "spark_dpp")
+SEED_Q2 = ("SELECT sum(ss_quantity) AS total_quantity FROM store_sales JOIN item ON ss_item_sk = i_item_sk "
+           "WHERE i_item_id = 'AAAAAAAAICAAAAAA'")
+DFP = "spark.skiplake.optimizer.dynamicFilePruning"
+
+
+@dataclass
+class Run:
+    seconds: list[float] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    rows: int = 0
+
+    @property
+    def median(self) -> float:
+        return median(self.seconds)
+
+
+@dataclass
+class QueryResult:
+    name: str
+    runs: dict[str, Run] = field(default_factory=dict)
+    same: bool = True
+    builds_s: float = 0.0               # the dynamic contender's build sides (distinct builds)
+    planning_overhead_s: float | None = None
+    applied: int = 0                    # joins dynamic pruning applied to
+    fact_dim: bool = False              # a fact table joined to a filtered dimension
+    date_filtered: bool = False         # ... and the filter (or one of them) is on date_dim
+    fact_rows: dict[str, list[int]] = field(default_factory=dict)  # fact -> [rows read, rows] (dynamic)
+
+    def ratio(self, a: str, b: str) -> float:
+        return self.runs[a].median / self.runs[b].median
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "QueryResult":
+        runs = {c: Run(**r) for c, r in d.pop("runs").items()}
+        return QueryResult(runs=runs, **d)
+
+
+def load_journal(path: Path) -> dict[str, QueryResult]:
+    """The queries an earlier run already measured (the last line of each wins)."""
+    done: dict[str, QueryResult] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = QueryResult.from_dict(json.loads(line))
+                done[r.name] = r
+    return done
+
+
+def scan_metrics(df: Any) -> tuple[int, int, int]:
+    """(files, bytes, rows) the file scans of an executed query read (their SQL metrics)."""
+    totals = [0, 0, 0]
+
+    def visit(node: Any) -> None:
+        name = node.getClass().getSimpleName()
+        if name == "AdaptiveSparkPlanExec":
+            return visit(node.executedPlan())
+        if name.endswith("QueryStageExec"):
+            return visit(node.plan())
+        if name == "FileSourceScanExec":
+            metrics = node.metrics()
+            for i, key in enumerate(("numFiles", "filesSize", "numOutputRows")):
+                if metrics.contains(key):
+                    totals[i] += int(metrics.apply(key).value())
+        for i in range(node.children().size()):
+            visit(node.children().apply(i))
+        for i in range(node.subqueries().size()):
+            visit(node.subqueries().apply(i))
+
+    visit(df._jdf.queryExecution().executedPlan())
+    return totals[0], totals[1], totals[2]
+
+
+def renamed(query: str, prefix: str, tables: set[str]) -> str:
+    """`query` reading `<prefix><table>` for each TPC-DS table it names (not CTEs of that name)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from skiplake.spark.query.references import names_cte
+    tree = sqlglot.parse_one(query, read="spark")
+    spots = []
+    for t in tree.find_all(exp.Table):
+        if isinstance(t.this, exp.Identifier) and not t.db and t.name.lower() in tables and not names_cte(t):
+            spots.append((t.this.meta["start"], t.this.meta["end"], t.name, bool(t.alias)))
+    out, last = [], 0
+    for start, end, name, aliased in sorted(spots):
+        out.append(query[last:start])
+        out.append(f"{prefix}{name}" + ("" if aliased else f" AS {name}"))
+        last = end + 1
+    out.append(query[last:])
+    return "".join(out)
+
+
+def _classify(result: QueryResult, explained: Any) -> None:
+    """Which class a query is in, from the dynamic contender's report of its joins."""
+    for d in explained.dynamic:
+        probe_fact = any(f in d.probe for f in FACTS)
+        selective = "no selective filter" not in d.reason
+        if probe_fact and (d.applied or selective):
+            result.fact_dim = True
+            if "date_dim" in d.build and "WHERE" in d.build:
+                result.date_filtered = True
+    for r in explained:
+        name = r.table.rstrip("/").rsplit("/", 1)[-1]
+        if name in FACTS and r.rows_total is not None and r.rows_selected is not None:
+            read, total = result.fact_rows.get(name, [0, 0])
+            result.fact_rows[name] = [read + r.rows_selected, total + r.rows_total]
+
+
+def run_query(spark: Any, lake: Any, name: str, text: str, tables: set[str], reps: int,
+              progress: Callable[[str], None]) -> QueryResult:
+    plain, dpp = renamed(text, "p_", tables), renamed(text, "d_", tables)
+    result = QueryResult(name)
+    answers: dict[str, Any] = {}
+
+    def once(contender: str) -> tuple[float, float, Any, Any]:
+        spark.conf.set(DFP, "false" if contender == "static" else "true")
+        t0 = time.perf_counter()
+        df = {"spark": lambda: spark.sql(plain), "spark_dpp": lambda: spark.sql(dpp)}.get(
+            contender, lambda: lake.sql(text))()
+        built = time.perf_counter() - t0
+        rows = df.collect()
+        return time.perf_counter() - t0, built, df, rows
+
+    planning: dict[str, list[float]] = {"spark": [], "dynamic": []}
+    for rep in range(reps + 1):
+        for contender in rotated(CONTENDERS, rep + hash(name) % len(CONTENDERS)):
+            seconds, built, df, rows = once(contender)
+            if rep == 0:
+                answers[contender] = canonical(rows)  # the warm-up: not timed, but checked
+                continue
+            run = result.runs.setdefault(contender, Run())
+            run.seconds.append(seconds)
+            run.files, run.bytes, run.rows = scan_metrics(df)
+            if contender in planning:
+                planning[contender].append(built)
+            if contender == "dynamic":
+                explained = lake.last_explain
+                builds = {(d.build, d.build_seconds) for d in explained.dynamic if d.applied}
+                result.builds_s = sum(s or 0.0 for _b, s in builds)
+                result.applied = sum(1 for d in explained.dynamic if d.applied)
+                planning["dynamic"][-1] -= result.builds_s
+                _classify(result, explained)
+    result.same = all(a == answers["spark"] for a in answers.values())
+    result.planning_overhead_s = median(planning["dynamic"]) - median(planning["spark"])
+    progress(_line(result))
+    return result
+
+
+def _line(r: QueryResult) -> str:
+    times = " ".join(f"{c} {r.runs[c].median:6.2f}s" for c in CONTENDERS)
+    files = f"files {r.runs['spark'].files}->{r.runs['dynamic'].files}"
+    return (f"{r.name:>5s} {times}  x{r.ratio('spark', 'dynamic'):5.2f} vs spark, x{r.ratio('spark_dpp', 'dynamic'):5.2f} "
+            f"vs dpp  {files} builds {r.builds_s:.2f}s overhead {1000 * (r.planning_overhead_s or 0):.0f}ms"
+            f"{'' if r.same else '  ANSWERS DIFFER'}")
+
+
+def register_views(spark: Any, lake_root: Path, by_date: Path, tables: list[str]) -> None:
+    for t in tables:
+        spark.read.parquet(str(lake_root / t)).createOrReplaceTempView(f"p_{t}")
+        source = by_date / t if t in FACT_KEYS else lake_root / t
+        spark.read.parquet(str(source)).createOrReplaceTempView(f"d_{t}")
+
+
+def plot(results: list[QueryResult], path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    ordered = sorted(results, key=lambda r: r.ratio("spark", "dynamic"), reverse=True)
+    fig, axes = plt.subplots(2, 1, figsize=(16, 8), sharex=True)
+    names = [r.name for r in ordered]
+    for ax, other, title in ((axes[0], "spark", "plain Spark, same files"),
+                             (axes[1], "spark_dpp", "Spark DPP, fact tables partitioned by date")):
+        values = [r.ratio(other, "dynamic") for r in ordered]
+        colors = ["tab:green" if v >= 2 else "tab:blue" if v >= 1 else "tab:red" for v in values]
+        ax.bar(range(len(values)), values, color=colors)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_yscale("log")
+        ax.set_ylabel(f"speedup over\n{title}")
+    axes[1].set_xticks(range(len(names)))
+    axes[1].set_xticklabels(names, rotation=90, fontsize=6)
+    fig.suptitle("skiplake dynamic file pruning: per-query speedup (time of the other / time of lake.sql), "
+                 "green >= 2x, red < 1x")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--sf", type=float, default=None, help="TPC-DS scale factor (default 10, --quick 1)")
+    parser.add_argument("--files", type=int, default=None, help="store_sales files (default 1024, --quick 64)")
+    parser.add_argument("--queries", default=None, help="comma-separated: query numbers and/or q2 (default all)")
+    parser.add_argument("--data", default=str(DEFAULT_BASE), help="where data, lake and copies are kept")
+    parser.add_argument("--plot", default=None, help="PNG of per-query speedups (default benchmarks/results/)")
+    parser.add_argument("--fresh", action="store_true", help="measure every query again (ignore the journal)")
+    args = parser.parse_args(argv)
+    sf = args.sf if args.sf is not None else (1.0 if args.quick else 10.0)
+    files = args.files if args.files is not None else (64 if args.quick else 1024)
+    reps = args.reps if args.reps is not None else 1
+    progress = Progress("bench_dfp")
+    from benchmarks.common import setup_java
+    setup_java()
+    import skiplake
+    from benchmarks.tpcds_lake import build_lake, build_partitioned
+    from skiplake.tpcds import TPCDS_TABLES
+    spark = skiplake.local_spark(app_name="bench-dfp", shuffle_partitions=8, driver_memory="8g")
+    base = Path(args.data)
+    root = build_lake(spark, base, sf, files, progress=progress)
+    by_date = build_partitioned(spark, base, sf, root, progress=progress)
+    register_views(spark, root, by_date, list(TPCDS_TABLES))
+    lake = skiplake.Lake(spark, str(root))
+    wanted = args.queries.split(",") if args.queries else ["q2"] + [str(n) for n in range(1, 100)]
+    numbers = [int(w) for w in wanted if w != "q2"]
+    texts = {"q2": SEED_Q2} if "q2" in wanted else {}
+    texts.update({str(n): t for n, t in spark_queries(numbers).items()})
+    tables = set(TPCDS_TABLES)
+    journal = base / f"bench_dfp-sf{sf:g}-{files}-v{LAYOUT_VERSION}-reps{reps}.jsonl"
+    if args.fresh:
+        journal.unlink(missing_ok=True)
+    done = load_journal(journal)
+    if done:
+        progress(f"{sum(1 for n in texts if n in done)} of {len(texts)} queries already measured in {journal}")
+    results = []
+    for name in texts:
+        if name not in done:
+            done[name] = run_query(spark, lake, name, texts[name], tables, reps, progress)
+            with journal.open("a") as out:
+                out.write(json.dumps(asdict(done[name])) + "\n")
+        results.append(done[name])
+
+    report = Report("bench_dfp", "Benchmark 9: dynamic file pruning on TPC-DS",
+                    command_line("bench_dfp", args, [f"--sf {sf:g}", f"--files {files}"] +
+                                 ([f"--queries {args.queries}"] if args.queries else [])),
+                    {"sf": sf, "store_sales_files": files, "reps": reps, "queries": len(results),
+                     "journal": str(journal)})
+    evaluate(report, results)
+    plot_path = Path(args.plot) if args.plot else Path(__file__).parent / "results" / (
+        "bench_dfp_quick.png" if args.quick else "bench_dfp.png")
+    plot(results, plot_path)
+    report.extra["plot"] = str(plot_path)
+    report.extra["queries"] = [asdict(r) for r in results]
+    progress(f"plot: {plot_path}")
+    return finish(report, args)
+
+
+def evaluate(report: Report, results: list[QueryResult]) -> None:
+    """The issue's goals, as ratios in this one run."""
+    for r in results:
+        report.check(f"{r.name}: same answer from all four", r.same)
+    fd = [r for r in results if r.fact_dim and r.name != "q2"]
+    fast = [r for r in fd if r.ratio("spark", "dynamic") >= 2]
+    if fd:
+        report.goal("queries joining a fact table to a filtered dimension >= 2x faster than plain Spark",
+                    len(fast) / len(fd), 1 / 3, unit="%", at_least=True, note=f"{len(fast)} of {len(fd)}")
+    best = max(results, key=lambda r: r.ratio("spark", "dynamic"))
+    report.goal("fastest query vs plain Spark", best.ratio("spark", "dynamic"), 8, unit="x", at_least=True,
+                note=best.name)
+    q2 = next((r for r in results if r.name == "q2"), None)
+    if q2 is not None:
+        read, total = q2.fact_rows.get("store_sales", [0, 1])
+        report.goal("seed Q2: store_sales rows skipped", 1 - read / total, 0.99, unit="%", at_least=True,
+                    note=f"{read:,} of {total:,} rows read")
+        report.goal("seed Q2 vs plain Spark", q2.ratio("spark", "dynamic"), 5, unit="x", at_least=True)
+    tot = {c: sum(r.runs[c].median for r in results) for c in CONTENDERS}
+    report.goal("total time, dynamic / plain Spark", tot["dynamic"] / tot["spark"], 1.0, unit="x",
+                note=f"{tot['dynamic']:.1f} s vs {tot['spark']:.1f} s")
+    slower = [r.name for r in results if r.runs["dynamic"].median > 1.1 * r.runs["spark"].median + 0.1]
+    report.goal("queries slower than plain Spark by more than 10% + 100 ms", len(slower), 0, unit="n",
+                note=", ".join(slower))
+    for label, group in (("date-filtered", [r for r in fd if r.date_filtered]),
+                         ("filtered on other dimensions", [r for r in fd if not r.date_filtered])):
+        if group:
+            mine, theirs = sum(r.runs["dynamic"].median for r in group), sum(r.runs["spark_dpp"].median for r in group)
+            wins = sum(1 for r in group if r.runs["dynamic"].median <= r.runs["spark_dpp"].median)
+            report.goal(f"{label} queries: total time, dynamic / Spark DPP on the partitioned copy", mine / theirs,
+                        1.0, unit="x", note=f"{len(group)} queries; dynamic at least as fast in {wins}")
+    overheads = [r.planning_overhead_s for r in results if r.planning_overhead_s is not None]
+    if overheads:
+        report.goal("median planning overhead of lake.sql (build sides excluded)", median(overheads), 0.1,
+                    note=f"p90 {sorted(overheads)[int(0.9 * (len(overheads) - 1))] * 1000:.0f} ms")
+    for c in CONTENDERS:
+        report.timing("total", c, [tot[c]])
+    report.ratio("plain Spark / dynamic, total", tot["spark"] / tot["dynamic"])
+    report.ratio("Spark DPP / dynamic, total", tot["spark_dpp"] / tot["dynamic"])
+    report.ratio("static / dynamic, total", tot["static"] / tot["dynamic"])
+    report.extra["geomean_speedup_vs_spark"] = math.exp(
+        sum(math.log(r.ratio("spark", "dynamic")) for r in results) / len(results))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
