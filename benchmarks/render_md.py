@@ -34,13 +34,36 @@ def render(data: dict) -> str:
         out += ["", "| goal | actual | target | met | note |", "| --- | ---: | ---: | --- | --- |"]
         for g in data["goals"]:
             show = fmt_s if g["unit"] == "s" else (
-                (lambda x: f"{x * 100:.2f}%") if g["unit"] == "%" else (lambda x: f"{x:.2f}x"))
+                (lambda x: f"{x * 100:.2f}%") if g["unit"] == "%" else
+                (lambda x: f"{x:g}") if g["unit"] == "n" else (lambda x: f"{x:.2f}x"))
             out.append(f"| {_cell(g['name'])} | {show(g['actual'])} | {show(g['target'])} | "
                        f"{'**met**' if g['met'] else '**missed**'} | {_cell(g['note'])} |")
     if data["checks"]:
         out += ["", "Checks: " + "; ".join(f"{c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['detail']})"
                                          for c in data["checks"])]
+    queries = data.get("extra", {}).get("queries")
+    if queries and "runs" in queries[0]:
+        out += ["", *per_query(queries)]
     return "\n".join(out) + "\n"
+
+
+def per_query(queries: list[dict]) -> list[str]:
+    """One row per query of a TPC-DS benchmark (bench_dfp): each contender's median time, the
+    speedups, what the scans read, the build sides' time and the planning overhead."""
+    out = ["| query | spark | static | dynamic | spark DPP | vs spark | vs DPP | files read (spark / dynamic) | "
+           "rows read (spark / dynamic) | builds | overhead |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for q in queries:
+        runs = {c: r for c, r in q["runs"].items()}
+        med = {c: sorted(r["seconds"])[len(r["seconds"]) // 2] for c, r in runs.items()}
+        over = q.get("planning_overhead_s")
+        out.append(f"| {q['name']}{'' if q.get('same', True) else ' (ANSWERS DIFFER)'} | "
+                   + " | ".join(fmt_s(med[c]) for c in ("spark", "static", "dynamic", "spark_dpp"))
+                   + f" | {med['spark'] / med['dynamic']:.2f}x | {med['spark_dpp'] / med['dynamic']:.2f}x"
+                   f" | {runs['spark']['files']:,} / {runs['dynamic']['files']:,}"
+                   f" | {runs['spark']['rows']:,} / {runs['dynamic']['rows']:,}"
+                   f" | {fmt_s(q.get('builds_s') or 0.0)} | {'' if over is None else f'{over * 1000:.0f} ms'} |")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
