@@ -5,11 +5,12 @@ fact table is appended, then rewritten by OPTIMIZE ZORDER BY (date key, item key
 one target size (chosen so store_sales gets `files` files), then vacuumed so that its folder
 holds exactly its live files and plain Spark can read the same files.
 
-Within each fact file the rows are sorted by the item key, in row groups of an eighth of the
-file: a file covers a small range of dates and of items (date filters prune files), and each of
-its row groups a yet smaller range of items (item keys prune row groups too). Rows in Z-order
-within the file would split both keys only by about the square root of the row group count;
-docs/dynamic-pruning.md gives the measurements behind this choice. Dimension tables are one
+Within each fact file the rows are sorted by the item key, in Parquet pages of 1,000 rows: a file
+covers a small range of dates and of items (date filters prune files), and each page a yet
+smaller range of items (Spark's reader skips pages by the column index, so item keys skip most
+rows of the files they do not prune). Rows in Z-order within the file would split both keys only
+by about the square root of the page count; small row groups instead of small pages cost full
+scans several times more. docs/dynamic-pruning.md gives the measurements behind this choice. Dimension tables are one
 file each. A second layout, for plain Spark's own dynamic partition pruning, writes the fact
 tables as Hive-style Parquet partitioned by their date key.
 
@@ -38,8 +39,8 @@ FACT_KEYS: dict[str, tuple[str, str]] = {
     "web_returns": ("wr_returned_date_sk", "wr_item_sk"),
     "inventory": ("inv_date_sk", "inv_item_sk"),
 }
-LAYOUT_VERSION = 2
-ROW_GROUPS_PER_FILE = 8
+LAYOUT_VERSION = 3
+PAGE_ROWS = 1000
 
 
 def raw_root(base: Path, sf: float) -> Path:
@@ -76,7 +77,7 @@ def build_lake(spark: "SparkSession", base: Path, sf: float, files: int,
         if name in FACT_KEYS:
             keys = list(FACT_KEYS[name])
             t.optimize(zorder_by=keys, target_file_size=target, progress=progress, sort_within=[keys[1]],
-                       row_group_size=max(64 << 10, target // ROW_GROUPS_PER_FILE))
+                       page_rows=PAGE_ROWS)
             t.vacuum(retention_hours=0, force=True)
         snap = t.refresh().snapshot
         info[name] = {"files": snap.num_files, "bytes": snap.size_bytes, "rows": generated.rows[name]}

@@ -198,13 +198,13 @@ class Table:
     def optimize(self, where: str | None = None, zorder_by: Sequence[str] | None = None,
                  target_file_size: int = DEFAULT_TARGET_FILE_SIZE, min_files: int = 2,
                  progress: Callable[[str], None] | None = None, sort_within: Sequence[str] | None = None,
-                 row_group_size: int | None = None) -> OptimizeResult:
+                 row_group_size: int | None = None, page_rows: int | None = None) -> OptimizeResult:
         """Bin-pack small files, or with zorder_by cluster the files by those columns (then
-        sort_within orders each file's rows by other columns, and row_group_size sets the
-        files' Parquet row group size in bytes). `progress` receives one line per stage of a
-        long rewrite."""
+        sort_within orders each file's rows by other columns, row_group_size sets the files'
+        Parquet row group size in bytes and page_rows the most rows per page). `progress`
+        receives one line per stage of a long rewrite."""
         return optimize(self.begin(), where, zorder_by, target_file_size, min_files, progress,
-                        sort_within, row_group_size).commit()
+                        sort_within, row_group_size, page_rows).commit()
 
     def vacuum(self, retention_hours: float = 168, dry_run: bool = False, force: bool = False) -> VacuumResult:
         return vacuum(self.path, retention_hours, dry_run, force)

@@ -632,6 +632,31 @@ def test_zorder_sort_within_and_row_groups(spark: SparkSession, lake: skiplake.L
     assert _mean_width(t.snapshot.add_files, "a") < 0.6 * Z_RANGE  # the files are still clustered by a
 
 
+def test_zorder_page_rows_lets_spark_skip_pages(spark: SparkSession, lake: skiplake.Lake) -> None:
+    """page_rows writes small Parquet pages in the files' one row group: a point filter on the
+    sort column makes Spark's reader skip most pages (the column index): it returns a few pages'
+    rows out of the row group's."""
+    import pyarrow.parquet as pq
+    t = lake.create_table("zpg", "a int, b int")
+    data = _ab(6, Z_ROWS)
+    t.append(spark.createDataFrame(data, "a int, b int").repartition(4))
+    t = lake.table("zpg")
+    total = sum(f.size for f in t.snapshot.add_files)
+    t.optimize(zorder_by=["a", "b"], target_file_size=total // 2, sort_within=["b"], page_rows=200)
+    t = lake.table("zpg")
+    assert _multiset(t.read()) == sorted(data)
+    f = max(t.snapshot.add_files, key=lambda f: f.num_records or 0)
+    path = absolute_path(t.path, f.path)
+    lo, hi = stat_range(f, "b")
+    df = spark.read.parquet(path).where(f"b = {(lo + hi) // 2}")
+    df.collect()
+    leaves = df._jdf.queryExecution().executedPlan().collectLeaves()
+    scanned = sum(int(leaves.apply(i).metrics().apply("numOutputRows").value()) for i in range(leaves.size()))
+    assert pq.ParquetFile(path).metadata.num_row_groups == 1  # so the skipping is within a row group
+    assert f.num_records is not None and f.num_records > 2000
+    assert scanned <= 1000 < f.num_records
+
+
 def test_zorder_where_touches_one_partition(spark: SparkSession, lake: skiplake.Lake) -> None:
     """optimize(where="p = 1") rewrites partition p=1 only; other partitions keep their files."""
     t = lake.create_table("zp", "a int, b int, p int", partition_by=["p"])
@@ -670,6 +695,8 @@ def test_zorder_bad_arguments(spark: SparkSession, lake: skiplake.Lake) -> None:
         ({"row_group_size": 1 << 20}, "give zorder_by"),
         ({"zorder_by": ["a"], "sort_within": ["nope"]}, "sort_within: unknown column"),
         ({"zorder_by": ["a"], "row_group_size": 0}, "row_group_size must be a positive"),
+        ({"page_rows": 100}, "give zorder_by"),
+        ({"zorder_by": ["a"], "page_rows": -1}, "page_rows must be a positive"),
     ]
     for kwargs, words in cases:
         with pytest.raises(InvalidArgumentError, match=words):

@@ -28,15 +28,15 @@ DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
 def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[str] | None = None,
              target_file_size: int = DEFAULT_TARGET_FILE_SIZE, min_files: int = 2,
              progress: Callable[[str], None] | None = None, sort_within: Sequence[str] | None = None,
-             row_group_size: int | None = None) -> Compaction:
+             row_group_size: int | None = None, page_rows: int | None = None) -> Compaction:
     """Stage OPTIMIZE: bin-packing, or with zorder_by the Z-order rewrite (skiplake.spark.zorder)."""
     if target_file_size <= 0:
         raise InvalidArgumentError("target_file_size must be positive")
     spec = bucket_spec_of(txn.snapshot.configuration)
     if zorder_by is None:
-        if sort_within or row_group_size is not None:
-            raise InvalidArgumentError(f"{txn.path}: sort_within and row_group_size shape the files of a Z-order "
-                                       "rewrite; give zorder_by=[...] too, or leave them out to bin-pack")
+        if sort_within or row_group_size is not None or page_rows is not None:
+            raise InvalidArgumentError(f"{txn.path}: sort_within, row_group_size and page_rows shape the files of "
+                                       "a Z-order rewrite; give zorder_by=[...] too, or leave them out to bin-pack")
         return _bin_pack(txn, where, target_file_size, min_files, spec)
     if spec is not None:
         raise InvalidArgumentError(
@@ -45,7 +45,7 @@ def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[s
             "BucketSpec(sort_by=[...]) instead")
     columns = [zorder_by] if isinstance(zorder_by, str) else list(zorder_by)
     within = [sort_within] if isinstance(sort_within, str) else list(sort_within or [])
-    return zorder(txn, where, columns, target_file_size, progress, within, row_group_size)
+    return zorder(txn, where, columns, target_file_size, progress, within, row_group_size, page_rows)
 
 
 def _bin_pack(txn: "Transaction", where: str | None, target_file_size: int, min_files: int,

@@ -38,6 +38,10 @@ class WriteOptions:
     # Parquet row group size in bytes (Parquet's default, 128 MiB, when None): smaller row groups
     # give readers finer min/max statistics to skip by, at some cost to full scans.
     row_group_size: int | None = None
+    # Most rows per Parquet page (Parquet's default, 20,000, when None). Spark's reader skips
+    # pages by the column index's min/max too, so small pages of sorted data skip most rows of
+    # a file for a point filter, while full scans keep the few large row groups they read best.
+    page_rows: int | None = None
 
 
 def bucketed(df: DataFrame, spec: BucketSpec, partition_columns: list[str]) -> DataFrame:
@@ -84,6 +88,8 @@ def write_files(df: DataFrame, table_path: str, schema: Schema, partition_column
         writer = writer.option("maxRecordsPerFile", str(max_records))
     if options.row_group_size:
         writer = writer.option("parquet.block.size", str(options.row_group_size))
+    if options.page_rows:
+        writer = writer.option("parquet.page.row.count.limit", str(options.page_rows))
     dirs = list(partition_columns) + ([BUCKET_COLUMN] if bucket_spec is not None else [])
     if dirs:
         writer = writer.partitionBy(*dirs)

@@ -11,10 +11,12 @@ One Spark job, plus a sampling pass over the Z-order columns only:
    task sorts them by Z-value, and Spark's writer writes one file per task.
 
 Optionally the rows of each file are sorted by other columns (`sort_within`) instead of Z-value:
-files still cover small ranges of every Z-order column, and the file's row groups then cover
-small ranges of the sort column, which readers skip row groups by. Smaller row groups
-(`row_group_size`) make that finer. TPC-DS's fact tables (benchmarks.tpcds_lake) use both:
-files by (date key, item key), rows within a file by item key.
+files still cover small ranges of every Z-order column, and the file's row groups and pages then
+cover small ranges of the sort column, which Spark's reader skips by their min/max (row group
+statistics, and the column index for pages). Smaller pages (`page_rows`) or row groups
+(`row_group_size`) make that finer; pages cost full scans far less. TPC-DS's fact tables
+(benchmarks.tpcds_lake) are files by (date key, item key), rows within a file by item key, in
+pages of 1,000 rows.
 
 The files are tagged ZCUBE_ID / ZCUBE_ZORDER_BY / ZCUBE_ZORDER_CURVE; a later OPTIMIZE with the
 same columns rewrites only files without that tag (new appends), as Databricks does.
@@ -102,19 +104,20 @@ class _Layout:
 
 def zorder(txn: "Transaction", where: str | None, columns: Sequence[str], target_file_size: int,
            progress: Callable[[str], None] | None = None, sort_within: Sequence[str] = (),
-           row_group_size: int | None = None) -> Compaction:
+           row_group_size: int | None = None, page_rows: int | None = None) -> Compaction:
     """Stage OPTIMIZE ... ZORDER BY `columns` of the files `where` selects (see the module doc).
 
     Rows within each file are in Z-order, or sorted by `sort_within` when given (see the module
-    doc); `row_group_size` sets the files' Parquet row group size in bytes."""
+    doc); `row_group_size` sets the files' Parquet row group size in bytes, `page_rows` the most
+    rows per Parquet page."""
     say = progress or (lambda _line: None)
     plan = txn.scan(where)
     check_where(txn, plan, where)
     cols = check_columns(txn, columns)
     within = check_columns(txn, sort_within, "sort_within") if sort_within else []
-    if row_group_size is not None and row_group_size <= 0:
-        raise InvalidArgumentError(f"{txn.path}: row_group_size must be a positive number of bytes, "
-                                   f"not {row_group_size}")
+    for name, value, unit in (("row_group_size", row_group_size, "bytes"), ("page_rows", page_rows, "rows")):
+        if value is not None and value <= 0:
+            raise InvalidArgumentError(f"{txn.path}: {name} must be a positive number of {unit}, not {value}")
     tag = json.dumps(cols)
     files = [f for f in plan.files if (f.tags or {}).get(ZCUBE_ZORDER_BY) != tag]
     if not files:
@@ -127,7 +130,7 @@ def zorder(txn: "Transaction", where: str | None, columns: Sequence[str], target
     say(f"sampled {layout.sampled:,} rows: {layout.curve.bits} bits per column; writing {layout.files:,} files "
         f"over {len(layout.partitions):,} partitions in {layout.tasks:,} tasks")
     adds: list[AddFile] = txn.write(placed, data_change=False, tags=tags,
-                                    options=WriteOptions(row_group_size=row_group_size))
+                                    options=WriteOptions(row_group_size=row_group_size, page_rows=page_rows))
     say(f"wrote {len(adds):,} files ({sum(a.size for a in adds):,} bytes); committing")
     txn.remove(files, data_change=False)
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "zOrderBy": cols,
