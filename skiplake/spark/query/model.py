@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from sqlglot import exp
 
     from skiplake.spark.query.plan_text import PlanNode
-    from skiplake.spark.query.views import SlotView, SlotViews
     from skiplake.spark.settings import DynamicPruningSettings
 
 # What a lake table name stands for in one query: a Delta table pinned to a snapshot, or a
@@ -47,6 +46,22 @@ class Resolver(Protocol):
 
     def unknown(self, name: str) -> Exception:
         """The error for a name that is neither a lake table nor a table Spark knows."""
+
+
+@dataclass(frozen=True)
+class SlotView:
+    """A whole-table view a reference reads through (skiplake.spark.query.views)."""
+    name: str                   # the view, as a query names it (global_temp.<local>)
+    columns: tuple[str, ...]    # the table's columns, in order (FILE_COLUMN not among them)
+    first_id: int | None        # expression id of its relation's first column, as first read
+    local: str = ""             # its name in the global temporary database
+
+
+class Views(Protocol):
+    """Where a query's references get their slot views (skiplake.spark.query.views.SlotViews)."""
+
+    def get(self, source: Source, slot: int) -> "SlotView":
+        """The whole-table view of `source` for the `slot`-th reference of its table in a query."""
 
 
 @dataclass
@@ -159,7 +174,7 @@ class QueryPlan:
     `analysed` is False when it runs over whole tables instead."""
     query: str                                   # the query as the user wrote it
     tree: "exp.Expression | None"                # the query parsed by sqlglot, None if it cannot be
-    views: "SlotViews"
+    views: Views
     settings: "DynamicPruningSettings"
     references: list[TableReference] = field(default_factory=list)
     spans: list[tuple[int, int]] = field(default_factory=list)   # each reference's place in `query`

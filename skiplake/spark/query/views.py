@@ -18,14 +18,13 @@ import shutil
 import tempfile
 import threading
 import uuid
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
 from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.query.catalyst import tree_text
-from skiplake.spark.query.model import FILE_COLUMN, Source
+from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source
 from skiplake.spark.query.plan_text import parse_plan
 from skiplake.spark.read import read_files
 
@@ -33,14 +32,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 TAG_OPTION = "skiplake.view"  # a reader option naming the view, readable off Spark's plan
-
-
-@dataclass(frozen=True)
-class SlotView:
-    name: str                   # the view, as a query names it (global_temp.<local>)
-    columns: tuple[str, ...]    # the table's columns, in order (FILE_COLUMN not among them)
-    first_id: int | None        # expression id of its relation's first column, as first read
-    local: str = ""             # its name in the global temporary database
 
 
 class SlotViews:
