@@ -2,7 +2,7 @@
 
 TPC-DS at --sf (default 10; --quick: 1) from DuckDB's dsdgen, as a skiplake lake whose fact
 tables are Z-ordered by (date key, item key) into files of one size (store_sales in --files
-files) with small Parquet row groups (benchmarks.tpcds_lake). Four contenders, the first three
+files), each file's rows sorted by item key in small Parquet pages (benchmarks.tpcds_lake). Four contenders, the first three
 over the very same files:
 
   spark       plain Spark SQL over each table's folder (which holds exactly its live files)
