@@ -55,6 +55,7 @@ class SlotView:
     columns: tuple[str, ...]    # the table's columns, in order (FILE_COLUMN not among them)
     first_id: int | None        # expression id of its relation's first column, as first read
     local: str = ""             # its name in the global temporary database
+    with_file: str = ""         # the twin view that adds FILE_COLUMN (for file filters)
 
 
 class Views(Protocol):
@@ -218,11 +219,13 @@ def _relation_text(ref: TableReference, final: bool) -> str:
         return ref.own_view
     assert ref.view is not None
     columns = ", ".join(f"`{c.replace('`', '``')}`" for c in ref.view.columns)
-    conditions = [ref.file_filter(), ref.row_filter()] if final and ref.snapshot is not None else []
+    files = ref.file_filter() if final and ref.snapshot is not None else None
+    conditions = [files, ref.row_filter()] if final and ref.snapshot is not None else []
     kept = [c for c in conditions if c]
     where = f" WHERE {' AND '.join(f'({c})' for c in kept)}" if kept else ""
+    view = ref.view.with_file if files else ref.view.name
     # The alias keeps Spark from reading `name WHERE (...)` as a table alias WHERE with columns.
-    return f"(SELECT {columns} FROM {ref.view.name} AS __skiplake_view{where})"
+    return f"(SELECT {columns} FROM {view} AS __skiplake_view{where})"
 
 
 class QueryExplain(list):

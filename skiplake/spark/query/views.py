@@ -1,10 +1,12 @@
 """Whole-table views of lake tables that `lake.sql` reads through, kept for the session.
 
 Each table reference of a query reads through a temporary view over all the files of its table's
-snapshot, plus FILE_COLUMN (each row's file name, from Spark's `_metadata`). The analysis pass
-runs the query over these views as they are; the final query adds `WHERE FILE_COLUMN IN (...)`
-for the references whose files were pruned, and Spark lists only those files: a filter on a
-file's metadata prunes files before any task starts. Building a DataFrame over a file list costs
+snapshot, and a twin view that adds FILE_COLUMN (each row's file name, from Spark's `_metadata`).
+The analysis pass runs the query over the plain views; the final query reads the twin with
+`WHERE FILE_COLUMN IN (...)` for the references whose files were pruned, and Spark lists only
+those files: a filter on a file's metadata prunes files before any task starts. The twin is kept
+apart because Spark then reads the whole `_metadata` struct (row indexes included) for every
+row, which costs full scans 10-20%. Building a DataFrame over a file list costs
 tens of milliseconds, so the views are built once per table version and slot (the n-th reference
 of a table in a query) and reused by every later query.
 
@@ -52,13 +54,15 @@ class SlotViews:
             if found is not None and found[0] == version:
                 return found[1]
             local = f"__skiplake_{self.token}_{len(self._views)}_{slot}_{abs(hash((identity, version))) % 10 ** 8}"
-            df = self._frame(source, local)
+            df = self._frame(source, local, with_file=False)
             # In the global temporary database, out of the user's list of views.
             df.createOrReplaceGlobalTempView(local)
-            view = SlotView(f"{self._database()}.{local}", tuple(c for c in df.columns if c != FILE_COLUMN),
-                            _first_id(df), local)
+            self._frame(source, local, with_file=True).createOrReplaceGlobalTempView(local + "_f")
+            db = self._database()
+            view = SlotView(f"{db}.{local}", tuple(df.columns), _first_id(df), local, f"{db}.{local}_f")
             if found is not None:
                 self.spark.catalog.dropGlobalTempView(found[1].local)
+                self.spark.catalog.dropGlobalTempView(found[1].local + "_f")
             self._views[(identity, slot)] = (version, view)
             return view
 
@@ -66,15 +70,16 @@ class SlotViews:
         with self._lock:
             for _version, view in self._views.values():
                 self.spark.catalog.dropGlobalTempView(view.local)
+                self.spark.catalog.dropGlobalTempView(view.local + "_f")
             self._views.clear()
             if self._empty_dir is not None:
                 shutil.rmtree(self._empty_dir, ignore_errors=True)
 
-    def _frame(self, source: Source, name: str) -> "DataFrame":
+    def _frame(self, source: Source, name: str, with_file: bool) -> "DataFrame":
         if isinstance(source, Snapshot):
             files = plan_scan(source).files
             return read_files(self.spark, source.table_path, source.schema, source.partition_columns, files,
-                              file_column=FILE_COLUMN, tag=(TAG_OPTION, name))
+                              file_column=FILE_COLUMN if with_file else None, tag=(TAG_OPTION, name))
         return self.spark.read.schema(source.ddl).option(TAG_OPTION, name).parquet(self._empty())
 
     def _database(self) -> str:
