@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, Sequence, Union
 
 from skiplake.expr.sql import to_sql
-from skiplake.expr.tree import And, Node, Or
+from skiplake.expr.tree import And, InList, Node, Or
 from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
@@ -28,7 +28,11 @@ Source = Union[Snapshot, CatalogTable]
 # The file column of the slot views: each row's file name, which a filter prunes files by.
 FILE_COLUMN = "__skiplake_file"
 _SIMPLE_FILE_NAME = re.compile(r"^[A-Za-z0-9._=-]+$")
-_MAX_ROW_FILTER = 200_000  # characters of SQL; longer dynamic filters prune files only
+# Dynamic filters become a row filter only as short IN lists: Spark hands Parquet an IN list of
+# up to spark.sql.parquet.pushdown.inFilterThreshold (10) values as exact equalities, which skip
+# row groups and pages; a longer list reaches Parquet as its [min, max] only, skips little within
+# files, and made TPC-DS q3 at sf=10 twice slower (7.6 s against 3.5 s without it).
+_ROW_FILTER_MAX_VALUES = 10
 
 
 def whole_table(spark: "SparkSession", source: Source) -> "DataFrame":
@@ -139,14 +143,14 @@ class TableReference:
 
     def row_filter(self) -> str | None:
         """The dynamic filters as a condition on the rows (Spark pushes it into the Parquet scan,
-        which skips row groups, and fewer rows reach the joins): the OR over the occurrences of
-        each one's dynamic filters; None when an occurrence has none, or it would be too long."""
-        per_occurrence = [occ.dynamic for occ in self.occurrences]
+        which skips row groups and pages, and fewer rows reach the joins): the OR over the
+        occurrences of each one's short IN lists; None when an occurrence has none."""
+        per_occurrence = [[d for d in occ.dynamic if isinstance(d, InList) and len(d.values) <= _ROW_FILTER_MAX_VALUES]
+                          for occ in self.occurrences]
         if not per_occurrence or any(not d for d in per_occurrence):
             return None
         nodes = [d[0] if len(d) == 1 else And(tuple(d)) for d in per_occurrence]
-        text = to_sql(nodes[0] if len(nodes) == 1 else Or(tuple(nodes)))
-        return text if len(text) <= _MAX_ROW_FILTER else None
+        return to_sql(nodes[0] if len(nodes) == 1 else Or(tuple(nodes)))
 
     def frame(self, spark: "SparkSession") -> "DataFrame":
         """The rows this reference reads when it cannot go through its slot view."""
