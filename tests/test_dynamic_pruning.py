@@ -249,3 +249,27 @@ def test_decimal_and_date_keys_compare_exactly(spark, star):
     assert with_dfp == without == plain
     [fact] = [r for r in star.explain(query) if r.label.startswith("fact")]
     assert len(fact.dynamic_filters) == 2 and fact.files_selected < fact.files_total
+
+
+def test_row_filter_only_from_short_in_lists() -> None:
+    """The dynamic filters reach the probe's rows only as IN lists of at most 10 values (what
+    Spark hands Parquet as exact equalities); longer lists and ranges prune files only, and a
+    reference one of whose occurrences has no such filter gets no row filter at all."""
+    from skiplake.expr.tree import And, Cmp, Col, InList
+    from skiplake.spark.query.model import Occurrence, TableReference
+    col = Col("k", "long")
+    short, long_ = InList(col, tuple(range(10))), InList(col, tuple(range(11)))
+    ranges = And((Cmp(">=", col, 5), Cmp("<=", col, 9)))
+
+    def ref(*dynamic: list) -> TableReference:
+        return TableReference(source=None, name="t", label="t",  # type: ignore[arg-type]
+                              occurrences=[Occurrence(node=None, dynamic=list(d)) for d in dynamic])  # type: ignore[arg-type]
+
+    text = ref([short]).row_filter()
+    assert text is not None and "IN" in text and "9" in text
+    assert ref([long_]).row_filter() is None
+    assert ref([ranges]).row_filter() is None
+    assert ref([long_, short]).row_filter() == text          # the long list is left to file pruning
+    assert ref([short], [long_]).row_filter() is None        # one occurrence would be cut short
+    both = ref([short], [InList(col, (42,))]).row_filter()
+    assert both is not None and " OR " in both
