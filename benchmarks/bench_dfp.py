@@ -299,9 +299,12 @@ def evaluate(report: Report, results: list[QueryResult]) -> None:
                 note=best.name)
     q2 = next((r for r in results if r.name == "q2"), None)
     if q2 is not None:
-        read, total = q2.fact_rows.get("store_sales", [0, 1])
+        planned, total = q2.fact_rows.get("store_sales", [0, 1])
+        # Rows the scans returned (Spark's metrics, after row groups and pages were skipped), item's
+        # included: an upper bound of store_sales's. The plan's count is files only.
+        read = min(planned, q2.runs["dynamic"].rows)
         report.goal("seed Q2: store_sales rows skipped", 1 - read / total, 0.99, unit="%", at_least=True,
-                    note=f"{read:,} of {total:,} rows read")
+                    note=f"at most {read:,} of {total:,} rows read (files selected hold {planned:,})")
         report.goal("seed Q2 vs plain Spark", q2.ratio("spark", "dynamic"), 5, unit="x", at_least=True)
     tot = {c: sum(r.runs[c].median for r in results) for c in CONTENDERS}
     report.goal("total time, dynamic / plain Spark", tot["dynamic"] / tot["spark"], 1.0, unit="x",
