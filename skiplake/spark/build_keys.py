@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import functions as F
 
+from skiplake.expr.tree import Col
+from skiplake.skipping.dynamic import KeyFilter, key_filter
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
@@ -24,6 +27,13 @@ class BuildKeys:
     @property
     def count(self) -> int:
         return max((len(c) for c in self.columns), default=0)
+
+    def key_filter(self, i: int, column: Col, max_values: int, max_ranges: int) -> KeyFilter:
+        """The filter key column `i` gives the probe's `column`: values or ranges as the limits
+        allow, or the one range [min, max] when the keys were bounded."""
+        if self.bounded:
+            return key_filter(column, self.columns[i], 0, 1)
+        return key_filter(column, self.columns[i], max_values, max_ranges)
 
 
 # Rows collected as they are (one stage, no shuffle) before the keys are made distinct by Spark.

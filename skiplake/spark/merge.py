@@ -27,7 +27,6 @@ from skiplake.expr.tree import And, Col, Node
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import INTEGER_TYPES, is_primitive
-from skiplake.skipping.dynamic import key_filter
 from skiplake.spark.build_keys import distinct_keys
 from skiplake.spark.dml import matches
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
@@ -94,9 +93,8 @@ def _source_keys_filter(txn: "Transaction", source: DataFrame, c: "MergeClauses"
     if not chosen:
         return None
     keys = distinct_keys(src, [e for _col, e in chosen])
-    filters = [key_filter(col, values, 0 if keys.bounded else settings.max_values,
-                          1 if keys.bounded else settings.max_ranges).predicate
-               for (col, _e), values in zip(chosen, keys.columns)]
+    filters = [keys.key_filter(i, col, settings.max_values, settings.max_ranges).predicate
+               for i, (col, _e) in enumerate(chosen)]
     return filters[0] if len(filters) == 1 else And(tuple(filters))
 
 

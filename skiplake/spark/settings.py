@@ -90,7 +90,7 @@ def _join_types(text: str) -> tuple[str, ...]:
         if not key:
             continue
         if key not in _ALIASES:
-                raise InvalidArgumentError(
+            raise InvalidArgumentError(
                 f"{JOIN_TYPES}: {part.strip()!r} is not a join type dynamic file pruning applies to; "
                 "use inner, leftsemi, leftouter, rightouter")
         out.append(_ALIASES[key])

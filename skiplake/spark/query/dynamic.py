@@ -38,7 +38,7 @@ from skiplake.expr.sql import to_sql
 from skiplake.expr.tree import Col, IsNull, Node, Not, conjuncts
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.schema import INTEGER_TYPES, is_primitive
-from skiplake.skipping.dynamic import file_overlap, key_filter
+from skiplake.skipping.dynamic import file_overlap
 from skiplake.skipping.plan import stats_table
 from skiplake.skipping.report import DynamicPruningReport
 from skiplake.spark.build_keys import BuildKeys, distinct_keys
@@ -155,7 +155,7 @@ def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
             reasons.append(why)
     labels = sorted({t.ref.label for targets, _ in traced for t in targets})
     fields = {"probe": ", ".join(labels) or _relations(plan, probe_node, occurrences),
-              "build": _describe(plan, build_node, occurrences), "join_type": join.join_type,
+              "build": _describe(plan, build_node), "join_type": join.join_type,
               "keys": [(p.attr.name, b.attr.name) for p, b in pairs]}
     # The direction worth explaining is the one whose probe side reads more.
     probe_bytes = sum(occurrences[n.number][0].static.report.bytes_selected  # type: ignore[union-attr]
@@ -368,10 +368,9 @@ def _apply(plan: QueryPlan, candidates: list[_Candidate]) -> None:
             continue
         filters = []
         counts = []
-        for (targets, _op), values in zip(c.pairs, c.result.columns):
+        for i, (targets, _op) in enumerate(c.pairs):
             for t in targets:
-                kf = (key_filter(t.column, values, 0, 1) if c.result.bounded
-                      else key_filter(t.column, values, s.max_values, s.max_ranges))
+                kf = c.result.key_filter(i, t.column, s.max_values, s.max_ranges)
                 t.occ.dynamic.append(kf.predicate)
                 text = kf.text(c.build_label)
                 if text not in t.ref.dynamic_filters:
@@ -390,7 +389,7 @@ def _apply(plan: QueryPlan, candidates: list[_Candidate]) -> None:
 # ---------------------------------------------------------------- describing
 
 
-def _describe(plan: QueryPlan, build: PlanNode, occurrences: dict[int, tuple[TableReference, Occurrence]]) -> str:
+def _describe(plan: QueryPlan, build: PlanNode) -> str:
     """What the build side reads: its lake tables with their literal filters."""
     parts = []
     for node in build.walk():

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 # What a lake table name stands for in one query: a Delta table pinned to a snapshot, or a
 # catalog table of Hive-style Parquet.
 Source = Union[Snapshot, CatalogTable]
-# The file column of the slot views: each row's file name, which a filter prunes files by.
-FILE_COLUMN = "__skiplake_file"
+# The file column of the slot views: each row's file name, which a filter prunes files by (not
+# read.FILE_COLUMN, the file path DML reads identify rows by).
+FILE_COLUMN = "__skiplake_file_name"
 _SIMPLE_FILE_NAME = re.compile(r"^[A-Za-z0-9._=-]+$")
 # Dynamic filters become a row filter only as short IN lists: Spark hands Parquet an IN list of
 # up to spark.sql.parquet.pushdown.inFilterThreshold (10) values as exact equalities, which skip

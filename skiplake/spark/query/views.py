@@ -54,10 +54,11 @@ class SlotViews:
             if found is not None and found[0] == version:
                 return found[1]
             local = f"__skiplake_{self.token}_{len(self._views)}_{slot}_{abs(hash((identity, version))) % 10 ** 8}"
-            df = self._frame(source, local, with_file=False)
+            files = plan_scan(source).files if isinstance(source, Snapshot) else []
+            df = self._frame(source, local, files, with_file=False)
             # In the global temporary database, out of the user's list of views.
             df.createOrReplaceGlobalTempView(local)
-            self._frame(source, local, with_file=True).createOrReplaceGlobalTempView(local + "_f")
+            self._frame(source, local, files, with_file=True).createOrReplaceGlobalTempView(local + "_f")
             db = self._database()
             view = SlotView(f"{db}.{local}", tuple(df.columns), _first_id(df), local, f"{db}.{local}_f")
             if found is not None:
@@ -75,9 +76,8 @@ class SlotViews:
             if self._empty_dir is not None:
                 shutil.rmtree(self._empty_dir, ignore_errors=True)
 
-    def _frame(self, source: Source, name: str, with_file: bool) -> "DataFrame":
+    def _frame(self, source: Source, name: str, files: list, with_file: bool) -> "DataFrame":
         if isinstance(source, Snapshot):
-            files = plan_scan(source).files
             return read_files(self.spark, source.table_path, source.schema, source.partition_columns, files,
                               file_column=FILE_COLUMN if with_file else None, tag=(TAG_OPTION, name))
         return self.spark.read.schema(source.ddl).option(TAG_OPTION, name).parquet(self._empty())
