@@ -15,7 +15,7 @@ Each query runs once per contender to warm up (Spark compiles a plan's code on i
 then --reps timed runs, the contenders taking turns going first: every ratio is between runs of
 one query minutes apart. Each query's result is appended to a journal under --data as soon as it
 is measured, and a later run with the same scale, files and layout picks up where the last one
-stopped (--fresh starts over): all 99 queries at sf=10 take hours on two cores. Every answer is compared with
+stopped (--fresh measures the selected queries again): all 99 queries at sf=10 take hours on two cores. Every answer is compared with
 the others. Per query and contender: wall time (building the DataFrame plus collecting it), and
 the files, bytes and rows the scans read (their metrics in the executed plan); for `dynamic`, the
 seconds its build sides took and its planning overhead (lake.sql's DataFrame building, build
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", default=None, help="comma-separated: query numbers and/or q2 (default all)")
     parser.add_argument("--data", default=str(DEFAULT_BASE), help="where data, lake and copies are kept")
     parser.add_argument("--plot", default=None, help="PNG of per-query speedups (default benchmarks/results/)")
-    parser.add_argument("--fresh", action="store_true", help="measure every query again (ignore the journal)")
+    parser.add_argument("--fresh", action="store_true", help="measure the selected queries again (their journal entries are superseded)")
     args = parser.parse_args(argv)
     sf = args.sf if args.sf is not None else (1.0 if args.quick else 10.0)
     files = args.files if args.files is not None else (64 if args.quick else 1024)
@@ -257,9 +257,10 @@ def main(argv: list[str] | None = None) -> int:
     texts.update({str(n): t for n, t in spark_queries(numbers).items()})
     tables = set(TPCDS_TABLES)
     journal = base / f"bench_dfp-sf{sf:g}-{files}-v{LAYOUT_VERSION}-reps{reps}.jsonl"
-    if args.fresh:
-        journal.unlink(missing_ok=True)
     done = load_journal(journal)
+    if args.fresh:
+        for name in texts:
+            done.pop(name, None)
     if done:
         progress(f"{sum(1 for n in texts if n in done)} of {len(texts)} queries already measured in {journal}")
     results = []

@@ -9,6 +9,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from skiplake.errors import SkiplakeError
+from skiplake.spark.gateway import quick_replies
 
 # Settings skiplake's stats and partition values depend on; applied to any session it is given.
 REQUIRED_CONF = {
@@ -64,11 +65,13 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    quick_replies(spark)
     return spark
 
 
 def ensure_conf(spark: SparkSession) -> None:
-    """Apply REQUIRED_CONF to a session skiplake did not create."""
+    """Apply REQUIRED_CONF to a session skiplake did not create (and answer its py4j calls quickly)."""
+    quick_replies(spark)
     for k, v in REQUIRED_CONF.items():
         if spark.conf.get(k, None) != v:
             spark.conf.set(k, v)

@@ -42,6 +42,7 @@ from skiplake.skipping.dynamic import file_overlap
 from skiplake.skipping.plan import stats_table
 from skiplake.skipping.report import DynamicPruningReport
 from skiplake.spark.build_keys import BuildKeys, distinct_keys
+from skiplake.spark.gateway import quick_replies
 from skiplake.spark.query.catalyst import frame_of, size_in_bytes
 from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
 from skiplake.spark.query.plan_text import FILTER_COMMUTES, Attr, Operand, PlanNode
@@ -339,6 +340,7 @@ def _canonical(plan: QueryPlan, c: _Candidate) -> str:
 
 def _keys_of(spark: "SparkSession", plan: QueryPlan, c: _Candidate) -> tuple[BuildKeys | None, float]:
     """The build's distinct non-null keys, per key column; None when they cannot be read."""
+    quick_replies(spark)  # a pool thread: its own py4j connection
     out = c.build.output
     positions = [_position(out, b.attr) for _t, b in c.pairs]
     if out is None or None in positions:

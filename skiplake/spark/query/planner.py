@@ -12,6 +12,7 @@ import uuid
 from typing import TYPE_CHECKING, Callable
 
 from skiplake.spark.catalog_tables import CatalogTable
+from skiplake.spark.gateway import quick_replies
 from skiplake.spark.query.bucket_joins import plan_bucket_joins
 from skiplake.spark.query.dynamic import prune_dynamically
 from skiplake.spark.query.model import QueryPlan, Resolver, TableReference, whole_table
@@ -38,6 +39,7 @@ RULES: tuple[Rule, ...] = (
 def plan_query(spark: "SparkSession", query: str, resolver: Resolver, views: "SlotViews",
                tree: "exp.Expression | None" = None) -> QueryPlan:
     """The query's lake table references with their planned files, its dynamic pruning and joins."""
+    quick_replies(spark)  # planning reads plans as text: long replies
     plan = QueryPlan(query, tree, views, DynamicPruningSettings.of(spark))
     for rule in RULES:
         plan = rule(spark, plan, resolver)
