@@ -198,9 +198,12 @@ def _line(r: QueryResult) -> str:
 
 def register_views(spark: Any, lake_root: Path, by_date: Path, tables: list[str]) -> None:
     for t in tables:
-        spark.read.parquet(str(lake_root / t)).createOrReplaceTempView(f"p_{t}")
-        source = by_date / t if t in FACT_KEYS else lake_root / t
-        spark.read.parquet(str(source)).createOrReplaceTempView(f"d_{t}")
+        plain = spark.read.parquet(str(lake_root / t))
+        plain.createOrReplaceTempView(f"p_{t}")
+        # The table's own schema: the session infers no partition column types, and a date key
+        # read back as a string breaks arithmetic on it (q50: sr_returned_date_sk - ss_sold_date_sk).
+        copy = spark.read.schema(plain.schema).parquet(str(by_date / t)) if t in FACT_KEYS else plain
+        copy.createOrReplaceTempView(f"d_{t}")
 
 
 def plot(results: list[QueryResult], path: Path) -> None:

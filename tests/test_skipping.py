@@ -467,6 +467,33 @@ def test_cte_used_twice_reads_union_of_filters(spark: SparkSession,
     assert 2 <= report.files_selected < report.files_total
 
 
+def _scans_and_reuses(df: Any) -> tuple[int, int]:
+    """(file scans, reused exchanges) of a DataFrame's final plan, once it has run."""
+    text = df._jdf.queryExecution().executedPlan().toString()
+    return text.count("FileScan parquet"), text.count("ReusedExchange")
+
+
+@pytest.mark.parametrize("where", ["ss_store_sk >= 0", "ss_item_sk < 60"])
+def test_same_table_read_alike_is_scanned_once(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]],
+                                               where: str) -> None:
+    """A table named twice with the same filters is read through one view, so Spark reuses the
+    scan as it does over plain tables (TPC-DS q44 scanned store_sales four times, not twice)."""
+    lake, _ = sql_lake
+    side = f"SELECT ss_item_sk, sum(ss_quantity) AS q FROM store_sales WHERE {where} GROUP BY ss_item_sk"
+    query = f"SELECT a.ss_item_sk, a.q, b.q AS q2 FROM ({side}) a JOIN ({side}) b ON a.ss_item_sk = b.ss_item_sk"
+    check_same(spark, lake, query)
+    lake.table("store_sales").read().createOrReplaceTempView("__plain_ss")
+    try:
+        plain = spark.sql(query.replace("store_sales", "__plain_ss"))
+        plain.collect()
+        df = lake.sql(query)
+        df.collect()
+        assert _scans_and_reuses(df) == _scans_and_reuses(plain)
+        assert _scans_and_reuses(df)[1] >= 1
+    finally:
+        spark.catalog.dropTempView("__plain_ss")
+
+
 def test_in_subquery(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
     """The table inside an IN (SELECT ...) subquery is pruned by its own filter."""
     lake, rows = sql_lake

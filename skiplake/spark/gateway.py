@@ -4,9 +4,9 @@ Every call PySpark makes into the JVM is a request and a reply over a local sock
 per Python thread. The JVM's end keeps Nagle's algorithm on, and writes a reply longer than its
 8 KiB buffer in pieces: the last piece then waits for the acknowledgement of the first, which
 Linux delays by 40 ms. So every reply over about 8 KB (a plan printed as text, a wide schema as
-JSON, a query's column list) took 44 ms on this machine instead of 0.5-2 ms, and a `collect()` of
-ten rows 45 ms instead of 28 (`python -m benchmarks.bench_py4j` measures both). TCP_NODELAY on the JVM's end removes the wait. py4j offers no setting for it, so the socket is
-reached through the gateway server's list of connections (a private field, read by reflection);
+JSON, a query's column list) took 44 ms on this machine instead of 1-5 ms (`python -m
+benchmarks.bench_py4j` measures it). TCP_NODELAY on the JVM's end removes the wait. py4j offers
+no setting for it, so the socket is reached through the gateway server's list of connections (a private field, read by reflection);
 a gateway without that field (Spark Connect, another py4j) is left as it is.
 """
 from __future__ import annotations
