@@ -6,9 +6,9 @@ per Python thread. The JVM's end keeps Nagle's algorithm on, and writes a reply 
 Linux delays by 40 ms. So every reply over about 8 KB (a plan printed as text, a wide schema as
 JSON, a query's column list) took 44 ms on this machine instead of 1-5 ms (`python -m
 benchmarks.bench_py4j` measures it). TCP_NODELAY on the JVM's end removes the wait. py4j offers
-no setting for it, so the socket is reached through the gateway server's list of connections (a
-private field, read by reflection);
-a gateway without that field (Spark Connect, another py4j) is left as it is.
+no setting for it, so the socket is reached through the gateway server's list of connections
+(a private field, read by reflection); a gateway without that field (Spark Connect, another py4j)
+is left as it is.
 """
 from __future__ import annotations
 
