@@ -179,7 +179,7 @@ def run_query(spark: Any, lake: Any, name: str, text: str, tables: set[str], rep
                 explained = lake.last_explain
                 builds = {(d.build, d.build_seconds) for d in explained.dynamic if d.applied}
                 result.builds_s = sum(s or 0.0 for _b, s in builds)
-                result.applied = sum(1 for d in explained.dynamic if d.applied)
+                result.applied = sum(d.joins for d in explained.dynamic if d.applied)
                 planning["dynamic"][-1] -= result.builds_s
                 _classify(result, explained)
     result.same = all(a == answers["spark"] for a in answers.values())

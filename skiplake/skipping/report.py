@@ -90,13 +90,15 @@ class DynamicPruningReport:
     build_seconds: float | None = None
     key_count: int | None = None
     filters: list[str] = field(default_factory=list)  # the dynamic filters sent to the probe scans
+    joins: int = 1                   # joins of Spark's plan it stands for (a CTE inlined twice repeats its joins)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     def text(self) -> str:
         on = " AND ".join(f"{p} = {b}" for p, b in self.keys) or "?"
-        head = f"DynamicFilePruning {self.probe} <- {self.build} ({self.join_type} ON {on})"
+        alike = f", {self.joins} joins alike" if self.joins > 1 else ""
+        head = f"DynamicFilePruning {self.probe} <- {self.build} ({self.join_type} ON {on}{alike})"
         if not self.applied:
             return f"{head}\n  not applied: {self.reason}"
         cost = f"; build {self.build_seconds:.3f} s" if self.build_seconds is not None else ""

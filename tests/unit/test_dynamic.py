@@ -102,3 +102,16 @@ def test_settings_parse_sizes_and_join_types():
     with pytest.raises(InvalidArgumentError, match="full"):
         _join_types("inner,full")
     assert DynamicPruningSettings().join_types == ("Inner", "LeftSemi", "LeftOuter", "RightOuter")
+
+
+def test_alike_join_reports_are_listed_once_with_their_count() -> None:
+    """A CTE Spark inlines several times repeats its joins; the report lists each kind once."""
+    from skiplake.skipping.report import DynamicPruningReport
+    from skiplake.spark.query.dynamic import _alike_once
+    a = DynamicPruningReport("store_sales", "date_dim WHERE d_year = 2000", "Inner", [("ss_sold_date_sk", "d_date_sk")],
+                             True, "366 keys", 0.1, 366, ["ss_sold_date_sk IN (keys of date_dim ...)"])
+    b = DynamicPruningReport("item", "store_sales", "Inner", [("i_item_sk", "ss_item_sk")], False, "no selective filter")
+    out = _alike_once([a, b, a, a])
+    assert [(r.probe, r.joins) for r in out] == [("store_sales", 3), ("item", 1)]
+    assert "3 joins alike" in out[0].text() and "alike" not in out[1].text()
+    assert out[0].to_dict()["joins"] == 3

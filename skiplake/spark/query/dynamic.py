@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
@@ -119,7 +119,21 @@ def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver
     if candidates:
         _evaluate_builds(spark, plan, candidates)
         _apply(plan, candidates)
+    plan.dynamic = _alike_once(plan.dynamic)
     return plan
+
+
+def _alike_once(reports: list[DynamicPruningReport]) -> list[DynamicPruningReport]:
+    """One report per kind of join: a CTE that Spark inlines n times has n alike joins (TPC-DS
+    q14 repeated each of its reports up to six times)."""
+    counts: dict[str, list] = {}
+    for r in reports:
+        key = repr(r.to_dict())
+        if key in counts:
+            counts[key][1] += 1
+        else:
+            counts[key] = [r, 1]
+    return [replace(r, joins=n) if n > 1 else r for r, n in counts.values()]
 
 
 def _sides(join: PlanNode) -> tuple[tuple[int, int], ...]:
