@@ -222,8 +222,8 @@ class QueryPlan:
 
     def _final_bodies(self) -> dict[int, str]:
         """What each reference finally reads. References of one table version that read the same
-        files and rows read them through one view (the first's), so that Spark sees one relation
-        and reuses its scans (TPC-DS q44 names store_sales four times: through four views Spark
+        files and rows under the same filters read them through one view (the first's), so that
+        Spark sees one relation and reuses its scans (TPC-DS q44 names store_sales four times: through four views Spark
         scanned it four times, through one, twice, as plain Spark does)."""
         bodies: dict[int, str] = {}
         first_view: dict[tuple, SlotView] = {}
@@ -236,7 +236,10 @@ class QueryPlan:
                 bodies[i] = _relation_text(ref.view, ref.view.name, None)
                 continue
             files, rows = ref.file_filter(), ref.row_filter()
-            view = first_view.setdefault((ref.snapshot.table_path, ref.snapshot.version, files, rows), ref.view)
+            # Alike filters above the relations too: otherwise no subtree can be reused, and a
+            # changed text costs the query a second analysis for nothing (TPC-DS q41).
+            filters = tuple(to_sql(o.static) if o.static is not None else "" for o in ref.occurrences)
+            view = first_view.setdefault((ref.snapshot.table_path, ref.snapshot.version, files, rows, filters), ref.view)
             condition = " AND ".join(f"({c})" for c in (files, rows) if c) or None
             bodies[i] = _relation_text(view, view.with_file if files else view.name, condition)
         return bodies
