@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.common import setup_java
     setup_java()
     import skiplake
-    from skiplake.spark.query.catalyst import optimized_plan, tree_text
     from skiplake.spark.gateway import set_nodelay
+    from skiplake.spark.query.catalyst import optimized_plan, tree_text
     spark = skiplake.local_spark(app_name="bench-py4j")
     strings = spark._jvm.org.apache.commons.lang3.StringUtils
     frame = spark.range(100_000).selectExpr("id", "id % 7 AS k", *[f"id + {i} AS column_{i}" for i in range(150)])
