@@ -82,9 +82,11 @@ def load_journal(path: Path) -> dict[str, QueryResult]:
     done: dict[str, QueryResult] = {}
     if path.exists():
         for line in path.read_text().splitlines():
-            if line.strip():
+            try:
                 r = QueryResult.from_dict(json.loads(line))
-                done[r.name] = r
+            except (ValueError, TypeError):  # blank, or cut short by a run that was stopped
+                continue
+            done[r.name] = r
     return done
 
 
@@ -261,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     tables = set(TPCDS_TABLES)
     journal = base / f"bench_dfp-sf{sf:g}-{files}-v{LAYOUT_VERSION}-reps{reps}.jsonl"
     done = load_journal(journal)
+    if journal.exists() and not journal.read_text().endswith("\n"):
+        with journal.open("a") as out:  # a line cut short by a stopped run: start a new one
+            out.write("\n")
     if args.fresh:
         for name in texts:
             done.pop(name, None)
