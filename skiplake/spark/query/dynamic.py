@@ -28,6 +28,7 @@ planned; its time and key count go to the report.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,6 @@ from skiplake.skipping.dynamic import file_overlap
 from skiplake.skipping.plan import stats_table
 from skiplake.skipping.report import DynamicPruningReport
 from skiplake.spark.build_keys import BuildKeys, distinct_keys
-from skiplake.spark.gateway import quick_replies
 from skiplake.spark.query.catalyst import frame_of, size_in_bytes
 from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
 from skiplake.spark.query.plan_text import FILTER_COMMUTES, Attr, Operand, PlanNode
@@ -126,14 +126,13 @@ def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver
 def _alike_once(reports: list[DynamicPruningReport]) -> list[DynamicPruningReport]:
     """One report per kind of join: a CTE that Spark inlines n times has n alike joins (TPC-DS
     q14 repeated each of its reports up to six times)."""
-    counts: dict[str, list] = {}
+    first: dict[str, DynamicPruningReport] = {}
+    counts: Counter[str] = Counter()
     for r in reports:
         key = repr(r.to_dict())
-        if key in counts:
-            counts[key][1] += 1
-        else:
-            counts[key] = [r, 1]
-    return [replace(r, joins=n) if n > 1 else r for r, n in counts.values()]
+        first.setdefault(key, r)
+        counts[key] += 1
+    return [replace(r, joins=counts[key]) if counts[key] > 1 else r for key, r in first.items()]
 
 
 def _sides(join: PlanNode) -> tuple[tuple[int, int], ...]:
@@ -354,7 +353,6 @@ def _canonical(plan: QueryPlan, c: _Candidate) -> str:
 
 def _keys_of(spark: "SparkSession", plan: QueryPlan, c: _Candidate) -> tuple[BuildKeys | None, float]:
     """The build's distinct non-null keys, per key column; None when they cannot be read."""
-    quick_replies(spark)  # a pool thread: its own py4j connection
     out = c.build.output
     positions = [_position(out, b.attr) for _t, b in c.pairs]
     if out is None or None in positions:

@@ -221,20 +221,20 @@ class QueryPlan:
         return "".join(pieces)
 
     def _final_bodies(self) -> dict[int, str]:
-        """What each reference finally reads. References of one table version that read the same
-        files and rows under the same filters read them through one view (the first's), so that
-        Spark sees one relation and reuses its scans (TPC-DS q44 names store_sales four times: through four views Spark
-        scanned it four times, through one, twice, as plain Spark does)."""
+        """What each reference finally reads, where it differs from its own slot view. References
+        of one table version that read the same files and rows under the same filters read them
+        through one view (the first's), so that Spark sees one relation and reuses its scans
+        (TPC-DS q44 names store_sales four times: through four views Spark scanned it four
+        times, through one, twice, as plain Spark does)."""
         bodies: dict[int, str] = {}
         first_view: dict[tuple, SlotView] = {}
         for i, ref in enumerate(self.references):
             if ref.own_view:
                 bodies[i] = ref.own_view
                 continue
-            assert ref.view is not None
             if ref.snapshot is None:
-                bodies[i] = _relation_text(ref.view, ref.view.name, None)
                 continue
+            assert ref.view is not None
             files, rows = ref.file_filter(), ref.row_filter()
             # Alike filters above the relations too: otherwise no subtree can be reused, and a
             # changed text costs the query a second analysis for nothing (TPC-DS q41).
