@@ -61,7 +61,7 @@ class QueryResult:
     name: str
     runs: dict[str, Run] = field(default_factory=dict)
     same: bool = True
-    builds_s: float = 0.0               # the dynamic contender's build sides (distinct builds)
+    builds_s: float = 0.0               # wall time of the dynamic contender's build sides
     planning_overhead_s: float | None = None
     applied: int = 0                    # joins dynamic pruning applied to
     fact_dim: bool = False              # a fact table joined to a filtered dimension
@@ -88,6 +88,12 @@ def load_journal(path: Path) -> dict[str, QueryResult]:
                 continue
             done[r.name] = r
     return done
+
+
+def _last_byte(path: Path) -> bytes:
+    with path.open("rb") as f:
+        f.seek(-1, 2)
+        return f.read(1)
 
 
 def scan_metrics(df: Any) -> tuple[int, int, int]:
@@ -179,8 +185,8 @@ def run_query(spark: Any, lake: Any, name: str, text: str, tables: set[str], rep
                 planning[contender].append(built)
             if contender == "dynamic":
                 explained = lake.last_explain
-                builds = {(d.build, d.build_seconds) for d in explained.dynamic if d.applied}
-                result.builds_s = sum(s or 0.0 for _b, s in builds)
+                # Wall time of the build sides: distinct builds run concurrently.
+                result.builds_s = explained.build_seconds
                 result.applied = sum(d.joins for d in explained.dynamic if d.applied)
                 planning["dynamic"][-1] -= result.builds_s
                 _classify(result, explained)
@@ -263,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     tables = set(TPCDS_TABLES)
     journal = base / f"bench_dfp-sf{sf:g}-{files}-v{LAYOUT_VERSION}-reps{reps}.jsonl"
     done = load_journal(journal)
-    if journal.exists() and not journal.read_text().endswith("\n"):
+    if journal.exists() and journal.stat().st_size and _last_byte(journal) != b"\n":
         with journal.open("a") as out:  # a line cut short by a stopped run: start a new one
             out.write("\n")
     if args.fresh:
@@ -285,8 +291,9 @@ def main(argv: list[str] | None = None) -> int:
                     {"sf": sf, "store_sales_files": files, "reps": reps, "queries": len(results),
                      "journal": str(journal)})
     evaluate(report, results)
+    # A run of some queries does not overwrite the plot of all of them unless told to.
     plot_path = Path(args.plot) if args.plot else Path(__file__).parent / "results" / (
-        "bench_dfp_quick.png" if args.quick else "bench_dfp.png")
+        "bench_dfp_quick.png" if args.quick else "bench_dfp_some.png" if args.queries else "bench_dfp.png")
     plot(results, plot_path)
     report.extra["plot"] = str(plot_path)
     report.extra["queries"] = [asdict(r) for r in results]

@@ -117,7 +117,7 @@ class Lake:
         of a join's selective build side prune the other side's files (dynamic file pruning).
         `last_explain` then holds what was read, with the build sides' times and key counts."""
         df, plan = run_query(self.spark, query, _LakeTables(self), self._views)
-        self.last_explain = QueryExplain(plan.reports, plan.joins, plan.dynamic) if plan.analysed else None
+        self.last_explain = plan.explain() if plan.analysed else None
         return df
 
     def explain(self, query: str) -> QueryExplain:
@@ -129,7 +129,7 @@ class Lake:
         if not plan.analysed:
             raise InvalidArgumentError(f"cannot plan the scans of this query ({plan.reason}); "
                                        "lake.sql() runs it over whole tables")
-        return QueryExplain(plan.reports, plan.joins, plan.dynamic)
+        return plan.explain()
 
     def prune(self, df: "DataFrame") -> "DataFrame":
         """`df` (joins and filters of `t.read()` results) reading only the files its filters and
@@ -137,7 +137,7 @@ class Lake:
         joins' selective build sides, as `sql` plans them. `last_explain` then holds the report.
         Reads of tables by other means are left as they are."""
         pruned, plan = prune_frame(self.spark, df, self._snapshot_at, self._views)
-        self.last_explain = QueryExplain(plan.reports, plan.joins, plan.dynamic)
+        self.last_explain = plan.explain()
         return pruned
 
     def _snapshot_at(self, path: str, version: int) -> Snapshot:

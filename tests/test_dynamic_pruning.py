@@ -170,6 +170,9 @@ def test_each_layout_and_key_type_prunes_the_fact(spark, star, layout, key):
     assert fact.dynamic_filters and fact.files_selected < fact.files_total, explained.text()
     [applied] = [d for d in explained.dynamic if d.applied]
     assert applied.key_count and applied.build_seconds is not None
+    # One build here: the wall time of the build phase holds it.
+    assert applied.build_seconds <= explained.build_seconds
+    assert f"Build sides: {explained.build_seconds:.3f} s" in explained.text()
     if layout == "bucketed":
         assert fact.buckets_selected < fact.buckets_total
     assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))

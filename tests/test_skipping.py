@@ -21,6 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import skiplake
+from benchmarks.bench_dfp import scan_metrics
 from skiplake.cli import main as cli_main
 from skiplake.errors import InvalidArgumentError
 from skiplake.log.actions import AddFile
@@ -465,6 +466,21 @@ def test_cte_used_twice_reads_union_of_filters(spark: SparkSession,
     [report] = lake.explain(query)
     assert report.label == "store_sales"
     assert 2 <= report.files_selected < report.files_total
+
+
+@pytest.mark.parametrize("where", ["ss_item_sk >= 30", "ss_item_sk < 30"])
+def test_final_query_reads_exactly_the_planned_files(spark: SparkSession,
+                                                     sql_lake: tuple[skiplake.Lake, list[tuple]], where: str) -> None:
+    """Most files kept (the final query names the dropped ones, NOT IN) or few (IN): Spark lists
+    just the planned files either way."""
+    lake, _ = sql_lake
+    query = f"SELECT count(*) AS n, sum(ss_quantity) AS q FROM store_sales WHERE {where}"
+    check_same(spark, lake, query)
+    df = lake.sql(query)
+    df.collect()
+    [report] = lake.last_explain
+    assert 1 <= report.files_selected < report.files_total
+    assert scan_metrics(df)[0] == report.files_selected  # numFiles of the executed scan
 
 
 def _scans_and_reuses(df: Any) -> tuple[int, int]:

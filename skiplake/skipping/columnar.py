@@ -224,13 +224,29 @@ _RANGE_TESTS: dict[str, tuple[Any, Any]] = {
 
 def _in_leaf(node: InList, col: ColumnStats) -> Masks:
     lo, hi = col.min, col.max
-    values = [_scalar(v, col) for v in node.values]
-    value_set = pa.array([s.as_py() for s in values], type=values[0].type) if values else pa.array([], lo.type)
+    value_set = _value_array(node.values, col) if node.values else pa.array([], lo.type)
     can_t = _any_inside(lo, hi, value_set)
     single = col.exact & _np(pc.equal(lo, hi), False) & _np(pc.is_in(lo, value_set=value_set), False)
     if node.has_null:
         return Masks(can_t, np.zeros(len(lo), bool), ~single | col.may_null)
     return Masks(can_t, ~single, col.may_null.copy())
+
+
+# Python kinds that Arrow takes as they are for columns of these types (bool is an int: excluded).
+_PLAIN_KINDS: dict[str, type] = {**{t: int for t in INTEGER_TYPES}, "string": str, "date": dt.date}
+
+
+def _value_array(values: tuple[Any, ...], col: ColumnStats) -> pa.Array:
+    """An IN list's values as one array of the column's Arrow type, or _Mismatch as _scalar says.
+    Lists of plain ints, strings or dates (dynamic pruning sends thousands) convert in one call."""
+    kind = _PLAIN_KINDS.get(col.type)
+    target = arrow_type(col.type)
+    if kind is not None and target is not None and all(type(v) is kind for v in values):
+        try:
+            return pa.array(values, type=target)
+        except (pa.ArrowInvalid, OverflowError):
+            pass  # out of the type's range: each value says how, below
+    return pa.array([_scalar(v, col).as_py() for v in values], type=target)
 
 
 def _starts_with_leaf(node: StartsWith, col: ColumnStats) -> Masks:

@@ -75,9 +75,12 @@ def split_filters(node: Node | None, partition_columns: list[str]) -> tuple[list
     return partition_filters, data_filters
 
 
-def plan_scan(snapshot: Snapshot, where: str | Node | None = None) -> ScanPlan:
+def plan_scan(snapshot: Snapshot, where: str | Node | None = None, describe: bool = True) -> ScanPlan:
     """Select the files whose partition values, min/max/null stats and bucket ids say they may
-    hold a row matching `where` (SQL text or an already bound predicate)."""
+    hold a row matching `where` (SQL text or an already bound predicate). With describe=False the
+    report leaves the predicate and its partition/data filters out: for a caller that says what
+    it planned by itself (dynamic pruning, whose key lists would take longer to write as SQL
+    than to plan by)."""
     # 1. bind
     node = bind(where, snapshot.schema) if isinstance(where, str) else where
     stats = stats_table(snapshot)
@@ -91,8 +94,8 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None) -> ScanPlan:
         mask &= _in_buckets(stats.bucket_ids, buckets)
     selected = files if mask.all() else files.filter(pa.array(mask))
     # 4. report
-    text = where if isinstance(where, str) else (to_sql(where) if where is not None else None)
-    report = _report(snapshot, stats, mask, text, node, spec, buckets)
+    text = where if isinstance(where, str) else (to_sql(where) if where is not None and describe else None)
+    report = _report(snapshot, stats, mask, text, node if describe else None, spec, buckets)
     return ScanPlan(selected, report, node, buckets)
 
 

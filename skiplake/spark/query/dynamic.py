@@ -28,6 +28,7 @@ planned; its time and key count go to the report.
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -331,8 +332,10 @@ def _evaluate_builds(spark: "SparkSession", plan: QueryPlan, candidates: list[_C
     groups: dict[str, list[_Candidate]] = {}
     for c in candidates:
         groups.setdefault(_canonical(plan, c), []).append(c)
+    t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=min(4, len(groups))) as pool:
         results = list(pool.map(lambda key: _keys_of(spark, plan, groups[key][0]), list(groups)))
+    plan.build_seconds = time.perf_counter() - t0
     for key, (keys, seconds) in zip(groups, results):
         for c in groups[key]:
             c.result, c.seconds = keys, seconds

@@ -95,6 +95,7 @@ class TableReference:
     bucketed: bool = False          # read as a bucketed relation (one side of a bucket join)
     merge_hint: bool = False        # the right side of a bucket join: keep Spark from broadcasting it
     own_view: str = ""              # a per-query view the final query reads instead (see frame)
+    _file_filter: tuple[Any, str | None] | None = field(default=None, repr=False, compare=False)
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -121,7 +122,7 @@ class TableReference:
             per_occurrence.append(None if not parts else parts[0] if len(parts) == 1 else _and(parts))
         predicate = None if not per_occurrence or any(p is None for p in per_occurrence) else (
             per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence)))  # type: ignore[arg-type]
-        plan = plan_scan(self.source, predicate)
+        plan = plan_scan(self.source, predicate, describe=False)
         stages = [*self.static.report.stages, _stage("dynamic", plan.report)]
         plan.report = replace(plan.report, label=self.label, predicate=self.static.report.predicate,
                               partition_filters=self.static.report.partition_filters,
@@ -133,14 +134,28 @@ class TableReference:
         """The condition on FILE_COLUMN that keeps just the planned files; None when nothing is
         pruned. Raises ValueError when a file name cannot be matched exactly."""
         assert self.plan is not None and self.snapshot is not None
+        if self._file_filter is None or self._file_filter[0] is not self.plan:
+            self._file_filter = (self.plan, self._new_file_filter())
+        return self._file_filter[1]
+
+    def _new_file_filter(self) -> str | None:
+        assert self.plan is not None and self.snapshot is not None
         if self.plan.report.files_selected == self.plan.report.files_total:
             return None
-        names = [from_log_path(f.path).rsplit("/", 1)[-1] for f in self.plan.files]
+        kept = self.plan.selected.column("path").to_pylist()
+        if not kept:
+            return "false"
+        # The shorter list of the two: Spark parses every name of the final query's text, and a
+        # table of 1,024 files whose filters keep 900 says NOT IN of 124 names instead. Only when
+        # no two files share a name (in two partition folders): NOT IN would drop both.
+        keep = set(kept)
+        every = self.snapshot.files.column("path").to_pylist()
+        dropped = [p for p in every if p not in keep]
+        negated = len(dropped) < len(kept) and len({_file_name(p) for p in every}) == len(every)
+        names = [_file_name(p) for p in (dropped if negated else kept)]
         if any(not _SIMPLE_FILE_NAME.match(n) for n in names):
             raise ValueError("file names that need quoting")
-        if not names:
-            return "false"
-        return f"{FILE_COLUMN} IN ({', '.join(repr(n) for n in names)})"
+        return f"{FILE_COLUMN} {'NOT IN' if negated else 'IN'} ({', '.join(repr(n) for n in names)})"
 
     def row_filter(self) -> str | None:
         """The dynamic filters as a condition on the rows (Spark pushes it into the Parquet scan,
@@ -160,6 +175,10 @@ class TableReference:
         assert self.plan is not None
         df = read_planned(spark, self.source, self.plan.files, bucketed=self.bucketed)
         return df.hint("merge") if self.merge_hint else df
+
+
+def _file_name(log_path: str) -> str:
+    return from_log_path(log_path).rsplit("/", 1)[-1]
 
 
 def _and(parts: list[Node]) -> Node:
@@ -193,6 +212,8 @@ class QueryPlan:
     root: "PlanNode | None" = None               # that plan, parsed
     joins: list[JoinReport] = field(default_factory=list)  # joins of two lake tables, one bucketed
     dynamic: list[DynamicPruningReport] = field(default_factory=list)
+    build_seconds: float = 0.0                   # wall time of the build sides (they run concurrently)
+    bound: dict[tuple[str, str], Node | None] = field(default_factory=dict)  # (filter SQL, table) -> bound
 
     def give_up(self, reason: str) -> "QueryPlan":
         """Run over whole tables, as plain Spark would, and say why."""
@@ -203,6 +224,9 @@ class QueryPlan:
     @property
     def reports(self) -> list[ScanReport]:
         return [r.plan.report for r in self.references if r.plan is not None]
+
+    def explain(self) -> "QueryExplain":
+        return QueryExplain(self.reports, self.joins, self.dynamic, self.build_seconds)
 
     def text(self, final: bool) -> str:
         """The query with each reference replaced: by its slot view (for the analysis), or by what
@@ -257,14 +281,20 @@ class QueryExplain(list):
     joins) and `dynamic` (dynamic file pruning, per join)."""
 
     def __init__(self, reports: Sequence[ScanReport], joins: Sequence[JoinReport] = (),
-                 dynamic: Sequence[DynamicPruningReport] = ()) -> None:
+                 dynamic: Sequence[DynamicPruningReport] = (), build_seconds: float = 0.0) -> None:
         super().__init__(reports)
         self.joins = list(joins)
         self.dynamic = list(dynamic)
+        # Wall time of the dynamic pruning build sides: they run concurrently, so it can be less
+        # than the sum of each DynamicPruningReport.build_seconds.
+        self.build_seconds = build_seconds
 
     def text(self) -> str:
-        return "\n".join([r.text() for r in self] + [j.text() for j in self.joins] + [d.text() for d in self.dynamic])
+        lines = [r.text() for r in self] + [j.text() for j in self.joins] + [d.text() for d in self.dynamic]
+        if self.build_seconds:
+            lines.append(f"Build sides: {self.build_seconds:.3f} s (run concurrently)")
+        return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins],
-                "dynamic": [d.to_dict() for d in self.dynamic]}
+                "dynamic": [d.to_dict() for d in self.dynamic], "build_seconds": self.build_seconds}

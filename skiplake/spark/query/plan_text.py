@@ -155,21 +155,30 @@ def _attach(nodes: list[PlanNode], node: PlanNode) -> None:
 
 def split_top(text: str, sep: str = ",") -> list[str]:
     """`text` split at `sep` outside parentheses and brackets, each piece stripped."""
-    out, depth, start, i = [], 0, 0, 0
-    while i < len(text):
-        ch = text[i]
-        if ch in "([{":
+    out, depth, start = [], 0, 0
+    # Only brackets and separators matter: the regex skips the rest (plan lines run long).
+    for m in _splitter(sep).finditer(text):
+        token = m.group()
+        if token in _OPENING:
             depth += 1
-        elif ch in ")]}":
+        elif token in _CLOSING:
             depth -= 1
-        elif depth == 0 and text.startswith(sep, i):
-            out.append(text[start:i].strip())
-            i += len(sep)
-            start = i
-            continue
-        i += 1
+        elif depth == 0:
+            out.append(text[start:m.start()].strip())
+            start = m.end()
     out.append(text[start:].strip())
     return [p for p in out if p]
+
+
+_OPENING, _CLOSING = ("(", "[", "{"), (")", "]", "}")
+_SPLITTERS: dict[str, re.Pattern[str]] = {}
+_PARENS = re.compile(r"[()]")
+
+
+def _splitter(sep: str) -> re.Pattern[str]:
+    if sep not in _SPLITTERS:
+        _SPLITTERS[sep] = re.compile(r"[(\[{)\]}]|" + re.escape(sep))
+    return _SPLITTERS[sep]
 
 
 def strip_parens(text: str) -> str:
@@ -182,10 +191,9 @@ def strip_parens(text: str) -> str:
 
 def _closes_at_end(text: str) -> bool:
     depth = 0
-    for i, ch in enumerate(text):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and i < len(text) - 1:
+    for m in _PARENS.finditer(text):
+        depth += 1 if m.group() == "(" else -1
+        if depth == 0 and m.end() < len(text):
             return False
     return True
 

@@ -50,14 +50,23 @@ def _find_occurrences(plan: QueryPlan, root: PlanNode) -> None:
     """Match each relation of the optimized plan to the reference it reads, with its filters."""
     by_first_id = {ref.view.first_id: ref for ref in plan.references if ref.view and ref.view.first_id is not None}
     by_view = {ref.view.local: ref for ref in plan.references if ref.view}
+    by_columns: dict[frozenset[str], list[TableReference]] = {}
+    for ref in plan.references:
+        if ref.view:
+            by_columns.setdefault(frozenset(ref.view.columns), []).append(ref)
     for node in root.walk():
         if node.kind != "Relation":
             continue
         out = node.output
         ref = by_first_id.get(out[0].id) if out else None
-        if ref is None:
-            # A copy of a relation (a CTE inlined twice) has new expression ids: ask the JVM.
-            ref = by_view.get(relation_tag(plan.optimized, node.number, TAG_OPTION) or "")
+        if ref is None and out:
+            # A copy of a relation (a CTE inlined twice) has new expression ids. When one reference
+            # alone has its columns, it is that one's; else the JVM says (a few round trips). A
+            # relation the query reads by other means but with those very columns would add an
+            # occurrence, which only widens what the reference reads (the OR of its occurrences).
+            alike = by_columns.get(frozenset(a.name for a in out), [])
+            ref = alike[0] if len(alike) == 1 else by_view.get(
+                relation_tag(plan.optimized, node.number, TAG_OPTION) or "")
         if ref is not None:
             ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
 
@@ -69,7 +78,12 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
     child, node = relation, relation.parent
     # Only as a child: a Filter whose subquery reads the relation says nothing of its rows.
     while node is not None and node.kind == "Filter" and node.children and node.children[0] is child:
-        part = bind_conjuncts(condition_sql(plan.optimized, node.number), ref.schema)
+        sql = condition_sql(plan.optimized, node.number)
+        # Copies of a CTE repeat their filters: each text is parsed and bound once per table.
+        key = (sql, ref.name)
+        if key not in plan.bound:
+            plan.bound[key] = bind_conjuncts(sql, ref.schema)
+        part = plan.bound[key]
         if part is not None:
             bound.append(part)
         child, node = node, node.parent
