@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from skiplake.errors import InvalidPredicateError
+from skiplake.expr.spark_conjuncts import spark_conjuncts
 from skiplake.expr.tree import FLIPPED, And, Cmp, Col, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 from skiplake.log.values import TIMESTAMP_TYPES, parse_timestamp
@@ -53,7 +54,8 @@ def bind_conjuncts(text: str, schema: Schema) -> Node | None:
     naming another relation's column is left out); None when none binds."""
     binder = _Binder(text, schema)
     bound = []
-    for part in _conjuncts(parse_sql(text)):
+    parts = spark_conjuncts(text, parse_sql)
+    for part in parts if parts is not None else _conjuncts(parse_sql(text)):
         try:
             bound.append(binder.bind(part))
         except InvalidPredicateError:

@@ -1,0 +1,127 @@
+"""The AND-conjuncts of a condition as Spark writes it (`Expression.sql`), as sqlglot trees.
+
+`lake.sql` reads back the filters of every relation in Spark's optimized plan; sqlglot parses each
+in about a millisecond, and a TPC-DS query has dozens. Spark's text is regular: every binary
+operator in parentheses, keywords in upper case, strings in single quotes. So the conjuncts are
+split here, and the commonest (`isnotnull(c)`, `c = 5`, `c IN ('a', 'b')`) built directly as the
+very trees sqlglot would give (tests/unit/test_spark_conjuncts.py compares the two); any other
+conjunct goes to sqlglot on its own. Text that this reading cannot vouch for (backslashes,
+backticks, CASE or BETWEEN, an OR beside an AND) gets None: the caller parses it whole.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from sqlglot import exp
+from sqlglot.dialects.spark import Spark
+
+_QUOTED = r"'[^'\\]*'"
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_LITERAL = rf"(?:\d+|{_QUOTED})"
+# Tokens that matter for splitting: quoted strings (skipped whole), parentheses, AND, OR.
+_SCAN = re.compile(rf"{_QUOTED}|[()]| AND | OR ")
+_UNSURE = re.compile(r"[\\`]|\b(?:CASE|BETWEEN)\b", re.IGNORECASE)
+
+_NULL_TEST = re.compile(rf"(isnotnull|isnull)\(({_IDENT})\)")
+_COMPARISON = re.compile(rf"({_IDENT}) (=|<>|<=|>=|<|>) ({_LITERAL})")
+_IN_LIST = re.compile(rf"({_IDENT}) IN \(({_LITERAL}(?:, {_LITERAL})*)\)")
+_LIST_ITEM = re.compile(_LITERAL)
+_COMPARISONS: dict[str, type[exp.Expression]] = {
+    "=": exp.EQ, "<>": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
+# Words sqlglot reads as something other than a column name (DATE, NULL, TRUE ...).
+_KEYWORDS = frozenset(k.upper() for k in Spark.Tokenizer.KEYWORDS)
+
+
+def spark_conjuncts(text: str, parse: Callable[[str], exp.Expression]) -> list[exp.Expression] | None:
+    """The conjuncts of `text` (sqlglot's trees, outer parentheses removed, as the caller's own
+    splitting of a whole parse gives them); `parse` reads a conjunct built here no faster way.
+    None when the text is not in a form this reading vouches for."""
+    if _UNSURE.search(text):
+        return None
+    pieces = _split(text)
+    if pieces is None:
+        return None
+    out = []
+    for piece in pieces:
+        tree = _simple(piece)
+        if tree is None:
+            # In parentheses, as in the whole text: alone, a leading keyword-named column
+            # (`analyze = 1`) would read as a statement.
+            tree = parse(f"({piece})")
+            if not isinstance(tree, exp.Paren):
+                return None
+            tree = tree.this
+        out.append(tree)
+    return out
+
+
+def _split(text: str) -> list[str] | None:
+    text = _strip_parens(text.strip())
+    pieces, depth, start, has_or = [], 0, 0, False
+    for m in _SCAN.finditer(text):
+        token = m.group()
+        if token == "(":
+            depth += 1
+        elif token == ")":
+            depth -= 1
+        elif depth == 0 and token == " AND ":
+            pieces.append(text[start:m.start()])
+            start = m.end()
+        elif depth == 0 and token == " OR ":
+            has_or = True
+    if len(pieces) == 0:
+        return [text]
+    if has_or:
+        return None  # precedence would decide what the conjuncts are: leave it to sqlglot
+    pieces.append(text[start:])
+    out: list[str] = []
+    for piece in pieces:
+        inner = _split(piece)
+        if inner is None:
+            return None
+        out += inner
+    return out
+
+
+def _strip_parens(text: str) -> str:
+    while text.startswith("(") and text.endswith(")") and _closes_at_end(text):
+        text = text[1:-1].strip()
+    return text
+
+
+def _closes_at_end(text: str) -> bool:
+    depth = 0
+    for m in _SCAN.finditer(text):
+        token = m.group()
+        if token in ("(", ")"):
+            depth += 1 if token == "(" else -1
+            if depth == 0:
+                return m.end() == len(text)
+    return False
+
+
+def _simple(text: str) -> exp.Expression | None:
+    """The sqlglot tree of a null test, comparison or IN list of a column with literals."""
+    m = _NULL_TEST.fullmatch(text)
+    if m and _column_name(m.group(2)):
+        return exp.Anonymous(this=m.group(1), expressions=[_column(m.group(2))])
+    m = _COMPARISON.fullmatch(text)
+    if m and _column_name(m.group(1)):
+        return _COMPARISONS[m.group(2)](this=_column(m.group(1)), expression=_literal(m.group(3)))
+    m = _IN_LIST.fullmatch(text)
+    if m and _column_name(m.group(1)):
+        return exp.In(this=_column(m.group(1)), expressions=[_literal(v) for v in _LIST_ITEM.findall(m.group(2))])
+    return None
+
+
+def _column_name(name: str) -> bool:
+    return name.upper() not in _KEYWORDS
+
+
+def _column(name: str) -> exp.Column:
+    return exp.Column(this=exp.Identifier(this=name, quoted=False))
+
+
+def _literal(text: str) -> exp.Literal:
+    return exp.Literal.string(text[1:-1]) if text.startswith("'") else exp.Literal.number(text)
