@@ -10,6 +10,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Union
 
 from skiplake.log.schema import Schema
@@ -72,8 +73,9 @@ class Metadata:
                         partitionColumns=tuple(partition_columns), configuration=dict(configuration),
                         name=name, description=description, createdTime=now_ms())
 
-    @property
+    @cached_property
     def schema(self) -> Schema:
+        # Parsed once: planning asks for it per reference and per filter.
         return Schema.from_json(self.schemaString)
 
     def to_json(self) -> dict[str, Any]:

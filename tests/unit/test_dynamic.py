@@ -115,3 +115,20 @@ def test_alike_join_reports_are_listed_once_with_their_count() -> None:
     assert [(r.probe, r.joins) for r in out] == [("store_sales", 3), ("item", 1)]
     assert "3 joins alike" in out[0].text() and "alike" not in out[1].text()
     assert out[0].to_dict()["joins"] == 3
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["byte", "short", "integer", "long", "string", "date"]),
+       st.lists(st.one_of(st.none(), st.integers(-2 ** 64, 2 ** 64), st.text(max_size=3),
+                          st.dates(), st.booleans()), max_size=30),
+       st.booleans())
+def test_plain_keys_convert_as_probe_value_says(type_, keys, uniform):
+    """Keys all of the column's plain kind take a one-pass path: the same values as key by key."""
+    if uniform:  # mostly of the column's own kind, so the one-pass path runs
+        kind = {"string": str, "date": dt.date}.get(type_, int)
+        keys = [k for k in keys if k is None or type(k) is kind]
+    col = Col("k", type_)
+    by_key = sorted({v for v in (probe_value(k, type_) for k in keys) if v is not None})
+    kf = key_filter(col, keys, max_values=10_000, max_ranges=4)
+    expected = InList(col, tuple(by_key)) if by_key else Const(False)
+    assert kf.predicate == expected
