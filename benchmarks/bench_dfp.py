@@ -337,8 +337,9 @@ def evaluate(report: Report, results: list[QueryResult]) -> None:
                         1.0, unit="x", note=f"{len(group)} queries; dynamic at least as fast in {wins}")
     overheads = [r.planning_overhead_s for r in results if r.planning_overhead_s is not None]
     if overheads:
-        report.goal("median planning overhead of lake.sql (build sides excluded)", median(overheads), 0.1,
-                    note=f"p90 {sorted(overheads)[int(0.9 * (len(overheads) - 1))] * 1000:.0f} ms")
+        # Benchmark 11 (bench_overhead) holds the goal: it measures only this, several times per query.
+        report.timing("planning", "lake.sql overhead per query (build sides excluded)", overheads,
+                      "one run each; the goal is benchmark 11's")
     for c in CONTENDERS:
         report.timing("total", c, [tot[c]])
     report.ratio("plain Spark / dynamic, total", tot["spark"] / tot["dynamic"])
