@@ -16,12 +16,18 @@ from typing import Callable
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
+from skiplake.errors import InvalidPredicateError
+
 _QUOTED = r"'[^'\\]*'"
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_LITERAL = rf"(?:\d+|{_QUOTED})"
+_LITERAL = rf"(?:[0-9]+|{_QUOTED})"
 # Tokens that matter for splitting: quoted strings (skipped whole), parentheses, AND, OR.
 _SCAN = re.compile(rf"{_QUOTED}|[()]| AND | OR ")
-_UNSURE = re.compile(r"[\\`]|\b(?:CASE|BETWEEN)\b", re.IGNORECASE)
+# Backslashes, backticks, double quotes, comments, line breaks, CASE and BETWEEN (whose AND is
+# not a conjunction): not Spark's regular text, or not safely split here.
+_UNSURE = re.compile(r"[\\`\"\n\r\t]|--|/\*|\b(?:CASE|BETWEEN)\b", re.IGNORECASE)
+# Every AND and OR outside quotes, however spelled: each must be Spark's ` AND ` / ` OR `.
+_CONNECTIVE = re.compile(rf"{_QUOTED}|(?i:\b(?:AND|OR)\b)")
 
 _NULL_TEST = re.compile(rf"(isnotnull|isnull)\(({_IDENT})\)")
 _COMPARISON = re.compile(rf"({_IDENT}) (=|<>|<=|>=|<|>) ({_LITERAL})")
@@ -29,15 +35,17 @@ _IN_LIST = re.compile(rf"({_IDENT}) IN \(({_LITERAL}(?:, {_LITERAL})*)\)")
 _LIST_ITEM = re.compile(_LITERAL)
 _COMPARISONS: dict[str, type[exp.Expression]] = {
     "=": exp.EQ, "<>": exp.NEQ, "<": exp.LT, "<=": exp.LTE, ">": exp.GT, ">=": exp.GTE}
-# Words sqlglot reads as something other than a column name (DATE, NULL, TRUE ...).
-_KEYWORDS = frozenset(k.upper() for k in Spark.Tokenizer.KEYWORDS)
+# Words sqlglot reads as something other than a column name (DATE, NULL, TRUE, IF ...).
+_KEYWORDS = frozenset(
+    [k.upper() for k in (*Spark.Tokenizer.KEYWORDS, *Spark.Parser.NO_PAREN_FUNCTION_PARSERS)]
+    + [token.name for token in Spark.Parser.NO_PAREN_FUNCTIONS])  # keyed by token type
 
 
 def spark_conjuncts(text: str, parse: Callable[[str], exp.Expression]) -> list[exp.Expression] | None:
     """The conjuncts of `text` (sqlglot's trees, outer parentheses removed, as the caller's own
-    splitting of a whole parse gives them); `parse` reads a conjunct built here no faster way.
-    None when the text is not in a form this reading vouches for."""
-    if _UNSURE.search(text):
+    splitting of a whole parse gives them); `parse` is the caller's sqlglot parse, used for the
+    conjuncts of other forms. None when the text is not in a form this reading vouches for."""
+    if _UNSURE.search(text) or not _connectives_regular(text):
         return None
     pieces = _split(text)
     if pieces is None:
@@ -48,12 +56,25 @@ def spark_conjuncts(text: str, parse: Callable[[str], exp.Expression]) -> list[e
         if tree is None:
             # In parentheses, as in the whole text: alone, a leading keyword-named column
             # (`analyze = 1`) would read as a statement.
-            tree = parse(f"({piece})")
+            try:
+                tree = parse(f"({piece})")
+            except InvalidPredicateError:
+                return None  # the whole text may still parse: leave it to the caller
             if not isinstance(tree, exp.Paren):
                 return None
             tree = tree.this
         out.append(tree)
     return out
+
+
+def _connectives_regular(text: str) -> bool:
+    for m in _CONNECTIVE.finditer(text):
+        word = m.group()
+        if word.startswith("'"):
+            continue
+        if word not in ("AND", "OR") or text[m.start() - 1:m.start()] != " " or text[m.end():m.end() + 1] != " ":
+            return False
+    return True
 
 
 def _split(text: str) -> list[str] | None:
@@ -85,6 +106,7 @@ def _split(text: str) -> list[str] | None:
 
 
 def _strip_parens(text: str) -> str:
+    # Unlike plan_text's (lines of Spark's plan text), parentheses inside quoted strings are skipped.
     while text.startswith("(") and text.endswith(")") and _closes_at_end(text):
         text = text[1:-1].strip()
     return text

@@ -94,7 +94,7 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None, describe: boo
         mask &= _in_buckets(stats.bucket_ids, buckets)
     selected = files if mask.all() else files.filter(pa.array(mask))
     # 4. report
-    text = where if isinstance(where, str) else (to_sql(where) if where is not None and describe else None)
+    text = None if not describe else where if isinstance(where, str) else to_sql(where) if where is not None else None
     report = _report(snapshot, stats, mask, text, node if describe else None, spec, buckets)
     return ScanPlan(selected, report, node, buckets)
 

@@ -40,6 +40,15 @@ TEXTS = [
     "(((ss_sold_date_sk IN (2451911, 2451912)) AND isnotnull(ss_item_sk)) AND (ss_item_sk = 7))",
     "(a = 1) AND (b = 2)",
     "((a)) ",
+    # Not Spark's own spelling: declined, or read the same as sqlglot reads it.
+    "(a = 1) AND (b = 2) or (c = 3)",
+    "(a = 1) AND (b = 2)OR (c = 3)",
+    "(a = 1) and (b = 2)",
+    "(a = \u0663)",
+    '(s = "x AND y")',
+    "(a = 1) AND (b = 2) --x\n",
+    "(if = 1)",
+    "(s = 'x and y') AND (t = 1)",
 ]
 
 
@@ -56,7 +65,8 @@ def test_same_trees_as_sqlglot_or_declines(text: str) -> None:
 
 def test_declines_what_it_cannot_vouch_for() -> None:
     for text in ("(x BETWEEN 1 AND 5)", "(`a b` = 1)", "a = 1 OR b = 2 AND c = 3", "(s = 'back\\\\slash')",
-                 "(CASE WHEN (a = 1) THEN true ELSE false END AND (b = 2))"):
+                 "(CASE WHEN (a = 1) THEN true ELSE false END AND (b = 2))", "(a = 1) AND (b = 2) or (c = 3)",
+                 "(a = 1) AND (b = 2)OR (c = 3)", '(s = "x AND y")', "(a = 1) AND (b = 2) --x\n", "(if = 1)"):
         assert spark_conjuncts(text, parse_sql) is None, text
 
 

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from skiplake.expr.parse import bind
 from skiplake.log.arrow_schema import FILES_SCHEMA, map_items
 from skiplake.log.schema import Field, Schema
-from skiplake.skipping.columnar import evaluate_files, may_match_files
+from skiplake.skipping.columnar import _scalar, _value_array, evaluate_files, may_match_files
 from skiplake.skipping.metrics import evaluate, file_lookup
-from skiplake.skipping.stats_table import StatsTable
+from skiplake.skipping.stats_table import ColumnStats, StatsTable, arrow_type
 
 SCHEMA = Schema((
     Field("i", "integer"), Field("l", "long"), Field("f", "float"), Field("x", "double"),
@@ -172,3 +172,28 @@ def test_wide_decimal_literals_plan():
     table = StatsTable(_table(entries), schema, [])
     assert may_match_files(bind("d > 10000000000", schema), table).tolist() == [True]
     assert may_match_files(bind("d > 30000000000", schema), table).tolist() == [False]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["byte", "short", "integer", "long", "string", "date", "decimal(9,2)"]),
+       st.lists(st.one_of(st.integers(-2 ** 70, 2 ** 70), st.text(max_size=3), st.dates(), st.booleans(),
+                          st.datetimes(), st.decimals(allow_nan=False, allow_infinity=False, places=3)),
+                min_size=1, max_size=12),
+       st.booleans())
+def test_in_list_values_convert_as_scalars_do(type_, values, uniform):
+    """An IN list's values become one Arrow array in one call when all are of the column's plain
+    kind; the outcome (the array, or the error) is the one value-by-value conversion gives."""
+    if uniform:
+        kind = {"string": str, "date": dt.date, "decimal(9,2)": Decimal}.get(type_, int)
+        values = [v for v in values if type(v) is kind] or values
+    col = ColumnStats(type_, pa.array([], arrow_type(type_)), pa.array([], arrow_type(type_)),
+                      np.zeros(0, bool), np.zeros(0, bool), np.zeros(0, bool))
+
+    def outcome(convert):
+        try:
+            return convert().to_pylist()
+        except Exception as e:  # noqa: BLE001 - the kind of error is what is compared
+            return type(e)
+
+    expected = outcome(lambda: pa.array([_scalar(v, col).as_py() for v in values], type=arrow_type(type_)))
+    assert outcome(lambda: _value_array(tuple(values), col)) == expected

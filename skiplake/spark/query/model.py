@@ -95,7 +95,7 @@ class TableReference:
     bucketed: bool = False          # read as a bucketed relation (one side of a bucket join)
     merge_hint: bool = False        # the right side of a bucket join: keep Spark from broadcasting it
     own_view: str = ""              # a per-query view the final query reads instead (see frame)
-    _file_filter: tuple[Any, str | None] | None = field(default=None, repr=False, compare=False)
+    _file_filter: tuple[Any, str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def snapshot(self) -> Snapshot | None:
@@ -213,7 +213,7 @@ class QueryPlan:
     joins: list[JoinReport] = field(default_factory=list)  # joins of two lake tables, one bucketed
     dynamic: list[DynamicPruningReport] = field(default_factory=list)
     build_seconds: float = 0.0                   # wall time of the build sides (they run concurrently)
-    bound: dict[tuple[str, str], Node | None] = field(default_factory=dict)  # (filter SQL, table) -> bound
+    bound: dict[tuple[str, int], Node | None] = field(default_factory=dict)  # (filter SQL, id(reference)) -> bound
 
     def give_up(self, reason: str) -> "QueryPlan":
         """Run over whole tables, as plain Spark would, and say why."""

@@ -79,8 +79,9 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
     # Only as a child: a Filter whose subquery reads the relation says nothing of its rows.
     while node is not None and node.kind == "Filter" and node.children and node.children[0] is child:
         sql = condition_sql(plan.optimized, node.number)
-        # Copies of a CTE repeat their filters: each text is parsed and bound once per table.
-        key = (sql, ref.name)
+        # Copies of a CTE (occurrences of one reference) repeat their filters: each text is
+        # parsed and bound once per reference.
+        key = (sql, id(ref))
         if key not in plan.bound:
             plan.bound[key] = bind_conjuncts(sql, ref.schema)
         part = plan.bound[key]
