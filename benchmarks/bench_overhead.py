@@ -19,7 +19,7 @@ leaves that to the first action, while `lake.sql` has already optimized its anal
 when nothing was pruned, returns that very DataFrame, whose action then skips it). The goal is
 on the first figure, the issue's; the second is what `lake.sql` adds before a query runs.
 
-    .venv/bin/python -m benchmarks.bench_overhead [--sf N] [--files N] [--queries 3,7] [--reps N]
+    .venv/bin/python -m benchmarks.bench_overhead [--quick] [--sf N] [--files N] [--queries 3,7] [--reps N]
         [--json] [--out FILE] [--plot FILE]
 """
 from __future__ import annotations
@@ -78,7 +78,7 @@ def measure(spark: Any, lake: Any, name: str, text: str, plain: str, reps: int) 
     return result
 
 
-def plot(results: list[Overhead], path: Path) -> None:
+def plot(results: list[Overhead], path: Path, sf: float) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -94,7 +94,7 @@ def plot(results: list[Overhead], path: Path) -> None:
     ax.set_xticklabels([r.name for r in ordered], rotation=90, fontsize=6)
     ax.set_ylabel("lake.sql - spark.sql, ms")
     ax.legend()
-    fig.suptitle("skiplake lake.sql planning overhead per TPC-DS query (DataFrame building, median of runs)")
+    fig.suptitle(f"skiplake lake.sql planning overhead per TPC-DS query at sf={sf:g} (DataFrame building, median of runs)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -102,12 +102,14 @@ def plot(results: list[Overhead], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor (default 1)")
-    parser.add_argument("--files", type=int, default=64, help="store_sales files (default 64)")
+    parser.add_argument("--sf", type=float, default=None, help="TPC-DS scale factor (default 1; --quick 0.1)")
+    parser.add_argument("--files", type=int, default=None, help="store_sales files (default 64; --quick 16)")
     parser.add_argument("--queries", default=None, help="comma-separated query numbers (default all 99)")
     parser.add_argument("--data", default=str(DEFAULT_BASE), help="where the lake of benchmark 9 is kept")
     parser.add_argument("--plot", default=None, help="PNG of per-query overheads (default benchmarks/results/)")
     args = parser.parse_args(argv)
+    args.sf = args.sf if args.sf is not None else (0.1 if args.quick else 1.0)
+    args.files = args.files if args.files is not None else (16 if args.quick else 64)
     reps = args.reps if args.reps is not None else (1 if args.quick else 5)
     progress = Progress("bench_overhead")
     from benchmarks.common import setup_java
@@ -152,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 note=f"p90 {1000 * dynamic[int(0.9 * (len(dynamic) - 1))]:.0f} ms over {len(dynamic)} queries")
     plot_path = Path(args.plot) if args.plot else Path(__file__).parent / "results" / (
         f"bench_overhead_sf{args.sf:g}.png")
-    plot(results, plot_path)
+    plot(results, plot_path, args.sf)
     report.extra["plot"] = str(plot_path)
     report.extra["queries"] = [asdict(r) for r in results]
     return finish(report, args)
