@@ -59,12 +59,12 @@ def _find_occurrences(plan: QueryPlan, root: PlanNode) -> None:
             continue
         out = node.output
         ref = by_first_id.get(out[0].id) if out else None
-        if ref is None and out:
+        if ref is None:
             # A copy of a relation (a CTE inlined twice) has new expression ids. When one reference
             # alone has its columns, it is that one's; else the JVM says (a few round trips). A
             # relation the query reads by other means but with those very columns would add an
             # occurrence, which only widens what the reference reads (the OR of its occurrences).
-            alike = by_columns.get(frozenset(a.name for a in out), [])
+            alike = by_columns.get(frozenset(a.name for a in out), []) if out else []
             ref = alike[0] if len(alike) == 1 else by_view.get(
                 relation_tag(plan.optimized, node.number, TAG_OPTION) or "")
         if ref is not None:
