@@ -5,6 +5,7 @@ to its top-level fields and the few type facts the log, stats and predicates nee
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from dataclasses import dataclass, field
@@ -31,6 +32,16 @@ def decimal_scale(type_: str) -> int:
 
 def is_primitive(type_: Any) -> bool:
     return isinstance(type_, str) and (type_ in PRIMITIVE_TYPES or is_decimal(type_))
+
+
+# The Python type a column's values have when Arrow and the stats take them as they are (bool, an
+# int subclass, is not an int here; a datetime is not a date).
+_PLAIN_KINDS: dict[str, type] = {**{t: int for t in INTEGER_TYPES}, "string": str, "date": dt.date}
+
+
+def plain_kind(type_: Any) -> type | None:
+    """The exact Python type of plain values of a column of `type_` (int, str, date), or None."""
+    return _PLAIN_KINDS.get(type_) if isinstance(type_, str) else None
 
 
 def type_name(type_: Any) -> str:

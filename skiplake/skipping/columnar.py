@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.visitor import BooleanVisitor, columns_of, visit
 from skiplake.layout.sortable import sortable
-from skiplake.log.schema import INTEGER_TYPES, is_decimal
+from skiplake.log.schema import INTEGER_TYPES, is_decimal, plain_kind
 from skiplake.log.values import TIMESTAMP_TYPES
 from skiplake.skipping.metrics import ColumnRange, evaluate
 from skiplake.skipping.stats_table import ColumnStats, StatsTable, arrow_type
@@ -232,14 +232,10 @@ def _in_leaf(node: InList, col: ColumnStats) -> Masks:
     return Masks(can_t, ~single, col.may_null.copy())
 
 
-# Python kinds that Arrow takes as they are for columns of these types (bool is an int: excluded).
-_PLAIN_KINDS: dict[str, type] = {**{t: int for t in INTEGER_TYPES}, "string": str, "date": dt.date}
-
-
 def _value_array(values: tuple[Any, ...], col: ColumnStats) -> pa.Array:
     """An IN list's values as one array of the column's Arrow type, or _Mismatch as _scalar says.
     Lists of plain ints, strings or dates (dynamic pruning sends thousands) convert in one call."""
-    kind = _PLAIN_KINDS.get(col.type)
+    kind = plain_kind(col.type)
     target = arrow_type(col.type)
     if kind is not None and target is not None and all(type(v) is kind for v in values):
         try:

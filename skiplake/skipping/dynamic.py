@@ -27,7 +27,7 @@ import pyarrow as pa
 from skiplake.expr.sql import sql_name
 from skiplake.expr.tree import And, Cmp, Col, Const, InList, Node, Or
 from skiplake.layout.sortable import sortable
-from skiplake.log.schema import INTEGER_TYPES, is_decimal
+from skiplake.log.schema import INTEGER_TYPES, is_decimal, plain_kind
 from skiplake.log.values import TIMESTAMP_TYPES
 from skiplake.skipping.stats_table import StatsTable
 
@@ -69,7 +69,7 @@ def _plain_values(keys: Sequence[Any], type_: Any) -> list[Any] | None:
     """The keys sorted and distinct, when all are of the plain kind the column takes as is (ints
     for an integer column, strings, dates): what probe_value gives them, in one pass (a build
     sends thousands). None for any other mix."""
-    kind = int if type_ in INTEGER_TYPES else str if type_ == "string" else dt.date if type_ == "date" else None
+    kind = plain_kind(type_)
     if kind is None or not all(type(k) is kind or k is None for k in keys):
         return None
     distinct = {k for k in keys if k is not None}
