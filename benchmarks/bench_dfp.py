@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import DEFAULT_BASE, Progress, Report, base_parser, command_line, finish, median, rotated
+from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated
 from benchmarks.tpcds_answers import FACTS, canonical, spark_queries
-from benchmarks.tpcds_lake import FACT_KEYS, LAYOUT_VERSION
+from benchmarks.tpcds_lake import FACT_KEYS, LAYOUT_VERSION, add_lake_arguments, lake_scale
 
 CONTENDERS = ("spark", "static", "dynamic", "spark_dpp")
 SEED_Q2 = ("SELECT sum(ss_quantity) AS total_quantity FROM store_sales JOIN item ON ss_item_sk = i_item_sk "
@@ -240,15 +240,12 @@ def plot(results: list[QueryResult], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--sf", type=float, default=None, help="TPC-DS scale factor (default 10, --quick 1)")
-    parser.add_argument("--files", type=int, default=None, help="store_sales files (default 1024, --quick 64)")
+    add_lake_arguments(parser, sf=(10.0, 1.0), files=(1024, 64), data_help="where data, lake and copies are kept")
     parser.add_argument("--queries", default=None, help="comma-separated: query numbers and/or q2 (default all)")
-    parser.add_argument("--data", default=str(DEFAULT_BASE), help="where data, lake and copies are kept")
     parser.add_argument("--plot", default=None, help="PNG of per-query speedups (default benchmarks/results/)")
     parser.add_argument("--fresh", action="store_true", help="measure the selected queries again (their journal entries are superseded)")
     args = parser.parse_args(argv)
-    sf = args.sf if args.sf is not None else (1.0 if args.quick else 10.0)
-    files = args.files if args.files is not None else (64 if args.quick else 1024)
+    sf, files = lake_scale(args)
     reps = args.reps if args.reps is not None else 1
     progress = Progress("bench_dfp")
     from benchmarks.common import setup_java

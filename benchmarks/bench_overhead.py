@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import DEFAULT_BASE, Progress, Report, base_parser, command_line, finish, median, rotated
+from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated
 from benchmarks.tpcds_answers import spark_queries
+from benchmarks.tpcds_lake import add_lake_arguments, lake_scale
 
 CONTENDERS = ("spark", "static", "dynamic")
 DFP = "spark.skiplake.optimizer.dynamicFilePruning"
@@ -102,14 +103,11 @@ def plot(results: list[Overhead], path: Path, sf: float) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.splitlines()[0])
-    parser.add_argument("--sf", type=float, default=None, help="TPC-DS scale factor (default 1; --quick 0.1)")
-    parser.add_argument("--files", type=int, default=None, help="store_sales files (default 64; --quick 16)")
+    add_lake_arguments(parser, sf=(1.0, 0.1), files=(64, 16), data_help="where the lake of benchmark 9 is kept")
     parser.add_argument("--queries", default=None, help="comma-separated query numbers (default all 99)")
-    parser.add_argument("--data", default=str(DEFAULT_BASE), help="where the lake of benchmark 9 is kept")
     parser.add_argument("--plot", default=None, help="PNG of per-query overheads (default benchmarks/results/)")
     args = parser.parse_args(argv)
-    args.sf = args.sf if args.sf is not None else (0.1 if args.quick else 1.0)
-    args.files = args.files if args.files is not None else (16 if args.quick else 64)
+    args.sf, args.files = lake_scale(args)
     reps = args.reps if args.reps is not None else (1 if args.quick else 5)
     progress = Progress("bench_overhead")
     from benchmarks.common import setup_java

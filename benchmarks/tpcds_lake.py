@@ -18,12 +18,14 @@ Everything is kept under the given folder with a marker and reused while the mar
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from benchmarks.common import DEFAULT_BASE
 from skiplake.tpcds import TPCDS_TABLES, generate
 
 if TYPE_CHECKING:
@@ -41,6 +43,24 @@ FACT_KEYS: dict[str, tuple[str, str]] = {
 }
 LAYOUT_VERSION = 3
 PAGE_ROWS = 1000
+
+
+def add_lake_arguments(parser: argparse.ArgumentParser, sf: tuple[float, float], files: tuple[int, int],
+                       data_help: str) -> None:
+    """--sf, --files and --data of a benchmark over the TPC-DS lake; `sf` and `files` are each
+    (default, default with --quick), resolved by lake_scale."""
+    parser.add_argument("--sf", type=float, default=None, help=f"TPC-DS scale factor (default {sf[0]:g}, --quick {sf[1]:g})")
+    parser.add_argument("--files", type=int, default=None,
+                        help=f"store_sales files (default {files[0]}, --quick {files[1]})")
+    parser.add_argument("--data", default=str(DEFAULT_BASE), help=data_help)
+    parser.set_defaults(lake_defaults=(sf, files))
+
+
+def lake_scale(args: argparse.Namespace) -> tuple[float, int]:
+    """(scale factor, store_sales files) the arguments of add_lake_arguments ask for."""
+    (sf, quick_sf), (files, quick_files) = args.lake_defaults
+    return (args.sf if args.sf is not None else quick_sf if args.quick else sf,
+            args.files if args.files is not None else quick_files if args.quick else files)
 
 
 def raw_root(base: Path, sf: float) -> Path:
