@@ -11,9 +11,8 @@ rare, and always right.
 """
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation, localcontext
+from decimal import InvalidOperation
 from typing import Any
 
 import numpy as np
@@ -23,10 +22,9 @@ import pyarrow.compute as pc
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.visitor import BooleanVisitor, columns_of, visit
 from skiplake.layout.sortable import sortable
-from skiplake.log.schema import INTEGER_TYPES, is_decimal, plain_kind
-from skiplake.log.values import TIMESTAMP_TYPES
+from skiplake.skipping.literals import Mismatch, literal_array, literal_scalar
 from skiplake.skipping.metrics import ColumnRange, evaluate
-from skiplake.skipping.stats_table import ColumnStats, StatsTable, arrow_type
+from skiplake.skipping.stats_table import ColumnStats, StatsTable
 
 
 @dataclass(frozen=True)
@@ -34,10 +32,6 @@ class Masks:
     t: np.ndarray
     f: np.ndarray
     n: np.ndarray
-
-
-class _Mismatch(Exception):
-    """The literal cannot be compared with the column's array directly."""
 
 
 def may_match_files(node: Node, stats: StatsTable) -> np.ndarray:
@@ -95,7 +89,7 @@ class _ColumnarEvaluator(BooleanVisitor[Masks]):
         col = self.stats.column(node.col.name)
         try:
             masks = _leaf(node, col)
-        except (_Mismatch, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError,
+        except (Mismatch, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError,
                 InvalidOperation):
             return _leaf_by_file(node, col)
         return _with_all_null(node, col, masks)
@@ -131,52 +125,6 @@ def _or(a: Masks, b: Masks) -> Masks:
 # ------------------------------------------------------------------ leaves
 
 
-def _scalar(value: Any, col: ColumnStats) -> pa.Scalar:
-    """The literal as a scalar of the column's Arrow type, or _Mismatch if that would change it."""
-    type_ = col.type
-    target = arrow_type(type_)
-    if target is None or isinstance(value, bool) != (type_ == "boolean"):
-        raise _Mismatch
-    if type_ in INTEGER_TYPES:
-        if isinstance(value, Decimal) and value == value.to_integral_value():
-            value = int(value)
-    elif is_decimal(type_):
-        value = _decimal_at_scale(value, target.scale)
-    if not _fits_kind(value, type_):
-        raise _Mismatch
-    return pa.scalar(value, type=target)
-
-
-def _fits_kind(value: Any, type_: str) -> bool:
-    """Whether a Python value is of the kind the column's Arrow scalar takes without a conversion."""
-    if type_ in INTEGER_TYPES:
-        return isinstance(value, int)
-    if type_ in ("float", "double"):
-        return isinstance(value, float)
-    if type_ == "string":
-        return isinstance(value, str)
-    if type_ == "date":
-        return isinstance(value, dt.date) and not isinstance(value, dt.datetime)
-    if type_ in TIMESTAMP_TYPES:
-        return isinstance(value, dt.datetime)
-    return True
-
-
-def _decimal_at_scale(value: Any, scale: int) -> Decimal:
-    """The literal as a decimal of the column's scale, or _Mismatch if that would round it."""
-    if isinstance(value, float):
-        raise _Mismatch
-    d = Decimal(value)
-    if not d.is_finite():
-        raise _Mismatch
-    with localcontext() as ctx:
-        ctx.prec = 80  # decimal(38, s) values exceed the default 28 digits
-        scaled = d.quantize(Decimal(1).scaleb(-scale))
-    if scaled != d:
-        raise _Mismatch
-    return scaled
-
-
 def _np(mask: pa.Array | pa.ChunkedArray, fill: bool) -> np.ndarray:
     return np.asarray(pc.fill_null(mask, fill), dtype=bool)
 
@@ -190,12 +138,12 @@ def _leaf(node: Node, col: ColumnStats) -> Masks:
         return _in_leaf(node, col)
     if isinstance(node, StartsWith):
         return _starts_with_leaf(node, col)
-    raise _Mismatch
+    raise Mismatch
 
 
 def _cmp_leaf(node: Cmp, col: ColumnStats) -> Masks:
     lo, hi = col.min, col.max
-    v = _scalar(node.value, col)
+    v = literal_scalar(node.value, col.type)
     op = node.op
     # "lo is unknown or lo <= v" is a comparison whose NULL is filled with True.
     if op in ("=", "<=>", "<>"):
@@ -206,7 +154,7 @@ def _cmp_leaf(node: Cmp, col: ColumnStats) -> Masks:
         true_if, false_if = _RANGE_TESTS[op]
         can_t, can_f = true_if(lo, hi, v), false_if(lo, hi, v)
     else:
-        raise _Mismatch
+        raise Mismatch
     if op == "<=>":
         return Masks(can_t, can_f | col.may_null, np.zeros(len(lo), bool))
     return Masks(can_t, can_f, col.may_null.copy())
@@ -224,7 +172,7 @@ _RANGE_TESTS: dict[str, tuple[Any, Any]] = {
 
 def _in_leaf(node: InList, col: ColumnStats) -> Masks:
     lo, hi = col.min, col.max
-    value_set = _value_array(node.values, col) if node.values else pa.array([], lo.type)
+    value_set = literal_array(node.values, col.type) if node.values else pa.array([], lo.type)
     can_t = _any_inside(lo, hi, value_set)
     single = col.exact & _np(pc.equal(lo, hi), False) & _np(pc.is_in(lo, value_set=value_set), False)
     if node.has_null:
@@ -232,22 +180,9 @@ def _in_leaf(node: InList, col: ColumnStats) -> Masks:
     return Masks(can_t, ~single, col.may_null.copy())
 
 
-def _value_array(values: tuple[Any, ...], col: ColumnStats) -> pa.Array:
-    """An IN list's values as one array of the column's Arrow type, or _Mismatch as _scalar says.
-    Lists of plain ints, strings or dates (dynamic pruning sends thousands) convert in one call."""
-    kind = plain_kind(col.type)
-    target = arrow_type(col.type)
-    if kind is not None and target is not None and all(type(v) is kind for v in values):
-        try:
-            return pa.array(values, type=target)
-        except (pa.ArrowInvalid, OverflowError):
-            pass  # out of the type's range: each value says how, below
-    return pa.array([_scalar(v, col).as_py() for v in values], type=target)
-
-
 def _starts_with_leaf(node: StartsWith, col: ColumnStats) -> Masks:
     if col.type != "string":
-        raise _Mismatch
+        raise Mismatch
     lo, hi, prefix = col.min, col.max, node.prefix
     head = pc.utf8_slice_codeunits(lo, 0, len(prefix))
     can_t = _np(pc.greater_equal(hi, prefix), True) & _np(pc.less_equal(head, prefix), True)

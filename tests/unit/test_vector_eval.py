@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from skiplake.expr.parse import bind
 from skiplake.log.arrow_schema import FILES_SCHEMA, map_items
 from skiplake.log.schema import Field, Schema
-from skiplake.skipping.columnar import _scalar, _value_array, evaluate_files, may_match_files
+from skiplake.skipping.columnar import evaluate_files, may_match_files
+from skiplake.skipping.literals import literal_array, literal_scalar
 from skiplake.skipping.metrics import evaluate, file_lookup
-from skiplake.skipping.stats_table import ColumnStats, StatsTable, arrow_type
+from skiplake.skipping.stats_table import StatsTable, arrow_type
 
 SCHEMA = Schema((
     Field("i", "integer"), Field("l", "long"), Field("f", "float"), Field("x", "double"),
@@ -186,14 +187,11 @@ def test_in_list_values_convert_as_scalars_do(type_, values, uniform):
     if uniform:
         kind = {"string": str, "date": dt.date, "decimal(9,2)": Decimal}.get(type_, int)
         values = [v for v in values if type(v) is kind] or values
-    col = ColumnStats(type_, pa.array([], arrow_type(type_)), pa.array([], arrow_type(type_)),
-                      np.zeros(0, bool), np.zeros(0, bool), np.zeros(0, bool))
-
     def outcome(convert):
         try:
             return convert().to_pylist()
         except Exception as e:  # noqa: BLE001 - the kind of error is what is compared
             return type(e)
 
-    expected = outcome(lambda: pa.array([_scalar(v, col).as_py() for v in values], type=arrow_type(type_)))
-    assert outcome(lambda: _value_array(tuple(values), col)) == expected
+    expected = outcome(lambda: pa.array([literal_scalar(v, type_).as_py() for v in values], type=arrow_type(type_)))
+    assert outcome(lambda: literal_array(tuple(values), type_)) == expected
