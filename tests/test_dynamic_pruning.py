@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -252,6 +252,59 @@ def test_decimal_and_date_keys_compare_exactly(spark, star):
     assert with_dfp == without == plain
     [fact] = [r for r in star.explain(query) if r.label.startswith("fact")]
     assert len(fact.dynamic_filters) == 2 and fact.files_selected < fact.files_total
+
+
+# Filters on the dimension's columns of every kind the driver evaluates (and a few it refuses).
+DIM_LEAVES = st.one_of(
+    st.tuples(st.sampled_from(["a", "k_int", "k_big"]), st.sampled_from(["=", "<>", "<", ">=", "<=>"]),
+              st.integers(-3, 60)).map(lambda t: f"{t[0]} {t[1]} {t[2]}"),
+    st.tuples(st.sampled_from(["=", "<", ">"]), st.sampled_from(["0.25", "1.50", "3.00", "7.75"])).map(
+        lambda t: f"k_dec {t[0]} {t[1]}"),
+    st.tuples(st.sampled_from(["=", "<=", ">"]), st.integers(0, 40)).map(
+        lambda t: f"k_date {t[0]} DATE'{(dt.date(2000, 1, 1) + dt.timedelta(days=t[1])).isoformat()}'"),
+    st.sampled_from(["b = 'c3'", "b < 'c2'", "b IN ('c1', 'c5')", "b LIKE 'c%'", "k_str LIKE 's0001%'",
+                     "k_str IN ('s00010', 's00011', NULL)", "k_int IS NULL", "a IN (1, 2, 3)",
+                     "k_int BETWEEN 5 AND 30", "abs(a) = 4", "length(b) = 2"]),
+)
+DIM_CONDITIONS = st.one_of(DIM_LEAVES, st.tuples(DIM_LEAVES, DIM_LEAVES, st.sampled_from(["AND", "OR"])).map(
+    lambda t: f"({t[0]}) {t[2]} ({t[1]})"), DIM_LEAVES.map(lambda k: f"NOT ({k})"),
+    st.tuples(DIM_LEAVES, DIM_LEAVES).map(lambda t: f"NOT (({t[0]}) OR ({t[1]})) AND a < 20"))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(cond=DIM_CONDITIONS, key=st.sampled_from(("k_int", "k_dec", "k_date", "k_str")))
+@example(cond="abs(a) = 4 AND b = 'c1'", key="k_int")      # Spark evaluates what the driver cannot
+@example(cond="(length(b) = 2) OR (a = 3)", key="k_str")
+@example(cond="NOT (k_str IN ('s00010', 's00011', NULL)) OR a = 5", key="k_date")
+@example(cond="k_str LIKE 's0001%' AND k_dec <=> 2.50", key="k_dec")
+def test_build_keys_read_in_the_driver_are_sparks(spark, star, cond, key):
+    """A one-table build side is read in the driver (no Spark job) when its filter is one the
+    driver evaluates exactly; its keys are the ones Spark computes for the same filter (and with
+    the local read switched off, the build is Spark's and gives the same keys and files)."""
+    query = f"SELECT {AGG} FROM fact_clustered f JOIN (SELECT * FROM dim WHERE {cond}) d ON f.{key} = d.{key}"
+    expected = sorted(r[0] for r in spark.sql(
+        f"SELECT DISTINCT {key} FROM plain_dim WHERE ({cond}) AND {key} IS NOT NULL").collect())
+    spark.conf.set(dfp.LOCAL_BUILD_THRESHOLD, "0")
+    try:
+        by_spark = star.explain(query)
+    finally:
+        spark.conf.unset(dfp.LOCAL_BUILD_THRESHOLD)
+    local = star.explain(query)
+    applied = [d for d in local.dynamic if d.applied]
+    if not applied:  # not selective enough, or nothing to prune: then neither way applied
+        assert not any(d.applied for d in by_spark.dynamic), cond
+        return
+    [d] = applied
+    [s] = [x for x in by_spark.dynamic if x.applied]
+    assert not s.build_local
+    assert d.build_local == ("abs(" not in cond and "length(" not in cond), (cond, local.text())
+    assert d.key_count == s.key_count == len(expected), (cond, expected, local.text())
+    assert [r.files_selected for r in local] == [r.files_selected for r in by_spark]
+    if d.build_local:
+        assert "(read in the driver)" in d.text()
+    with_dfp, without, plain = _answers(spark, star, query)
+    assert with_dfp == without == plain, query
 
 
 def test_row_filter_only_from_short_in_lists() -> None:

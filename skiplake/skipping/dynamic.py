@@ -49,6 +49,29 @@ class KeyFilter:
         return f"{sql_name(self.column.name)} {how} ({self.keys:,} keys of {source})"
 
 
+# Keys collected at most; past it each key column sends one range, its min and max.
+KEY_CAP = 1_000_000
+
+
+@dataclass(frozen=True)
+class BuildKeys:
+    columns: list[list[Any]]   # per key column: its distinct non-null values, or [min, max] when bounded
+    bounded: bool = False      # more keys than KEY_CAP: only each column's min and max
+    seconds: float = 0.0       # the time to compute them
+    local: bool = False        # read in the driver (skiplake.skipping.local_build), not by a Spark job
+
+    @property
+    def count(self) -> int:
+        return max((len(c) for c in self.columns), default=0)
+
+    def key_filter(self, i: int, column: Col, max_values: int, max_ranges: int) -> KeyFilter:
+        """The filter key column `i` gives the probe's `column`: values or ranges as the limits
+        allow, or the one range [min, max] when the keys were bounded."""
+        if self.bounded:
+            return key_filter(column, self.columns[i], 0, 1)
+        return key_filter(column, self.columns[i], max_values, max_ranges)
+
+
 def key_filter(column: Col, keys: Sequence[Any], max_values: int, max_ranges: int) -> KeyFilter:
     """The predicate that keeps the probe's files that may hold one of `keys` in `column`."""
     values = _plain_values(keys, column.type)

@@ -91,6 +91,7 @@ class DynamicPruningReport:
     key_count: int | None = None
     filters: list[str] = field(default_factory=list)  # the dynamic filters sent to the probe scans
     joins: int = 1                   # joins of Spark's plan it stands for (a CTE inlined twice repeats its joins)
+    build_local: bool = False        # the build side was read in the driver, without a Spark job
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -101,7 +102,8 @@ class DynamicPruningReport:
         head = f"DynamicFilePruning {self.probe} <- {self.build} ({self.join_type} ON {on}{alike})"
         if not self.applied:
             return f"{head}\n  not applied: {self.reason}"
-        cost = f"; build {self.build_seconds:.3f} s" if self.build_seconds is not None else ""
+        where = " (read in the driver)" if self.build_local else ""
+        cost = f"; build {self.build_seconds:.3f} s{where}" if self.build_seconds is not None else ""
         return f"{head}\n  applied: {self.reason}{cost}"
 
     def __str__(self) -> str:

@@ -3,38 +3,14 @@ sends to a probe's planner (skiplake.skipping.dynamic turns them into a predicat
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import functions as F
 
-from skiplake.expr.tree import Col
-from skiplake.skipping.dynamic import KeyFilter, key_filter
+from skiplake.skipping.dynamic import KEY_CAP, BuildKeys
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
-
-# Keys collected at most; past it each key column sends one range, its min and max.
-KEY_CAP = 1_000_000
-
-
-@dataclass(frozen=True)
-class BuildKeys:
-    columns: list[list[Any]]   # per key column: its distinct non-null values, or [min, max] when bounded
-    bounded: bool = False      # more keys than KEY_CAP: only each column's min and max
-    seconds: float = 0.0       # the Spark job's time
-
-    @property
-    def count(self) -> int:
-        return max((len(c) for c in self.columns), default=0)
-
-    def key_filter(self, i: int, column: Col, max_values: int, max_ranges: int) -> KeyFilter:
-        """The filter key column `i` gives the probe's `column`: values or ranges as the limits
-        allow, or the one range [min, max] when the keys were bounded."""
-        if self.bounded:
-            return key_filter(column, self.columns[i], 0, 1)
-        return key_filter(column, self.columns[i], max_values, max_ranges)
-
 
 # Rows collected as they are (one stage, no shuffle) before the keys are made distinct by Spark.
 _DIRECT_ROWS = 200_000

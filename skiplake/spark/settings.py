@@ -22,6 +22,7 @@ MAX_RANGES = PREFIX + "dynamicFilePruning.maxRanges"
 JOIN_TYPES = PREFIX + "dynamicFilePruning.joinTypes"
 BUILD_SIZE_THRESHOLD = PREFIX + "dynamicFilePruning.buildSizeThreshold"
 MAX_FILE_OVERLAP = PREFIX + "dynamicFilePruning.maxFileOverlap"
+LOCAL_BUILD_THRESHOLD = PREFIX + "dynamicFilePruning.localBuildThreshold"
 
 # Spark's names of the join types the rule may apply to (the seed: inner and left semi; outer
 # joins on their side that is not preserved).
@@ -38,6 +39,7 @@ class DynamicPruningSettings:
     join_types: tuple[str, ...] = ALL_JOIN_TYPES
     build_size_threshold: int = 10 * 1024 * 1024  # Spark's estimate of the build side (its broadcast default)
     max_file_overlap: float = 0.5               # skip probes whose files are not clustered by the key
+    local_build_threshold: int = 32 * 1024 * 1024  # a one-table build side read in the driver up to this
 
     @staticmethod
     def of(spark: "SparkSession") -> "DynamicPruningSettings":
@@ -56,6 +58,7 @@ class DynamicPruningSettings:
             join_types=_join_types(types) if types else d.join_types,
             build_size_threshold=_bytes(conf.get(BUILD_SIZE_THRESHOLD, None), d.build_size_threshold),
             max_file_overlap=float(conf.get(MAX_FILE_OVERLAP, None) or d.max_file_overlap),
+            local_build_threshold=_bytes(conf.get(LOCAL_BUILD_THRESHOLD, None), d.local_build_threshold),
         )
 
 

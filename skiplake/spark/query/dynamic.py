@@ -34,17 +34,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
+from skiplake.errors import InvalidPredicateError
+from skiplake.expr.parse import bind_conjuncts
 from skiplake.expr.sql import to_sql
-from skiplake.expr.tree import Col, IsNull, Node, Not, conjuncts
+from skiplake.expr.tree import And, Col, IsNull, Node, Not, conjuncts
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.schema import INTEGER_TYPES, is_primitive
-from skiplake.skipping.dynamic import file_overlap
+from skiplake.skipping.dynamic import BuildKeys, file_overlap
+from skiplake.skipping.local_build import local_keys
 from skiplake.skipping.plan import stats_table
 from skiplake.skipping.report import DynamicPruningReport
-from skiplake.spark.build_keys import BuildKeys, distinct_keys
-from skiplake.spark.query.catalyst import frame_of, size_in_bytes
+from skiplake.skipping.rows import NotExact
+from skiplake.spark.build_keys import distinct_keys
+from skiplake.spark.query.catalyst import condition_sql, frame_of, size_in_bytes
 from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
 from skiplake.spark.query.plan_text import FILTER_COMMUTES, Attr, Operand, PlanNode
 from skiplake.spark.query.plan_text import conjuncts as text_conjuncts
@@ -355,7 +360,11 @@ def _canonical(plan: QueryPlan, c: _Candidate) -> str:
 
 
 def _keys_of(spark: "SparkSession", plan: QueryPlan, c: _Candidate) -> tuple[BuildKeys | None, float]:
-    """The build's distinct non-null keys, per key column; None when they cannot be read."""
+    """The build's distinct non-null keys, per key column; None when they cannot be read. A small
+    one-table build is read in the driver; any other is a Spark job."""
+    local = _local_keys(plan, c)
+    if local is not None:
+        return local, local.seconds
     out = c.build.output
     positions = [_position(out, b.attr) for _t, b in c.pairs]
     if out is None or None in positions:
@@ -368,6 +377,49 @@ def _keys_of(spark: "SparkSession", plan: QueryPlan, c: _Candidate) -> tuple[Bui
     cols = [F.col(f"c{p}").cast(b.cast) if b.cast else F.col(f"c{p}") for p, (_t, b) in zip(positions, c.pairs)]
     keys = distinct_keys(df, cols)
     return keys, keys.seconds
+
+
+def _local_keys(plan: QueryPlan, c: _Candidate) -> BuildKeys | None:
+    """The keys of a build that is Projects and Filters over one unpartitioned lake table whose
+    selected files are at most localBuildThreshold bytes, read in the driver; None when the build
+    is of another shape, or its filter or key columns are not ones skiplake evaluates exactly as
+    Spark (skiplake.skipping.rows says which). A filter conjunct that does not bind (it names
+    something else) is left out: more rows give more keys, which prunes less, never wrongly."""
+    limit = plan.settings.local_build_threshold
+    chain, node = [], c.build
+    while node.kind in ("Project", "Filter") and len(node.children) == 1 and not node.subqueries:
+        chain.append(node)
+        node = node.children[0]
+    hit = _occurrence(plan, node) if node.kind == "Relation" and limit > 0 else None
+    if hit is None or hit[0].snapshot is None or hit[0].static is None:
+        return None
+    ref, snapshot, static = hit[0], hit[0].snapshot, hit[0].static
+    if snapshot.partition_columns or static.report.bytes_selected > limit:
+        return None
+    columns = {a.id: a.name for a in node.output or []}
+    # A Project that computes something gives its result a new id: only pass-through ones here.
+    if any(n.kind == "Project" and (n.output is None or any(a.id not in columns for a in n.output)) for n in chain):
+        return None
+    keys = []
+    for _targets, b in c.pairs:
+        field_ = ref.schema.find(columns[b.attr.id]) if b.attr.id in columns else None
+        if field_ is None or (b.cast is not None and b.cast not in _WIDER.get(field_.type, ())):
+            return None
+        keys.append(field_.name)
+    try:
+        parts = [p for p in (_bound_filter(plan, ref, n) for n in chain if n.kind == "Filter") if p is not None]
+        predicate = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
+        return local_keys(snapshot.table_path, static.selected, snapshot.schema, predicate, keys)
+    except (NotExact, InvalidPredicateError, OSError, pa.ArrowException):
+        return None
+
+
+def _bound_filter(plan: QueryPlan, ref: TableReference, node: PlanNode) -> Node | None:
+    """A Filter's condition bound to the reference's table (once per text, as pushdown does)."""
+    key = (condition_sql(plan.optimized, node.number), id(ref))
+    if key not in plan.bound:
+        plan.bound[key] = bind_conjuncts(key[0], ref.schema)
+    return plan.bound[key]
 
 
 def _position(out: list[Attr] | None, attr: Attr) -> int | None:
@@ -398,7 +450,7 @@ def _apply(plan: QueryPlan, candidates: list[_Candidate]) -> None:
         how = ", ".join(f"{n:,} keys" for n in counts)
         plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, True,
                                                  how, round(c.seconds, 4), max(counts, default=0),
-                                                 list(dict.fromkeys(filters))))
+                                                 list(dict.fromkeys(filters)), build_local=c.result.local))
     for ref in touched.values():
         ref.plan_dynamic()
 
