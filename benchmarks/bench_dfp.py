@@ -15,14 +15,15 @@ Each query runs once per contender to warm up (Spark compiles a plan's code on i
 then --reps timed runs, the contenders taking turns going first: every ratio is between runs of
 one query minutes apart. Each query's result is appended to a journal under --data as soon as it
 is measured, and a later run with the same scale, files and layout picks up where the last one
-stopped (--fresh measures the selected queries again): all 99 queries at sf=10 take hours on two cores. Every answer is compared with
-the others. Per query and contender: wall time (building the DataFrame plus collecting it), and
+stopped (--fresh measures the selected queries again; --journal NAME keeps a journal of its own,
+for a measurement of other code): all 99 queries at sf=10 take hours on two cores. Every answer
+is compared with the others. Per query and contender: wall time (building the DataFrame plus collecting it), and
 the files, bytes and rows the scans read (their metrics in the executed plan); for `dynamic`, the
 seconds its build sides took and its planning overhead (lake.sql's DataFrame building, build
 sides excluded, minus spark.sql's).
 
     .venv/bin/python -m benchmarks.bench_dfp [--quick] [--sf N] [--files N] [--queries 2,3,q2] [--reps N]
-        [--fresh] [--json] [--out FILE] [--plot FILE]
+        [--fresh] [--journal NAME] [--json] [--out FILE] [--plot FILE]
 """
 from __future__ import annotations
 
@@ -244,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", default=None, help="comma-separated: query numbers and/or q2 (default all)")
     parser.add_argument("--plot", default=None, help="PNG of per-query speedups (default benchmarks/results/)")
     parser.add_argument("--fresh", action="store_true", help="measure the selected queries again (their journal entries are superseded)")
+    parser.add_argument("--journal", default="", help="a name for a journal of its own (e.g. the code measured): "
+                        "a run with the same name continues it")
     args = parser.parse_args(argv)
     sf, files = lake_scale(args)
     reps = args.reps if args.reps is not None else 1
@@ -264,7 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     texts = {"q2": SEED_Q2} if "q2" in wanted else {}
     texts.update({str(n): t for n, t in spark_queries(numbers).items()})
     tables = set(TPCDS_TABLES)
-    journal = base / f"bench_dfp-sf{sf:g}-{files}-v{LAYOUT_VERSION}-reps{reps}.jsonl"
+    tag = f"-{args.journal}" if args.journal else ""
+    journal = base / f"bench_dfp-sf{sf:g}-{files}-v{LAYOUT_VERSION}-reps{reps}{tag}.jsonl"
     done = load_journal(journal)
     if journal.exists() and journal.stat().st_size and _last_byte(journal) != b"\n":
         with journal.open("a") as out:  # a line cut short by a stopped run: start a new one
@@ -284,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
 
     report = Report("bench_dfp", "Benchmark 9: dynamic file pruning on TPC-DS",
                     command_line("bench_dfp", args, [f"--sf {sf:g}", f"--files {files}"] +
-                                 ([f"--queries {args.queries}"] if args.queries else [])),
+                                 ([f"--queries {args.queries}"] if args.queries else []) +
+                                 ([f"--journal {args.journal}"] if args.journal else [])),
                     {"sf": sf, "store_sales_files": files, "reps": reps, "queries": len(results),
                      "journal": str(journal)})
     evaluate(report, results)

@@ -39,7 +39,7 @@ class DynamicPruningSettings:
     join_types: tuple[str, ...] = ALL_JOIN_TYPES
     build_size_threshold: int = 10 * 1024 * 1024  # Spark's estimate of the build side (its broadcast default)
     max_file_overlap: float = 0.5               # skip probes whose files are not clustered by the key
-    local_build_threshold: int = 32 * 1024 * 1024  # a one-table build side read in the driver up to this
+    local_build_threshold: int = 64 * 1024 * 1024  # a one-table build side read in the driver up to this
 
     @staticmethod
     def of(spark: "SparkSession") -> "DynamicPruningSettings":
