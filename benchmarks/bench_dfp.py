@@ -150,6 +150,7 @@ def _classify(result: QueryResult, explained: Any) -> None:
             result.fact_dim = True
             if "date_dim" in d.build and "WHERE" in d.build:
                 result.date_filtered = True
+    result.fact_rows = {}  # each timed run plans alike: its last run's
     for r in explained:
         name = r.table.rstrip("/").rsplit("/", 1)[-1]
         if name in FACTS and r.rows_total is not None and r.rows_selected is not None:
