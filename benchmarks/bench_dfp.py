@@ -23,7 +23,7 @@ seconds its build sides took and its planning overhead (lake.sql's DataFrame bui
 sides excluded, minus spark.sql's).
 
     .venv/bin/python -m benchmarks.bench_dfp [--quick] [--sf N] [--files N] [--queries 2,3,q2] [--reps N]
-        [--fresh] [--journal NAME] [--json] [--out FILE] [--plot FILE]
+        [--fresh] [--journal NAME] [--contenders spark,dynamic,...] [--json] [--out FILE] [--plot FILE]
 """
 from __future__ import annotations
 
@@ -159,7 +159,7 @@ def _classify(result: QueryResult, explained: Any) -> None:
 
 
 def run_query(spark: Any, lake: Any, name: str, text: str, tables: set[str], reps: int,
-              progress: Callable[[str], None]) -> QueryResult:
+              progress: Callable[[str], None], contenders: tuple[str, ...] = CONTENDERS) -> QueryResult:
     plain, dpp = renamed(text, "p_", tables), renamed(text, "d_", tables)
     result = QueryResult(name)
     answers: dict[str, Any] = {}
@@ -175,7 +175,7 @@ def run_query(spark: Any, lake: Any, name: str, text: str, tables: set[str], rep
 
     planning: dict[str, list[float]] = {"spark": [], "dynamic": []}
     for rep in range(reps + 1):
-        for contender in rotated(CONTENDERS, rep + hash(name) % len(CONTENDERS)):
+        for contender in rotated(contenders, rep + hash(name) % len(contenders)):
             seconds, built, df, rows = once(contender)
             if rep == 0:
                 answers[contender] = canonical(rows)  # the warm-up: not timed, but checked
@@ -199,17 +199,19 @@ def run_query(spark: Any, lake: Any, name: str, text: str, tables: set[str], rep
 
 
 def _line(r: QueryResult) -> str:
-    times = " ".join(f"{c} {r.runs[c].median:6.2f}s" for c in CONTENDERS)
+    times = " ".join(f"{c} {r.runs[c].median:6.2f}s" for c in CONTENDERS if c in r.runs)
     files = f"files {r.runs['spark'].files}->{r.runs['dynamic'].files}"
-    return (f"{r.name:>5s} {times}  x{r.ratio('spark', 'dynamic'):5.2f} vs spark, x{r.ratio('spark_dpp', 'dynamic'):5.2f} "
-            f"vs dpp  {files} builds {r.builds_s:.2f}s overhead {1000 * (r.planning_overhead_s or 0):.0f}ms"
+    dpp = f", x{r.ratio('spark_dpp', 'dynamic'):5.2f} vs dpp" if "spark_dpp" in r.runs else ""
+    return (f"{r.name:>5s} {times}  x{r.ratio('spark', 'dynamic'):5.2f} vs spark{dpp}  {files} builds {r.builds_s:.2f}s overhead {1000 * (r.planning_overhead_s or 0):.0f}ms"
             f"{'' if r.same else '  ANSWERS DIFFER'}")
 
 
-def register_views(spark: Any, lake_root: Path, by_date: Path, tables: list[str]) -> None:
+def register_views(spark: Any, lake_root: Path, by_date: Path | None, tables: list[str]) -> None:
     for t in tables:
         plain = spark.read.parquet(str(lake_root / t))
         plain.createOrReplaceTempView(f"p_{t}")
+        if by_date is None:
+            continue
         # The table's own schema: the session infers no partition column types, and a date key
         # read back as a string breaks arithmetic on it (q50: sr_returned_date_sk - ss_sold_date_sk).
         copy = spark.read.schema(plain.schema).parquet(str(by_date / t)) if t in FACT_KEYS else plain
@@ -221,18 +223,20 @@ def plot(results: list[QueryResult], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     ordered = sorted(results, key=lambda r: r.ratio("spark", "dynamic"), reverse=True)
-    fig, axes = plt.subplots(2, 1, figsize=(16, 8), sharex=True)
+    panels = [("spark", "plain Spark, same files")] + (
+        [("spark_dpp", "Spark DPP, fact tables partitioned by date")] if _measured(results, "spark_dpp") else [])
+    fig, axes = plt.subplots(len(panels), 1, figsize=(16, 4 * len(panels)), sharex=True, squeeze=False)
+    axes = axes[:, 0]
     names = [r.name for r in ordered]
-    for ax, other, title in ((axes[0], "spark", "plain Spark, same files"),
-                             (axes[1], "spark_dpp", "Spark DPP, fact tables partitioned by date")):
+    for ax, (other, title) in zip(axes, panels):
         values = [r.ratio(other, "dynamic") for r in ordered]
         colors = ["tab:green" if v >= 2 else "tab:blue" if v >= 1 else "tab:red" for v in values]
         ax.bar(range(len(values)), values, color=colors)
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_yscale("log")
         ax.set_ylabel(f"speedup over\n{title}")
-    axes[1].set_xticks(range(len(names)))
-    axes[1].set_xticklabels(names, rotation=90, fontsize=6)
+    axes[-1].set_xticks(range(len(names)))
+    axes[-1].set_xticklabels(names, rotation=90, fontsize=6)
     fig.suptitle("skiplake dynamic file pruning: per-query speedup (time of the other / time of lake.sql), "
                  "green >= 2x, red < 1x")
     fig.tight_layout()
@@ -246,11 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", default=None, help="comma-separated: query numbers and/or q2 (default all)")
     parser.add_argument("--plot", default=None, help="PNG of per-query speedups (default benchmarks/results/)")
     parser.add_argument("--fresh", action="store_true", help="measure the selected queries again (their journal entries are superseded)")
+    parser.add_argument("--contenders", default=",".join(CONTENDERS),
+                        help="comma-separated subset of the contenders, spark and dynamic always among them "
+                             f"(default all: {','.join(CONTENDERS)})")
     parser.add_argument("--journal", default="", help="a name for a journal of its own (e.g. the code measured): "
                         "a run with the same name continues it")
     args = parser.parse_args(argv)
     sf, files = lake_scale(args)
     reps = args.reps if args.reps is not None else 1
+    contenders = tuple(c for c in CONTENDERS if c in args.contenders.split(","))
+    if "spark" not in contenders or "dynamic" not in contenders or set(args.contenders.split(",")) - set(CONTENDERS):
+        parser.error(f"--contenders: a subset of {','.join(CONTENDERS)} with spark and dynamic among them")
     progress = Progress("bench_dfp")
     from benchmarks.common import setup_java
     setup_java()
@@ -260,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = skiplake.local_spark(app_name="bench-dfp", shuffle_partitions=8, driver_memory="8g")
     base = Path(args.data)
     root = build_lake(spark, base, sf, files, progress=progress)
-    by_date = build_partitioned(spark, base, sf, root, progress=progress)
+    by_date = build_partitioned(spark, base, sf, root, progress=progress) if "spark_dpp" in contenders else None
     register_views(spark, root, by_date, list(TPCDS_TABLES))
     lake = skiplake.Lake(spark, str(root))
     wanted = args.queries.split(",") if args.queries else ["q2"] + [str(n) for n in range(1, 100)]
@@ -282,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for name in texts:
         if name not in done:
-            done[name] = run_query(spark, lake, name, texts[name], tables, reps, progress)
+            done[name] = run_query(spark, lake, name, texts[name], tables, reps, progress, contenders)
             with journal.open("a") as out:
                 out.write(json.dumps(asdict(done[name])) + "\n")
         results.append(done[name])
@@ -290,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     report = Report("bench_dfp", "Benchmark 9: dynamic file pruning on TPC-DS",
                     command_line("bench_dfp", args, [f"--sf {sf:g}", f"--files {files}"] +
                                  ([f"--queries {args.queries}"] if args.queries else []) +
-                                 ([f"--journal {args.journal}"] if args.journal else [])),
+                                 ([f"--journal {args.journal}"] if args.journal else []) +
+                                 ([f"--contenders {','.join(contenders)}"] if contenders != CONTENDERS else [])),
                     {"sf": sf, "store_sales_files": files, "reps": reps, "queries": len(results),
                      "journal": str(journal)})
     evaluate(report, results)
@@ -304,10 +315,14 @@ def main(argv: list[str] | None = None) -> int:
     return finish(report, args)
 
 
+def _measured(results: list[QueryResult], contender: str) -> bool:
+    return bool(results) and all(contender in r.runs for r in results)
+
+
 def evaluate(report: Report, results: list[QueryResult]) -> None:
     """The issue's goals, as ratios in this one run."""
     for r in results:
-        report.check(f"{r.name}: same answer from all four", r.same)
+        report.check(f"{r.name}: same answer from every contender", r.same)
     fd = [r for r in results if r.fact_dim and r.name != "q2"]
     fast = [r for r in fd if r.ratio("spark", "dynamic") >= 2]
     if fd:
@@ -325,7 +340,8 @@ def evaluate(report: Report, results: list[QueryResult]) -> None:
         report.goal("seed Q2: store_sales rows skipped", 1 - read / total, 0.99, unit="%", at_least=True,
                     note=f"at most {read:,} of {total:,} rows read (files selected hold {planned:,})")
         report.goal("seed Q2 vs plain Spark", q2.ratio("spark", "dynamic"), 5, unit="x", at_least=True)
-    tot = {c: sum(r.runs[c].median for r in results) for c in CONTENDERS}
+    present = [c for c in CONTENDERS if _measured(results, c)]
+    tot = {c: sum(r.runs[c].median for r in results) for c in present}
     report.goal("total time, dynamic / plain Spark", tot["dynamic"] / tot["spark"], 1.0, unit="x",
                 note=f"{tot['dynamic']:.1f} s vs {tot['spark']:.1f} s")
     slower = [r.name for r in results if r.runs["dynamic"].median > 1.1 * r.runs["spark"].median + 0.1]
@@ -333,7 +349,7 @@ def evaluate(report: Report, results: list[QueryResult]) -> None:
                 note=", ".join(slower))
     for label, group in (("date-filtered", [r for r in fd if r.date_filtered]),
                          ("filtered on other dimensions", [r for r in fd if not r.date_filtered])):
-        if group:
+        if group and "spark_dpp" in present:
             mine, theirs = sum(r.runs["dynamic"].median for r in group), sum(r.runs["spark_dpp"].median for r in group)
             wins = sum(1 for r in group if r.runs["dynamic"].median <= r.runs["spark_dpp"].median)
             report.goal(f"{label} queries: total time, dynamic / Spark DPP on the partitioned copy", mine / theirs,
@@ -343,11 +359,11 @@ def evaluate(report: Report, results: list[QueryResult]) -> None:
         # Benchmark 11 (bench_overhead) holds the goal: it measures only this, several times per query.
         report.timing("planning", "lake.sql overhead per query (build sides excluded)", overheads,
                       "one run each; the goal is benchmark 11's")
-    for c in CONTENDERS:
+    for c in present:
         report.timing("total", c, [tot[c]])
-    report.ratio("plain Spark / dynamic, total", tot["spark"] / tot["dynamic"])
-    report.ratio("Spark DPP / dynamic, total", tot["spark_dpp"] / tot["dynamic"])
-    report.ratio("static / dynamic, total", tot["static"] / tot["dynamic"])
+    for c, label in (("spark", "plain Spark"), ("spark_dpp", "Spark DPP"), ("static", "static")):
+        if c in tot:
+            report.ratio(f"{label} / dynamic, total", tot[c] / tot["dynamic"])
     report.extra["geomean_speedup_vs_spark"] = math.exp(
         sum(math.log(r.ratio("spark", "dynamic")) for r in results) / len(results))
 
