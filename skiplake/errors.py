@@ -79,6 +79,16 @@ class CorruptLogError(SkiplakeError):
         )
 
 
+class CorruptDeletionVectorError(SkiplakeError):
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        super().__init__(
+            f"the deletion vector {where} is corrupt: {detail}. Deletion vector files are written once and "
+            "never changed, so another writer or a manual edit damaged it; restore the file from a backup "
+            "(the rows it deletes cannot be known without it)."
+        )
+
+
 class ProtocolNotSupportedError(SkiplakeError):
     def __init__(self, path: str, detail: str) -> None:
         self.path = path
