@@ -49,18 +49,23 @@ def render(data: dict) -> str:
 
 def per_query(queries: list[dict]) -> list[str]:
     """One row per query of a TPC-DS benchmark (bench_dfp): each contender's median time, the
-    speedups, what the scans read, the build sides' time and the planning overhead."""
-    out = ["| query | spark | static | dynamic | spark DPP | vs spark | vs DPP | files read (spark / dynamic) | "
-           "rows read (spark / dynamic) | builds | overhead |",
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    speedups, what the scans read, the build sides' time and the planning overhead. Contenders a
+    run left out (--contenders) get no column."""
+    shown = [c for c in ("spark", "static", "dynamic", "spark_dpp") if all(c in q["runs"] for q in queries)]
+    dpp = "spark_dpp" in shown
+    names = {"spark": "spark", "static": "static", "dynamic": "dynamic", "spark_dpp": "spark DPP"}
+    head = " | ".join(names[c] for c in shown) + " | vs spark" + (" | vs DPP" if dpp else "")
+    out = [f"| query | {head} | files read (spark / dynamic) | rows read (spark / dynamic) | builds | overhead |",
+           "| --- |" + " ---: |" * (len(shown) + 5 + dpp)]
     for q in queries:
         runs = {c: r for c, r in q["runs"].items()}
         med = {c: sorted(r["seconds"])[len(r["seconds"]) // 2] for c, r in runs.items()}
         over = q.get("planning_overhead_s")
         out.append(f"| {q['name']}{'' if q.get('same', True) else ' (ANSWERS DIFFER)'} | "
-                   + " | ".join(fmt_s(med[c]) for c in ("spark", "static", "dynamic", "spark_dpp"))
-                   + f" | {med['spark'] / med['dynamic']:.2f}x | {med['spark_dpp'] / med['dynamic']:.2f}x"
-                   f" | {runs['spark']['files']:,} / {runs['dynamic']['files']:,}"
+                   + " | ".join(fmt_s(med[c]) for c in shown)
+                   + f" | {med['spark'] / med['dynamic']:.2f}x"
+                   + (f" | {med['spark_dpp'] / med['dynamic']:.2f}x" if dpp else "")
+                   + f" | {runs['spark']['files']:,} / {runs['dynamic']['files']:,}"
                    f" | {runs['spark']['rows']:,} / {runs['dynamic']['rows']:,}"
                    f" | {fmt_s(q.get('builds_s') or 0.0)} | {'' if over is None else f'{over * 1000:.0f} ms'} |")
     return out
