@@ -9,6 +9,16 @@ import pyarrow as pa
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
 
+# A deletion vector's descriptor (skiplake.log.deletion_vectors), in add and remove actions.
+# delta-spark's checkpoints carry one more field, maxRowIndex, always null: read, never written.
+DV_TYPE = pa.struct([
+    ("storageType", pa.string()),
+    ("pathOrInlineDv", pa.string()),
+    ("offset", pa.int32()),
+    ("sizeInBytes", pa.int32()),
+    ("cardinality", pa.int64()),
+])
+
 ADD_TYPE = pa.struct([
     ("path", pa.string()),
     ("partitionValues", STRING_MAP),
@@ -17,6 +27,7 @@ ADD_TYPE = pa.struct([
     ("dataChange", pa.bool_()),
     ("stats", pa.string()),
     ("tags", STRING_MAP),
+    ("deletionVector", DV_TYPE),
 ])
 
 REMOVE_TYPE = pa.struct([
@@ -27,6 +38,7 @@ REMOVE_TYPE = pa.struct([
     ("partitionValues", STRING_MAP),
     ("size", pa.int64()),
     ("tags", STRING_MAP),
+    ("deletionVector", DV_TYPE),
 ])
 
 METADATA_TYPE = pa.struct([

@@ -93,6 +93,16 @@ class DeletionVector:
         return os.path.join(table_path, prefix, name) if prefix else os.path.join(table_path, name)
 
 
+def unique_id(descriptor: dict[str, Any] | None) -> str:
+    """A log descriptor's unique id; '' for none. With the path, it keys a logical file: a DELETE
+    logs remove(path, old DV) and add(path, new DV), and replay keeps them apart."""
+    if not descriptor:
+        return ""
+    offset = descriptor.get("offset")
+    base = f"{descriptor.get('storageType')}{descriptor.get('pathOrInlineDv')}"
+    return base if offset is None else f"{base}@{offset}"
+
+
 # ------------------------------------------------------------------ reading and writing
 
 

@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
+from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.schema import Schema
 from skiplake.log.storage import FileInfo, LocalStorage, Storage
 
@@ -30,7 +31,7 @@ COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 
 # Protocol features this implementation reads and writes correctly.
-SUPPORTED_READER_FEATURES = {"timestampNtz"}
+SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors"}
 SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz"}
 
 
@@ -179,11 +180,28 @@ def _struct_column(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
         if idx < 0:
             columns.append(pa.nulls(len(col), fld.type))
             continue
-        child = pc.struct_field(col, [idx])
-        if child.type != fld.type:
-            child = child.cast(fld.type)
-        columns.append(child)
+        columns.append(_conform(pc.struct_field(col, [idx]), fld.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _conform(array: pa.Array, type_: pa.DataType) -> pa.Array:
+    """`array` as `type_`; a struct field by field name, fields it lacks null, extra ones dropped
+    (delta-spark's deletionVector struct has maxRowIndex besides the protocol's fields)."""
+    if array.type == type_:
+        return array
+    if pa.types.is_struct(type_) and pa.types.is_struct(array.type):
+        children = []
+        for fld in type_:
+            idx = array.type.get_field_index(fld.name)
+            children.append(pa.nulls(len(array), fld.type) if idx < 0
+                            else _conform(pc.struct_field(array, [idx]), fld.type))
+        return pa.StructArray.from_arrays(children, fields=list(type_), mask=array.is_null())
+    return array.cast(type_)
+
+
+def _descriptor(d: dict | None) -> dict | None:
+    """A deletion vector descriptor as the log writes it (an absent offset left out)."""
+    return None if d is None else {k: v for k, v in d.items() if v is not None}
 
 
 def _adds_to_arrow(adds: Iterable[AddFile]) -> pa.Table:
@@ -196,6 +214,7 @@ def _adds_to_arrow(adds: Iterable[AddFile]) -> pa.Table:
         "dataChange": [a.dataChange for a in adds],
         "stats": [a.stats for a in adds],
         "tags": [map_items(a.tags) for a in adds],
+        "deletionVector": [a.deletionVector for a in adds],
     }, schema=FILES_SCHEMA)
 
 
@@ -209,14 +228,32 @@ def _removes_to_arrow(removes: Iterable[RemoveFile]) -> pa.Table:
         "partitionValues": [map_items(r.partitionValues) for r in removes],
         "size": [r.size for r in removes],
         "tags": [map_items(r.tags) for r in removes],
+        "deletionVector": [r.deletionVector for r in removes],
     }, schema=TOMBSTONES_SCHEMA)
 
 
-def _without_paths(table: pa.Table, paths: set[str]) -> pa.Table:
-    if not paths or table.num_rows == 0:
+FileKey = tuple[str, str]  # a logical file: (path, its deletion vector's unique id or '')
+
+
+def file_keys(table: pa.Table) -> list[FileKey]:
+    """The logical file key of each row of a FILES_SCHEMA or TOMBSTONES_SCHEMA table."""
+    return list(zip(table.column("path").to_pylist(),
+                    (unique_id(d) for d in table.column("deletionVector").to_pylist())))
+
+
+def _without_keys(table: pa.Table, keys: set[FileKey]) -> pa.Table:
+    if not keys or table.num_rows == 0:
         return table
-    mask = pc.is_in(table.column("path"), value_set=pa.array(list(paths), pa.string()))
-    return table.filter(pc.invert(mask))
+    # Only rows whose path was touched can match: their keys are built, not the whole table's.
+    paths = pa.array(sorted({p for p, _ in keys}), pa.string())
+    touched = pc.is_in(table.column("path"), value_set=paths).to_numpy(zero_copy_only=False)
+    if not touched.any():
+        return table
+    drop = touched.copy()
+    rows = touched.nonzero()[0]
+    for i, key in zip(rows, file_keys(table.take(pa.array(rows)))):
+        drop[i] = key in keys
+    return table.filter(pa.array(~drop))
 
 
 @dataclass(frozen=True)
@@ -295,7 +332,8 @@ class Snapshot:
             out.append(RemoveFile(row["path"], row["deletionTimestamp"], bool(row["dataChange"]),
                                   row["extendedFileMetadata"],
                                   dict(row["partitionValues"]) if row["partitionValues"] is not None else None,
-                                  row["size"], dict(row["tags"]) if row["tags"] is not None else None))
+                                  row["size"], dict(row["tags"]) if row["tags"] is not None else None,
+                                  _descriptor(row["deletionVector"])))
         return out
 
     def txn_version(self, app_id: str) -> int | None:
@@ -312,19 +350,21 @@ class _ReplayState:
     txns: dict[str, Txn] = field(default_factory=dict)
     base_files: pa.Table = field(default_factory=FILES_SCHEMA.empty_table)
     base_tombstones: pa.Table = field(default_factory=TOMBSTONES_SCHEMA.empty_table)
-    added: dict[str, AddFile] = field(default_factory=dict)
-    removed: dict[str, RemoveFile] = field(default_factory=dict)
+    added: dict[FileKey, AddFile] = field(default_factory=dict)
+    removed: dict[FileKey, RemoveFile] = field(default_factory=dict)
     timestamp: int = 0
 
     def apply(self, version: int, actions: list[Action], file_time_ms: int) -> None:
         commit_ts: int | None = None
         for action in actions:
             if isinstance(action, AddFile):
-                self.added[action.path] = action
-                self.removed.pop(action.path, None)
+                key = (action.path, unique_id(action.deletionVector))
+                self.added[key] = action
+                self.removed.pop(key, None)
             elif isinstance(action, RemoveFile):
-                self.removed[action.path] = action
-                self.added.pop(action.path, None)
+                key = (action.path, unique_id(action.deletionVector))
+                self.removed[key] = action
+                self.added.pop(key, None)
             elif isinstance(action, Metadata):
                 self.metadata = action
             elif isinstance(action, Protocol):
@@ -339,8 +379,8 @@ class _ReplayState:
     def tables(self) -> tuple[pa.Table, pa.Table]:
         """(live files, tombstones) as Arrow tables: the checkpoint's, updated by the commits."""
         touched = set(self.added) | set(self.removed)
-        files = pa.concat_tables([_without_paths(self.base_files, touched), _adds_to_arrow(self.added.values())])
-        tombstones = pa.concat_tables([_without_paths(self.base_tombstones, touched),
+        files = pa.concat_tables([_without_keys(self.base_files, touched), _adds_to_arrow(self.added.values())])
+        tombstones = pa.concat_tables([_without_keys(self.base_tombstones, touched),
                                        _removes_to_arrow(self.removed.values())])
         return files, tombstones
 
@@ -367,7 +407,8 @@ def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, st
 def add_files_from_arrow(files: pa.Table) -> list[AddFile]:
     """Rows of a FILES_SCHEMA table as AddFile records."""
     return [AddFile(row["path"], dict(row["partitionValues"] or []), row["size"], row["modificationTime"] or 0,
-                    bool(row["dataChange"]), row["stats"], dict(row["tags"]) if row["tags"] is not None else None)
+                    bool(row["dataChange"]), row["stats"], dict(row["tags"]) if row["tags"] is not None else None,
+                    _descriptor(row["deletionVector"]))
             for row in files.to_pylist()]
 
 
