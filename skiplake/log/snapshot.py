@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Iterable
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -319,6 +320,16 @@ class Snapshot:
     @property
     def size_bytes(self) -> int:
         return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+
+    @cached_property
+    def deleted_rows(self) -> np.ndarray:
+        """Rows each live file's deletion vector marks deleted (0 without one): a file's stats
+        count its physical rows, so its logical rows are numRecords minus these."""
+        if not self.files.num_rows:
+            return np.zeros(0, np.int64)
+        dvs = self.files.column("deletionVector").combine_chunks()
+        cardinality = pc.struct_field(dvs, [dvs.type.get_field_index("cardinality")])
+        return pc.fill_null(pc.if_else(dvs.is_valid(), cardinality, 0), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
     @cached_property
     def add_files(self) -> list[AddFile]:

@@ -126,7 +126,7 @@ def _report(snapshot: Snapshot, stats: StatsTable, mask: np.ndarray, predicate: 
     files = snapshot.files
     parts = snapshot.partition_columns
     sizes = files.column("size").to_numpy() if files.num_rows else np.zeros(0, np.int64)
-    records = stats.num_records
+    records = stats.num_records - snapshot.deleted_rows  # logical rows: less what deletion vectors mark
     partition_filters, data_filters = split_filters(node, parts)
     return ScanReport(
         table=snapshot.table_path, version=snapshot.version, predicate=predicate,

@@ -19,10 +19,14 @@ from pyspark.sql import functions as F
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of, files_without_bucket_ids
 from skiplake.layout.partitioning import parse_partition_dir
 from skiplake.log.actions import AddFile
+from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows
 from skiplake.log.paths import absolute_path, from_log_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.values import parse_partition_value
+from skiplake.spark.deletions import PATH_COLUMN as DV_PATH_COLUMN
+from skiplake.spark.deletions import ROW_COLUMN as DV_ROW_COLUMN
+from skiplake.spark.deletions import as_metadata_path, without_deleted
 from skiplake.spark.types import spark_type, to_spark
 
 FILE_COLUMN = "__skiplake_file"
@@ -68,16 +72,51 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
                files: Sequence[AddFile], columns: Sequence[str] | None = None,
                with_file_info: bool = False, bucket_spec: BucketSpec | None = None,
                file_column: str | None = None, tag: tuple[str, str] | None = None) -> DataFrame:
-    """A DataFrame over exactly `files`, with the table's columns (partition columns included).
+    """A DataFrame over exactly `files`, with the table's columns (partition columns included),
+    without the rows the files' deletion vectors mark deleted.
 
     with_file_info adds FILE_COLUMN (the file's path as Spark names it) and ROW_COLUMN (the
     row's index in its file), which identify every target row of a DELETE/UPDATE/MERGE.
     file_column adds a column of each row's file name under that name (a filter on it prunes
     files). bucket_spec declares the files bucketed to Spark (see bucketed_relation): the caller
     checks that every file carries its bucket id in its name and that the files are in Hive
-    layout. tag is a reader option (name, value) that names the relation in Spark's plans."""
+    layout. tag is a reader option (name, value) that names the relation in Spark's plans.
+
+    Files with a deletion vector are read apart, by a second relation whose deleted rows a join
+    drops (skiplake.spark.deletions), and the two are unioned; such a read is not declared
+    bucketed (Spark's bucketed scan is one relation)."""
+    with_dv = [f for f in files if f.deletionVector]
+    if not with_dv:
+        return _read_exactly(spark, table_path, schema, partition_columns, files, columns, with_file_info,
+                             bucket_spec, file_column, tag)
+    plain = [f for f in files if not f.deletionVector]
+    marked = _read_exactly(spark, table_path, schema, partition_columns, with_dv, None, with_file_info, None,
+                           file_column, tag, dv_columns=True)
+    root = os.path.abspath(table_path)
+    by_path = {absolute_path(root, f.path): f for f in with_dv}
+    spark_paths = marked.inputFiles()
+    found = [by_path.get(os.path.normpath(path_from_spark(p))) for p in spark_paths]
+    if None in found or len(found) != len(with_dv):
+        raise RuntimeError(f"Spark lists {len(spark_paths)} files where {len(with_dv)} with deletion vectors "
+                           f"were asked for under {table_path}")
+    deleted = [read_deleted_rows(root, DeletionVector.from_json(f.deletionVector)) for f in found]  # type: ignore[union-attr, arg-type]
+    df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], deleted)
+    if plain:
+        df = _read_exactly(spark, table_path, schema, partition_columns, plain, None, with_file_info, None,
+                           file_column, tag).unionByName(df)
+    return df.select(*[f"`{c}`" for c in columns]) if columns else df
+
+
+def _read_exactly(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
+                  files: Sequence[AddFile], columns: Sequence[str] | None, with_file_info: bool,
+                  bucket_spec: BucketSpec | None, file_column: str | None, tag: tuple[str, str] | None,
+                  dv_columns: bool = False) -> DataFrame:
+    """Every row of `files` (deletion vectors not applied); dv_columns adds the two columns
+    skiplake.spark.deletions drops deleted rows by."""
     full_schema = to_spark(schema)
     extra = _extra_columns(with_file_info, file_column)
+    if dv_columns:
+        extra += [F.col("_metadata.file_path").alias(DV_PATH_COLUMN), F.col("_metadata.row_index").alias(DV_ROW_COLUMN)]
     if not files:
         df = spark.createDataFrame([], full_schema)
         if file_column:

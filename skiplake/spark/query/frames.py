@@ -10,15 +10,19 @@ is the same query over fewer files.
 """
 from __future__ import annotations
 
+import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
+from skiplake.log.actions import AddFile
+from skiplake.log.paths import absolute_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.spark.query.catalyst import node_at, optimized_plan, relation_tag, tree_text
 from skiplake.spark.query.dynamic import prune_dynamically
 from skiplake.spark.query.model import Occurrence, QueryPlan, TableReference
 from skiplake.spark.query.plan_text import parse_plan
 from skiplake.spark.query.pushdown import filters_above
-from skiplake.spark.read import READ_TAG, parse_read_tag, read_planned
+from skiplake.spark.read import READ_TAG, parse_read_tag, path_from_spark, read_planned
 from skiplake.spark.settings import DynamicPruningSettings
 
 if TYPE_CHECKING:
@@ -50,22 +54,43 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
         ref.plan_static(ref.occurrences[0].static)
         plan.references.append(ref)
     prune_dynamically(spark, plan, None)  # type: ignore[arg-type]
-    swaps = {ref.occurrences[0].node.number: ref for ref in plan.references
-             if ref.plan is not None and len(ref.plan.files) < _files_read(plan, ref)}
+    swaps: dict[int, tuple[TableReference, list[AddFile]]] = {}
+    for ref in plan.references:
+        if ref.plan is None:
+            continue
+        count, first = _roots(plan, ref)
+        files = _same_kind(ref, ref.plan.files, first)
+        if len(files) < count:
+            swaps[ref.occurrences[0].node.number] = (ref, files)
     if not swaps:
         return df, plan
     return _swapped(spark, df, plan, swaps), plan
 
 
-def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan, swaps: dict[int, TableReference]) -> "DataFrame":
+def _same_kind(ref: TableReference, files: list[AddFile], first_root: str | None) -> list[AddFile]:
+    """The planned files a relation may read: a read of a table with deletion vectors is two
+    relations (skiplake.spark.read), one over the files without a DV, one over those with one
+    (whose deleted rows a join above it drops); each keeps to its own kind."""
+    snapshot = ref.snapshot
+    assert snapshot is not None
+    if snapshot.files.column("deletionVector").null_count == snapshot.num_files:
+        return files
+    marked = {absolute_path(snapshot.table_path, f.path) for f in snapshot.add_files if f.deletionVector}
+    dv_branch = first_root is not None and os.path.normpath(path_from_spark(first_root)) in marked
+    # The relation keeps its own output (the DV branch's _metadata): only its file list changes.
+    return [replace(f, deletionVector=None) for f in files if bool(f.deletionVector) == dv_branch]
+
+
+def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan,
+             swaps: dict[int, tuple[TableReference, list[AddFile]]]) -> "DataFrame":
     """`df` with each swapped relation reading its reference's planned files instead."""
     from pyspark.sql import DataFrame
     jvm = spark._jvm
     replacements = jvm.java.util.HashMap()
-    for number, ref in swaps.items():
+    for number, (ref, files) in swaps.items():
         old = node_at(plan.optimized, number)
         assert ref.snapshot is not None and ref.plan is not None
-        fresh = _relation_of(read_planned(spark, ref.snapshot, ref.plan.files, bucketed=_bucketed(old)))
+        fresh = _relation_of(read_planned(spark, ref.snapshot, files, bucketed=_bucketed(old)))
         if fresh is None:
             continue
         replacements.put(old, old.copy(fresh.relation(), old.output(), old.catalogTable(), old.isStreaming(),
@@ -78,9 +103,12 @@ def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan, swaps: dic
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, analyzed), spark)
 
 
-def _files_read(plan: QueryPlan, ref: TableReference) -> int:
-    """How many files the relation reads now (a t.read() relation lists its files as its roots)."""
-    return int(node_at(plan.optimized, ref.occurrences[0].node.number).relation().location().rootPaths().size())
+def _roots(plan: QueryPlan, ref: TableReference) -> tuple[int, str | None]:
+    """How many files the relation reads now (a t.read() relation lists its files as its
+    roots), and the first of them."""
+    roots = node_at(plan.optimized, ref.occurrences[0].node.number).relation().location().rootPaths()
+    count = int(roots.size())
+    return count, (str(roots.apply(0).toString()) if count else None)
 
 
 def _relation_of(df: "DataFrame") -> Any:
