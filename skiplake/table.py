@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from skiplake.errors import FilesVacuumedError, InvalidArgumentError, SchemaMismatchError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.partitioning import check_partition_types
-from skiplake.log.actions import Metadata
+from skiplake.log.actions import Metadata, Protocol
+from skiplake.log.features import required_protocol
 from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
@@ -72,7 +74,7 @@ class Table:
         parts = _partition_columns(path, sch, partition_by)
         config = _configuration(path, sch, parts, bucket_by, properties)
         metadata = Metadata.new(sch, parts, config, name=name, description=description)
-        snapshot = create(path, metadata, operation_parameters={
+        snapshot = create(path, metadata, required_protocol(Protocol(1, 2), config), operation_parameters={
             "partitionBy": parts, "properties": config, "isManaged": "false"})
         return Table(spark, path, snapshot)
 
@@ -208,6 +210,19 @@ class Table:
 
     def vacuum(self, retention_hours: float = 168, dry_run: bool = False, force: bool = False) -> VacuumResult:
         return vacuum(self.path, retention_hours, dry_run, force)
+
+    def set_properties(self, properties: Mapping[str, str]) -> int:
+        """ALTER TABLE ... SET TBLPROPERTIES: merge `properties` into the table's configuration.
+        `delta.enableDeletionVectors=true` upgrades the protocol in the same commit, as Delta does."""
+        txn = self.begin()
+        base = txn.snapshot.metadata
+        config = {**base.configuration, **{k: str(v) for k, v in properties.items()}}
+        reserved = sorted(k for k in properties if k.startswith("skiplake.bucketing."))
+        if reserved:
+            raise InvalidArgumentError(f"{self.path}: the bucket spec is set at create, not as properties {reserved}")
+        check_isolation_property(config)
+        txn.set_metadata(replace(base, configuration=config), required_protocol(txn.snapshot.protocol, config))
+        return txn.stage("SET TBLPROPERTIES", {"properties": dict(properties)}).commit()
 
 
 def _partition_columns(path: str, schema: Schema, partition_by: Sequence[str] | None) -> list[str]:

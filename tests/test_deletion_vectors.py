@@ -14,11 +14,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from skiplake.errors import ProtocolNotSupportedError
-from skiplake.log.actions import AddFile, CommitInfo, Protocol, encode_commit
+from skiplake.log.actions import AddFile, CommitInfo, Protocol, RemoveFile, encode_commit
 from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows, write_dv_file
 from skiplake.log.paths import absolute_path
-from skiplake.log.snapshot import LOG_DIR, Snapshot, commit_name
+from skiplake.log.snapshot import LOG_DIR, Snapshot, commit_name, log_storage, read_commit
 
 SCHEMA = "id long, d date, cat string, qty int"
 DV_PROTOCOL = Protocol(3, 7, ("deletionVectors",), ("appendOnly", "invariants", "deletionVectors"))
@@ -57,6 +56,10 @@ def mark_deleted(t, doomed) -> dict[str, np.ndarray]:
         out.write(encode_commit([CommitInfo(1_700_000_000_000, "DELETE"), *actions]))
     t.refresh()
     return marked
+
+
+def log_actions(t, version: int) -> list:
+    return read_commit(log_storage(t.path), version)
 
 
 def ids(df) -> list[int]:
@@ -104,16 +107,19 @@ def test_a_file_with_every_row_marked_reads_as_empty_and_others_stay(table):
     assert ids(table.read()) == list(range(600, 900))
 
 
-def test_reports_and_writes_on_a_dv_table(table, spark):
-    mark_deleted(table, lambda r: r["id"] % 2 == 0)
-    # Writing deletion vectors is not there yet: a write is refused whole, the table unchanged.
-    version = table.version
-    with pytest.raises(ProtocolNotSupportedError, match="deletionVectors"):
-        table.delete("id = 3")
-    with pytest.raises(ProtocolNotSupportedError, match="deletionVectors"):
-        table.append(_rows(spark, 5, start=10_000))
-    assert table.version == version
-    assert ids(table.read()) == [i for i in range(900) if i % 2]
+def test_writes_without_the_property_rewrite_and_keep_dvs_applied(table, spark):
+    # Another writer's DVs, delta.enableDeletionVectors unset: skiplake's DML rewrites files,
+    # reading them without their deleted rows, and logs the old (path, DV) as removed.
+    marked = mark_deleted(table, lambda r: r["id"] % 2 == 0)
+    version = table.delete("id % 3 = 0")
+    removes = [a for a in log_actions(table, version) if isinstance(a, RemoveFile)]
+    assert removes and all(r.deletionVector is not None for r in removes if r.path in marked)
+    assert not any(isinstance(a, AddFile) and a.deletionVector for a in log_actions(table, version))
+    table.update("id < 30", {"cat": "'new'"})
+    table.append(_rows(spark, 5, start=10_000))
+    expected = [i for i in range(900) if i % 2 and i % 3] + list(range(10_000, 10_005))
+    assert ids(table.read()) == expected
+    assert sorted(r.id for r in table.read("cat = 'new'").collect()) == [i for i in expected if i < 30]
 
 
 def test_a_corrupt_dv_file_fails_the_read_with_its_name(table):
@@ -159,3 +165,98 @@ def test_dynamic_pruning_over_a_table_with_deletion_vectors(lake, spark):
     finally:
         for k, v in previous.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
+
+# ---------------------------------------------------------------- writing deletion vectors
+
+
+def _dv_table(lake, spark, name="dvt", partition_by=None):
+    t = lake.create_table(name, SCHEMA, partition_by=partition_by,
+                          properties={"delta.enableDeletionVectors": "true"})
+    t.append(_rows(spark, 3000).repartition(4))
+    return t
+
+
+def _data_files(t) -> set[str]:
+    return {f.path for f in t.snapshot.add_files}
+
+
+def test_create_with_deletion_vectors_sets_the_protocol(lake, spark):
+    t = _dv_table(lake, spark)
+    p = t.snapshot.protocol
+    assert (p.minReaderVersion, p.minWriterVersion) == (3, 7)
+    assert set(p.readerFeatures) == {"deletionVectors"}
+    assert set(p.writerFeatures) == {"appendOnly", "invariants", "deletionVectors"}
+
+
+def test_delete_marks_rows_and_leaves_data_files_alone(lake, spark):
+    t = _dv_table(lake, spark, partition_by=["d"])
+    files = _data_files(t)
+    version = t.delete("id % 100 = 7")
+    assert _data_files(t) == files, "a DELETE with deletion vectors rewrote data files"
+    log = log_actions(t, version)
+    adds = [a for a in log if isinstance(a, AddFile)]
+    removes = [a for a in log if isinstance(a, RemoveFile)]
+    assert adds and all(a.deletionVector and a.deletionVector["storageType"] == "u" for a in adds)
+    assert {a.path for a in adds} == {r.path for r in removes} and all(r.deletionVector is None for r in removes)
+    assert all(json.loads(a.stats)["tightBounds"] is False for a in adds)
+    info = log[0]
+    assert info.operationMetrics["numDeletedRows"] == "30"
+    assert ids(t.read()) == [i for i in range(3000) if i % 100 != 7]
+    # A second DELETE on the same files: the new DVs are the union of old and new rows.
+    t.delete("id % 100 = 8")
+    assert ids(t.read()) == [i for i in range(3000) if i % 100 not in (7, 8)]
+    assert _data_files(t) == files
+    assert sum(a.deletionVector["cardinality"] for a in t.snapshot.add_files) == 60
+    assert t.scan().report.rows_total == 2940
+
+
+def test_mostly_deleted_files_are_rewritten_and_wholly_deleted_ones_removed(lake, spark):
+    t = lake.create_table("dvt", SCHEMA, properties={"delta.enableDeletionVectors": "true"})
+    t.append(_rows(spark, 100, start=0).coalesce(1))
+    t.append(_rows(spark, 100, start=100).coalesce(1))
+    t.append(_rows(spark, 100, start=200).coalesce(1))
+    t.delete("id < 100 OR (id >= 100 AND id < 180) OR id = 250")
+    live = t.snapshot.add_files
+    assert len(live) == 2  # the first file removed, the second rewritten, the third marked
+    assert sorted(a.deletionVector is not None for a in live) == [False, True]
+    assert ids(t.read()) == [i for i in range(180, 300) if i != 250]
+
+
+def test_update_writes_new_rows_and_marks_the_old(lake, spark):
+    t = _dv_table(lake, spark)
+    files = _data_files(t)
+    t.update("qty = 42", {"cat": "'answer'", "qty": "qty + 1000"})
+    assert files <= _data_files(t) and len(_data_files(t)) > len(files)
+    got = {r.id: (r.cat, r.qty) for r in t.read().collect()}
+    assert len(got) == 3000
+    assert all(got[i] == (("answer", 1042) if i % 100 == 42 else (f"c{i % 4}", i % 100)) for i in range(3000))
+
+
+def test_set_properties_upgrades_an_existing_table(table, spark):
+    assert table.snapshot.protocol.minReaderVersion == 1
+    table.set_properties({"delta.enableDeletionVectors": "true"})
+    p = table.snapshot.protocol
+    assert (p.minReaderVersion, p.minWriterVersion, set(p.writerFeatures)) == (
+        3, 7, {"appendOnly", "invariants", "deletionVectors"})
+    table.delete("id = 5")
+    assert any(f.deletionVector for f in table.snapshot.add_files)
+    assert ids(table.read()) == [i for i in range(900) if i != 5]
+
+
+def test_optimize_purges_and_vacuum_keeps_only_referenced_dv_files(lake, spark):
+    t = _dv_table(lake, spark)
+    t.delete("id % 10 = 0")
+    dv_paths = {DeletionVector.from_json(f.deletionVector).file_path(t.path) for f in t.snapshot.add_files}
+    assert dv_paths and all(os.path.exists(p) for p in dv_paths)
+    # VACUUM with the DV files referenced: nothing of them goes.
+    t.vacuum(retention_hours=0, force=True)
+    assert all(os.path.exists(p) for p in dv_paths)
+    assert ids(t.read()) == [i for i in range(3000) if i % 10]
+    t.optimize()
+    assert not any(f.deletionVector for f in t.snapshot.add_files)
+    assert ids(t.read()) == [i for i in range(3000) if i % 10]
+    t.vacuum(retention_hours=0, force=True)
+    assert not any(os.path.exists(p) for p in dv_paths)
+    assert ids(t.read()) == [i for i in range(3000) if i % 10]

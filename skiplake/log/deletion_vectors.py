@@ -27,7 +27,7 @@ import struct
 import uuid
 import zlib
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -101,6 +101,17 @@ def unique_id(descriptor: dict[str, Any] | None) -> str:
     offset = descriptor.get("offset")
     base = f"{descriptor.get('storageType')}{descriptor.get('pathOrInlineDv')}"
     return base if offset is None else f"{base}@{offset}"
+
+
+def dv_files(table_path: str, descriptors: Iterable[dict[str, Any] | None]) -> set[str]:
+    """The normalized local paths of the DV files the log descriptors name (inline ones have none)."""
+    out = set()
+    for d in descriptors:
+        if d:
+            path = DeletionVector.from_json(d).file_path(table_path)
+            if path is not None:
+                out.add(os.path.normpath(path))
+    return out
 
 
 # ------------------------------------------------------------------ reading and writing

@@ -33,7 +33,7 @@ CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.par
 
 # Protocol features this implementation reads and writes correctly.
 SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors"}
-SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz"}
+SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz", "deletionVectors"}
 
 
 def commit_name(version: int) -> str:

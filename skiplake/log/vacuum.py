@@ -1,7 +1,8 @@
 """VACUUM: delete data files no longer referenced by the table and older than the retention.
 
-A file is kept if the current version references it, or if it changed within the retention
-window (a running writer's uncommitted file, or a file time travel may still need).
+A file is kept if the current version references it (a data file, or the deletion vector
+file of one), or if it changed within the retention window (a running writer's uncommitted
+file, or a file time travel may still need).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 
 from skiplake.errors import RetentionTooShortError
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
+from skiplake.log.deletion_vectors import dv_files
 from skiplake.log.paths import absolute_path
 from skiplake.log.snapshot import LOG_DIR, Snapshot
 
@@ -40,8 +42,13 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
     # Kept: every file of the current version, and every file removed within the retention
     # (time travel and running readers may still need it), whatever its modification time.
     live = {absolute_path(table_path, p) for p in snapshot.files.column("path").to_pylist()}
-    live |= {absolute_path(table_path, r.path) for r in snapshot.tombstone_list
-             if r.deletionTimestamp is None or r.deletionTimestamp >= cutoff * 1000}
+    kept_tombstones = [r for r in snapshot.tombstone_list
+                       if r.deletionTimestamp is None or r.deletionTimestamp >= cutoff * 1000]
+    live |= {absolute_path(table_path, r.path) for r in kept_tombstones}
+    # Deletion vector files (at the table root, or under a prefix folder) live as long as a
+    # live file or a kept tombstone names them.
+    live |= dv_files(table_path, snapshot.files.column("deletionVector").to_pylist())
+    live |= dv_files(table_path, (r.deletionVector for r in kept_tombstones))
     doomed: list[tuple[str, int]] = []
     for root, dirs, files in os.walk(table_path):
         rel_root = os.path.relpath(root, table_path)

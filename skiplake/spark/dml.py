@@ -16,9 +16,11 @@ from skiplake.errors import InvalidArgumentError, ReplaceWhereViolationError, Sc
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
 from skiplake.log.actions import AddFile
+from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import absolute_path
 from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.spark.read import FILE_COLUMN, path_from_spark
+from skiplake.spark.row_marks import logical_rows, mark_rows, matching_rows
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions
 
@@ -80,7 +82,12 @@ def _delete_rows(txn: "Transaction", where: str | None, options: WriteOptions | 
         return len(plan.files), 0
     assert plan.predicate is not None
     whole, partial = _split_by_proof(txn, plan.files, plan.predicate)
-    touched, _ = _touched_files(txn, partial, where)
+    if deletion_vectors_enabled(txn.snapshot.configuration):
+        # Mark the matching rows; only files mostly deleted are rewritten.
+        marks = mark_rows(txn, partial, matching_rows(txn, partial, matches(where)))
+        touched = marks.rewrite
+    else:
+        touched, _ = _touched_files(txn, partial, where)
     if touched:
         kept = txn.read_files(touched).filter(~matches(where))
         txn.write(kept, options=options)
@@ -89,8 +96,8 @@ def _delete_rows(txn: "Transaction", where: str | None, options: WriteOptions | 
 
 
 def _rows_removed(txn: "Transaction") -> int:
-    before = sum(f.num_records or 0 for f in txn.removed_files)
-    after = sum(a.num_records or 0 for a in txn.actions if isinstance(a, AddFile))
+    before = sum(logical_rows(f) for f in txn.removed_files)
+    after = sum(logical_rows(a) for a in txn.actions if isinstance(a, AddFile))
     return before - after
 
 
@@ -130,20 +137,33 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
         raise SchemaMismatchError(txn.path, [f"update sets unknown column {c!r}" for c in unknown],
                                   f"The table's columns are {', '.join(schema.names)}.")
     plan = txn.scan(where)
+    cond = F.lit(True) if where is None else matches(where)
+    sets = {schema.field(c).name: e for c, e in assignments.items()}
+    cols = []
+    for f in schema.fields:
+        if f.name in sets:
+            new = F.expr(sets[f.name]).cast(spark_type(f.type))
+            cols.append(F.when(cond, new).otherwise(F.col(_quote(f.name))).alias(f.name))
+        else:
+            cols.append(F.col(_quote(f.name)))
+    if deletion_vectors_enabled(txn.snapshot.configuration) and where is not None:
+        # The updated rows are written anew and marked deleted where they were; a file mostly
+        # updated is rewritten with the rows that stay.
+        hits = matching_rows(txn, plan.files, cond)
+        touched = [f for f in plan.files if f.path in hits]
+        updated = sum(len(r) for r in hits.values())
+        if touched:
+            txn.write(conform(txn.read_files(touched).filter(cond).select(*cols), schema))
+            marks = mark_rows(txn, touched, hits)
+            if marks.rewrite:
+                txn.write(conform(txn.read_files(marks.rewrite).filter(~cond).select(*cols), schema))
+                txn.remove(marks.rewrite)
+        return txn.stage("UPDATE", {"predicate": [where]}, {"numUpdatedRows": updated})
     if where is None:
-        touched, updated = plan.files, sum(f.num_records or 0 for f in plan.files)
+        touched, updated = plan.files, sum(logical_rows(f) for f in plan.files)
     else:
         touched, updated = _touched_files(txn, plan.files, where)
     if touched:
-        cond = F.lit(True) if where is None else matches(where)
-        sets = {schema.field(c).name: e for c, e in assignments.items()}
-        cols = []
-        for f in schema.fields:
-            if f.name in sets:
-                new = F.expr(sets[f.name]).cast(spark_type(f.type))
-                cols.append(F.when(cond, new).otherwise(F.col(_quote(f.name))).alias(f.name))
-            else:
-                cols.append(F.col(_quote(f.name)))
         txn.write(conform(txn.read_files(touched).select(*cols), schema))
         txn.remove(touched)
     return txn.stage("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})

@@ -1,5 +1,7 @@
 """OPTIMIZE: bin-pack small files of each partition into files near a target size (dataChange=false).
 
+Files with a deletion vector are always among those rewritten: OPTIMIZE purges deleted rows.
+
 All bins of all partitions are rewritten by one Spark job: the rows of each partition are spread
 over ceil(bytes / target) output tasks, so each partition ends with that many files of about the
 target size. The removes and adds are marked dataChange=false: readers see the same rows.
@@ -90,8 +92,9 @@ def _bins(files: Sequence[AddFile], target_file_size: int, min_files: int, spec:
         if spec is not None and bucket is None:
             chosen.extend(group)  # another writer's files: re-bucket them, whatever their size
             continue
-        small = [f for f in group if f.size < target_file_size * 0.75]
-        if len(small) < min_files:
+        # A file with a deletion vector is rewritten whatever its size (purged of its deleted rows).
+        small = [f for f in group if f.size < target_file_size * 0.75 or f.deletionVector]
+        if len(small) < min_files and not any(f.deletionVector for f in small):
             continue
         chosen.extend(small)
         n = max(1, math.ceil(sum(f.size for f in small) / target_file_size))

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from skiplake.errors import InvalidArgumentError, SchemaMismatchError
 from skiplake.expr.tree import Node
 from skiplake.layout.bucket_spec import bucket_spec_of
-from skiplake.log.actions import Action, AddFile, Metadata, RemoveFile, Txn, now_ms
+from skiplake.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
@@ -42,6 +42,7 @@ class Transaction:
         self.read_set = ReadSet()
         self.actions: list[Action] = []
         self.new_metadata: Metadata | None = None
+        self.new_protocol: Protocol | None = None
         self.committed_version: int | None = None
         self.removed_files: list[AddFile] = []
         self._on_commit = on_commit
@@ -144,6 +145,13 @@ class Transaction:
             self.removed_files.append(by_path[key])
             self.actions.append(by_path[key].remove(ts, data_change))
 
+    def set_metadata(self, metadata: Metadata, protocol: Protocol | None = None) -> None:
+        """Commit new table metadata (and a new protocol, when it changes), checked writable first."""
+        if protocol is not None and protocol != self.snapshot.protocol:
+            check_writable(self.path, protocol)
+            self.new_protocol = protocol
+        self.new_metadata = metadata
+
     def set_app_version(self, app_id: str, version: int) -> None:
         self.actions.append(Txn(app_id, version, now_ms()))
 
@@ -174,6 +182,8 @@ class Transaction:
         actions: list[Action] = list(self.actions)
         if self.new_metadata is not None:
             actions.insert(0, self.new_metadata)
+        if self.new_protocol is not None:
+            actions.insert(0, self.new_protocol)
         computed = _metrics(actions)
         computed.update({k: str(v) for k, v in (metrics or {}).items()})
         result = commit(self.snapshot, actions, operation, dict(parameters or {}), self.read_set, computed)

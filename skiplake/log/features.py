@@ -1,0 +1,50 @@
+"""Table features a table's properties turn on, and the protocol they need.
+
+`delta.enableDeletionVectors=true` needs the reader-writer feature `deletionVectors`, which
+exists only with table features: reader version 3, writer version 7. Upgrading an older table
+lists explicitly every feature its old writer version implied, as PROTOCOL.md asks (a reader
+of a (3,7) table knows only what the lists say), exactly as delta-spark does: a (1,2) table
+becomes (3,7) with appendOnly, invariants and deletionVectors.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+from skiplake.log.actions import Protocol
+
+ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+DELETION_VECTORS = "deletionVectors"
+# The writer features a legacy writer version implies (each includes the ones before it).
+_LEGACY_WRITER = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+
+
+def deletion_vectors_enabled(configuration: Mapping[str, str]) -> bool:
+    """Whether writers may add deletion vectors (readers apply them whenever the feature is on)."""
+    return str(configuration.get(ENABLE_DELETION_VECTORS, "false")).strip().lower() == "true"
+
+
+def supports(protocol: Protocol, feature: str) -> bool:
+    return feature in (protocol.readerFeatures or ()) and feature in (protocol.writerFeatures or ())
+
+
+def required_protocol(current: Protocol, configuration: Mapping[str, str]) -> Protocol:
+    """`current`, or the (3,7) protocol that adds what `configuration` turns on."""
+    if not deletion_vectors_enabled(configuration) or supports(current, DELETION_VECTORS):
+        return current
+    reader = set(current.readerFeatures or ())
+    writer = set(current.writerFeatures or ())
+    if current.minWriterVersion < 7:
+        for version, features in _LEGACY_WRITER.items():
+            if current.minWriterVersion >= version:
+                writer.update(features)
+    if current.minReaderVersion == 2:
+        reader.add("columnMapping")
+    reader.add(DELETION_VECTORS)
+    writer.add(DELETION_VECTORS)
+    return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(writer)))

@@ -1,0 +1,105 @@
+"""DELETE and UPDATE by deletion vectors: mark rows deleted instead of rewriting their files.
+
+For a table with `delta.enableDeletionVectors=true`, the rows a DELETE matches (or an UPDATE
+replaces) are found by one Spark pass that reports, per file, the indexes of the matching rows
+(`_metadata.row_index`: physical positions, the DV's own unit). Each touched file is then logged
+again under the same path with a new deletion vector, the union of its old DV and these rows,
+and the old (path, DV) is removed; all the commit's new DVs go into one new DV file. The data
+files are not touched: a DELETE of a few rows scattered over every file writes a few KB.
+
+A file whose rows would all be deleted is removed outright (no add with a full DV, as delta-spark
+does). A file with more than REWRITE_RATIO of its rows deleted is rewritten instead, so reads do
+not keep skipping most of a file; so is a file whose stats lack numRecords (a DV needs it).
+The new add keeps the file's stats, marked `tightBounds: false`: its min/max still bound the
+rows left, which is all skipping needs.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+from pyspark.sql import functions as F
+
+from skiplake.log.actions import AddFile
+from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows, write_dv_file
+from skiplake.log.paths import absolute_path
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column
+
+    from skiplake.spark.transaction import Transaction
+
+# Past this share of a file's physical rows deleted, the file is rewritten rather than marked.
+REWRITE_RATIO = 0.5
+
+
+@dataclass
+class Marks:
+    """What marking did: files whose rows it marked, files it removed whole, files the caller
+    must rewrite (with the rows that stay), and how many rows were newly marked or removed."""
+    marked: list[AddFile] = field(default_factory=list)
+    removed: list[AddFile] = field(default_factory=list)
+    rewrite: list[AddFile] = field(default_factory=list)
+    rows: int = 0
+
+
+def logical_rows(f: AddFile) -> int:
+    """The rows a file holds for readers: its physical rows less its DV's."""
+    return (f.num_records or 0) - int((f.deletionVector or {}).get("cardinality") or 0)
+
+
+def matching_rows(txn: "Transaction", files: Sequence[AddFile], condition: "Column") -> dict[str, np.ndarray]:
+    """The row indexes (uint64, sorted) of the rows of `files` where `condition` is TRUE, per
+    log path of the files that have any; deleted rows are not among them."""
+    if not files:
+        return {}
+    df = txn.read_files(files, with_file_info=True).filter(condition)
+    found = df.groupBy(FILE_COLUMN).agg(F.collect_list(ROW_COLUMN).alias("rows")).toArrow()
+    by_path = {absolute_path(txn.path, f.path): f.path for f in files}
+    out = {}
+    for spark_path, rows in zip(found.column(0).to_pylist(), found.column(1).to_pylist()):
+        out[by_path[path_from_spark(spark_path)]] = np.unique(np.asarray(rows, dtype=np.uint64))
+    return out
+
+
+def mark_rows(txn: "Transaction", files: Sequence[AddFile], hits: dict[str, np.ndarray]) -> Marks:
+    """Mark `hits` (row indexes per log path) deleted in their files, within the transaction."""
+    marks = Marks()
+    bitmaps: list[np.ndarray] = []
+    for f in files:
+        rows = hits.get(f.path)
+        if rows is None or not len(rows):
+            continue
+        old = (read_deleted_rows(txn.path, DeletionVector.from_json(f.deletionVector))
+               if f.deletionVector else np.zeros(0, np.uint64))
+        union = np.union1d(old, rows).astype(np.uint64)
+        physical = f.num_records
+        marks.rows += len(union) - len(old)
+        if physical is not None and len(union) >= physical:
+            marks.removed.append(f)
+        elif physical is None or len(union) > REWRITE_RATIO * physical:
+            marks.rewrite.append(f)
+            marks.rows -= len(union) - len(old)  # counted by the caller, from the rewrite
+        else:
+            marks.marked.append(f)
+            bitmaps.append(union)
+    txn.remove(marks.removed + marks.marked)
+    if marks.marked:
+        for f, dv in zip(marks.marked, write_dv_file(txn.path, bitmaps)):
+            txn.actions.append(AddFile(f.path, dict(f.partitionValues), f.size, f.modificationTime, True,
+                                       _loose_bounds(f.stats), f.tags, dv.to_json()))
+    return marks
+
+
+def _loose_bounds(stats: str | None) -> str | None:
+    """The file's stats, its min/max now bounds of the rows left rather than values among them.
+    Edited as text: a decimal or double stat must keep its exact digits."""
+    if not stats or not stats.lstrip().startswith("{"):
+        return stats
+    if '"tightBounds"' in stats:
+        return re.sub(r'"tightBounds"\s*:\s*true', '"tightBounds":false', stats)
+    body = stats.lstrip()[1:].lstrip()
+    return '{"tightBounds":false' + ("," + body if not body.startswith("}") else body)
