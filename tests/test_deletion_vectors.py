@@ -260,3 +260,29 @@ def test_optimize_purges_and_vacuum_keeps_only_referenced_dv_files(lake, spark):
     t.vacuum(retention_hours=0, force=True)
     assert not any(os.path.exists(p) for p in dv_paths)
     assert ids(t.read()) == [i for i in range(3000) if i % 10]
+
+
+def test_merge_marks_updated_and_deleted_rows(lake, spark):
+    t = _dv_table(lake, spark)
+    files = _data_files(t)
+    source = spark.sql("SELECT id, CAST(id % 3 AS INT) AS op FROM range(2900, 3100) WHERE id % 10 IN (0, 5)")
+    t.merge(source, "target.id = source.id",
+            when_matched_update={"cat": "'merged'"}, when_matched_update_condition="source.op = 0",
+            when_matched_delete="source.op = 1",
+            when_not_matched_insert={"id": "source.id", "d": "DATE'2001-01-01'", "cat": "'new'", "qty": "0"})
+    assert files <= _data_files(t) and any(f.deletionVector for f in t.snapshot.add_files)
+    got = {r.id: r.cat for r in t.read().collect()}
+    src = [i for i in range(2900, 3100) if i % 10 in (0, 5)]
+    expected = {i: f"c{i % 4}" for i in range(3000)}
+    for i in src:
+        if i >= 3000:
+            expected[i] = "new"
+        elif i % 3 == 0:
+            expected[i] = "merged"
+        elif i % 3 == 1:
+            del expected[i]
+    assert got == expected
+    # A MERGE that matches nothing only inserts.
+    t.merge(spark.sql("SELECT 5000L AS id"), "target.id = source.id", when_matched_delete=True,
+            when_not_matched_insert={"id": "source.id", "d": "DATE'2001-01-01'", "cat": "'x'", "qty": "1"})
+    assert t.read("id = 5000").count() == 1

@@ -319,6 +319,15 @@ def test_merge_prunes_the_target_by_target_only_conditions(sales, spark):
     assert acts[0].operationParameters["predicate"].startswith("target.id")
 
 
+def test_merge_whose_source_keys_prune_every_target_file_only_inserts(sales, spark):
+    # The source's keys lie outside every file's id range: no candidate file at all.
+    src = spark.sql("SELECT 10000L + id AS id FROM range(3)")
+    sales.merge(src, "target.id = source.id", when_matched_delete=True,
+                when_not_matched_insert={"id": "source.id", "d": "DATE'2001-01-01'", "qty": "1"})
+    assert sorted(r.id for r in sales.read("id >= 10000").collect()) == [10000, 10001, 10002]
+    assert sales.read().count() == 303
+
+
 def test_optimize_keeps_small_partitions_in_one_file_when_a_big_one_splits(lake, spark):
     t = lake.create_table("mixed", "id long, p int", partition_by=["p"])
     t.append(spark.range(0, 6000).selectExpr("id", "1 AS p").repartition(6))

@@ -9,7 +9,9 @@ whose sources touch disjoint key ranges of a clustered table do not conflict.
 
 Then a first Spark pass over the candidate files finds the files holding a matched target row
 (a target row matched twice is a MergeConflictError, as in Delta), and only those are rewritten:
-matched rows deleted or updated, unmatched source rows inserted.
+matched rows deleted or updated, unmatched source rows inserted. With deletion vectors on, those
+files are not rewritten: the rows a clause deletes or updates are marked deleted in them, and
+only updated and inserted rows are written (skiplake.spark.row_marks).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
@@ -25,11 +28,13 @@ from skiplake.errors import InvalidArgumentError, MergeConflictError, SchemaMism
 from skiplake.expr.parse import bind, parse_sql
 from skiplake.expr.tree import And, Col, Node
 from skiplake.log.actions import AddFile
+from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import INTEGER_TYPES, is_primitive
 from skiplake.spark.build_keys import distinct_keys
 from skiplake.spark.dml import matches
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
+from skiplake.spark.row_marks import mark_rows
 from skiplake.spark.settings import DynamicPruningSettings
 from skiplake.spark.types import conform, spark_type
 
@@ -166,6 +171,8 @@ def merge(txn: "Transaction", source: DataFrame, clauses: MergeClauses) -> "Tran
     if upd is None and not c.when_matched_delete:
         assert ins is not None
         _insert_unmatched(txn, source, c, ins, plan.files)
+    elif deletion_vectors_enabled(txn.snapshot.configuration):
+        _mark_matched(txn, source, c, upd, ins, plan.files)
     else:
         _rewrite_matched(txn, source, c, upd, ins, plan.files)
     return txn.stage("MERGE", c.parameters())
@@ -194,12 +201,22 @@ def _matched_files(txn: "Transaction", source: DataFrame, c: MergeClauses, files
     return [f for f in files if absolute_path(txn.path, f.path) in hits]
 
 
-def _rewrite_matched(txn: "Transaction", source: DataFrame, c: MergeClauses, upd: dict[str, str] | None,
-                     ins: dict[str, str] | None, files: Sequence[AddFile]) -> None:
-    """Rewrite the files holding matched rows (deleted, updated or kept), plus inserted rows."""
+@dataclass
+class _Joined:
+    """The target rows of some files joined with the source, and what each clause does to them."""
+    rows: DataFrame
+    matched: Column          # a target row and a source row
+    source_only: Column      # a source row no target row matches
+    deleted: Column          # a matched target row the delete clause removes
+    updated: Column          # a matched target row the update clause changes
+    inserted: Column         # a source-only row the insert clause adds
+    values: list[Column]     # the row as the table's columns, after the clauses
+
+
+def _join(txn: "Transaction", source: DataFrame, c: MergeClauses, upd: dict[str, str] | None,
+          ins: dict[str, str] | None, files: Sequence[AddFile], with_file_info: bool = False) -> _Joined:
     t, s = c.target_alias, c.source_alias
-    touched = _matched_files(txn, source, c, files)
-    tgt = txn.read_files(touched).withColumn("__sl_t", F.lit(True)).alias(t)
+    tgt = txn.read_files(files, with_file_info=with_file_info).withColumn("__sl_t", F.lit(True)).alias(t)
     srcm = source.withColumn("__sl_s", F.lit(True)).alias(s)
     joined = tgt.join(srcm, F.expr(c.on), "full_outer" if ins else "left_outer")
     is_matched = F.col(f"{t}.__sl_t").isNotNull() & F.col(f"{s}.__sl_s").isNotNull()
@@ -207,10 +224,8 @@ def _rewrite_matched(txn: "Transaction", source: DataFrame, c: MergeClauses, upd
     delete_applies = _condition(c.when_matched_delete)
     update_applies = ~delete_applies & _condition(c.when_matched_update_condition or True) if upd else F.lit(False)
     insert_applies = _condition(c.when_not_matched_insert_condition or True) if ins else F.lit(False)
-    keep = ~(is_matched & delete_applies) & ~(source_only & ~insert_applies)
-    schema = txn.snapshot.schema
     cols = []
-    for f in schema.fields:
+    for f in txn.snapshot.schema.fields:
         value = F.col(f"{t}.`{f.name}`")
         if upd and f.name in upd:
             value = F.when(is_matched & update_applies, F.expr(upd[f.name]).cast(spark_type(f.type))).otherwise(value)
@@ -218,8 +233,48 @@ def _rewrite_matched(txn: "Transaction", source: DataFrame, c: MergeClauses, upd
             inserted = F.expr(ins[f.name]) if f.name in ins else F.lit(None)
             value = F.when(source_only, inserted.cast(spark_type(f.type))).otherwise(value)
         cols.append(value.alias(f.name))
-    txn.write(conform(joined.filter(keep).select(*cols), schema))
+    return _Joined(joined, is_matched, source_only, is_matched & delete_applies, is_matched & update_applies,
+                   source_only & insert_applies, cols)
+
+
+def _rewrite_matched(txn: "Transaction", source: DataFrame, c: MergeClauses, upd: dict[str, str] | None,
+                     ins: dict[str, str] | None, files: Sequence[AddFile]) -> None:
+    """Rewrite the files holding matched rows (deleted, updated or kept), plus inserted rows."""
+    touched = _matched_files(txn, source, c, files)
+    j = _join(txn, source, c, upd, ins, touched)
+    keep = ~j.deleted & ~(j.source_only & ~j.inserted)
+    txn.write(conform(j.rows.filter(keep).select(*j.values), txn.snapshot.schema))
     txn.remove(touched)
+
+
+def _mark_matched(txn: "Transaction", source: DataFrame, c: MergeClauses, upd: dict[str, str] | None,
+                  ins: dict[str, str] | None, files: Sequence[AddFile]) -> None:
+    """With deletion vectors: the target rows a clause deletes or updates are marked deleted in
+    their files; updated and inserted rows are written as new files. A file mostly changed is
+    rewritten with the rows that stay (skiplake.spark.row_marks)."""
+    touched = _matched_files(txn, source, c, files)
+    if not touched:
+        if ins:
+            _insert_unmatched(txn, source, c, ins, files)
+        return
+    schema = txn.snapshot.schema
+    j = _join(txn, source, c, upd, ins, touched, with_file_info=True)
+    file_col, row_col = F.col(f"{c.target_alias}.{FILE_COLUMN}"), F.col(f"{c.target_alias}.{ROW_COLUMN}")
+    changed = (j.rows.filter(j.deleted | j.updated).groupBy(file_col.alias("f"))
+               .agg(F.collect_list(row_col).alias("rows")).toArrow())
+    by_path = {absolute_path(txn.path, f.path): f.path for f in touched}
+    hits: dict[str, np.ndarray] = {}
+    spark_path_of: dict[str, str] = {}  # log path -> the file as FILE_COLUMN names it
+    for p, r in zip(changed.column(0).to_pylist(), changed.column(1).to_pylist()):
+        hits[by_path[path_from_spark(p)]] = np.unique(np.asarray(r, dtype=np.uint64))
+        spark_path_of[by_path[path_from_spark(p)]] = p
+    txn.write(conform(j.rows.filter(j.updated | j.inserted).select(*j.values), schema))
+    marks = mark_rows(txn, touched, hits)
+    if marks.rewrite:
+        stay = ~j.deleted & ~j.updated & ~j.source_only
+        redo = file_col.isin([spark_path_of[f.path] for f in marks.rewrite])
+        txn.write(conform(j.rows.filter(stay & redo).select(*j.values), schema))
+        txn.remove(marks.rewrite)
 
 
 def _condition(when: bool | str | None) -> Column:

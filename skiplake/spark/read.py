@@ -119,6 +119,9 @@ def _read_exactly(spark: SparkSession, table_path: str, schema: Schema, partitio
         extra += [F.col("_metadata.file_path").alias(DV_PATH_COLUMN), F.col("_metadata.row_index").alias(DV_ROW_COLUMN)]
     if not files:
         df = spark.createDataFrame([], full_schema)
+        # The same columns as a read of some files: a caller selects them whatever it read.
+        if with_file_info:
+            df = df.withColumn(FILE_COLUMN, F.lit(None).cast("string")).withColumn(ROW_COLUMN, F.lit(None).cast("long"))
         if file_column:
             df = df.withColumn(file_column, F.lit(None).cast("string"))
         return df.select(*columns) if columns else df
