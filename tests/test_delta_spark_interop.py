@@ -91,6 +91,7 @@ class Interop:
     written_before: list = field(default_factory=list)         # "written" table rows before delta-spark
     written_ids: list = field(default_factory=list)
     create_error: str | None = None                            # "wser" table: create_table error, if any
+    dv_expected: list = field(default_factory=list)            # "dv_ours" rows, as skiplake reads them
 
     def job(self, job_id: str) -> dict:
         return self.result["jobs"][job_id]
@@ -218,6 +219,16 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     # "wser_alter": no isolation level; delta-spark is asked to SET it to WriteSerializable.
     wa = lake.create_table("wser_alter", SCHEMA, partition_by=PARTITION_BY)
     wa.append(_frame(spark, range(0, 5)))
+    # "dv_ours": skiplake writes deletion vectors (DELETE twice, UPDATE, MERGE) for delta-spark to read.
+    dv = lake.create_table(DV_OURS, SCHEMA, partition_by=PARTITION_BY,
+                           properties={"delta.enableDeletionVectors": "true"})
+    dv.append(_frame(spark, range(0, 120)).repartition(2))
+    dv.delete("qty > 15")
+    dv.delete("id % 5 = 0")
+    dv.update("id % 7 = 1", {"name": "'upd'"})
+    dv.merge(_frame(spark, range(100, 130)), "target.id = source.id", when_matched_delete="source.id % 2 = 0",
+             when_matched_update={"name": "'merged'"}, when_not_matched_insert="*")
+    dv_expected = rows_as_strings(dv.read(), COLUMNS)
     built = time.time() - t0
 
     main, written, wser, wser_alter = (lake.path_of(n) for n in ("main", "written", "wser", "wser_alter"))
@@ -241,6 +252,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
               "sql": f"ALTER TABLE {reader._quote_path(wser_alter)} "
                      "SET TBLPROPERTIES ('delta.isolationLevel' = 'WriteSerializable')"}]
     jobs += _deletion_vector_jobs(os.path.join(lake.root, DV_TABLE), os.path.join(lake.root, DV_PART_TABLE))
+    jobs += [{"id": "dv_ours:read", "op": "read", "path": lake.path_of(DV_OURS), "columns": COLUMNS}]
 
     t1 = time.time()
     result = delta.run(jobs)
@@ -248,10 +260,10 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     print(f"\nskiplake tables built in {built:.1f}s; delta-spark {result.get('delta_version')} on Spark "
           f"{result.get('spark_version')}: session start {result.get('startup_seconds')}s, jobs "
           f"{time.time() - t1:.1f}s (" + ", ".join(f"{k} {j['seconds']}s" for k, j in result["jobs"].items()) + ")")
-    return Interop(lake, result, seconds, versions, written_before, written_ids, create_error)
+    return Interop(lake, result, seconds, versions, written_before, written_ids, create_error, dv_expected)
 
 
-DV_TABLE, DV_PART_TABLE = "dv_spark", "dv_spark_parted"
+DV_TABLE, DV_PART_TABLE, DV_OURS = "dv_spark", "dv_spark_parted", "dv_ours"
 # delta-spark's DML on its own tables with deletion vectors on: each DELETE marks rows (a DV
 # per touched file, the second one the union with the first), UPDATE marks the old rows and
 # writes new ones; checkpointInterval=2 makes it write checkpoints whose add structs hold DVs.
@@ -444,3 +456,12 @@ def test_skiplake_reads_delta_sparks_deletion_vectors(interop: Interop, spark, n
     assert (count.n, count.s) == (len(picked), sum(picked))
     # delta-spark wrote checkpoints (interval 2): the DVs came through one of them too.
     assert any(p.name.endswith(".checkpoint.parquet") for p in (Path(path) / "_delta_log").iterdir())
+
+
+def test_delta_spark_reads_skiplakes_deletion_vectors(interop: Interop) -> None:
+    t = interop.lake.table(DV_OURS)
+    assert any(f.deletionVector for f in t.snapshot.add_files), "skiplake wrote no deletion vector"
+    theirs = _ok(interop.job("dv_ours:read"))
+    assert _tuples(theirs) == interop.dv_expected
+    ids = sorted(int(r[0]) for r in interop.dv_expected)
+    assert 0 not in ids and 130 > max(ids) >= 120 and all(i % 5 for i in ids if i < 100)
