@@ -105,3 +105,22 @@ def test_skiplake_reads_delta_rs_tables(spark, tmp_path):
     # skiplake writes to a delta-rs table, and delta-rs reads the result.
     t.append(spark.createDataFrame([(1000, "p9", dt.date(2030, 1, 1), 1.0, "x")], t.schema))
     assert deltalake.DeltaTable(path).to_pyarrow_table().num_rows == t.read().count()
+
+
+def test_delta_rs_reads_skiplakes_deletion_vectors_through_datafusion(lake, spark):
+    # delta-rs applies DVs in its DataFusion reader (QueryBuilder); its pyarrow readers refuse a
+    # table with the deletionVectors reader feature (README: known limits).
+    t = lake.create_table("dv", "id long, cat string, qty int", partition_by=["cat"],
+                          properties={"delta.enableDeletionVectors": "true"})
+    t.append(spark.range(0, 400).selectExpr("id", "concat('c', CAST(id % 3 AS STRING)) AS cat",
+                                            "CAST(id % 50 AS INT) AS qty").repartition(2))
+    t.delete("qty = 7 OR id % 9 = 0")
+    t.update("id % 11 = 0", {"qty": "qty + 100"})
+    assert any(f.deletionVector for f in t.snapshot.add_files)
+    ours = sorted((r.id, r.cat, r.qty) for r in t.read().collect())
+    dt_ = deltalake.DeltaTable(t.path)
+    got = deltalake.QueryBuilder().register("dv", dt_).execute("SELECT id, cat, qty FROM dv").read_all()
+    theirs = sorted(zip(*(got.column(c).to_pylist() for c in ("id", "cat", "qty"))))
+    assert theirs == ours and len(ours) < 400
+    with pytest.raises(Exception, match="(?i)deletion"):
+        dt_.to_pyarrow_table()
