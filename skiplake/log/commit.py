@@ -22,8 +22,9 @@ log = logging.getLogger("skiplake.commit")
 
 ENGINE_INFO = f"skiplake/{__version__}"
 
-# Called with (winning version, its actions); raises to abort this commit.
-WinnerCheck = Callable[[int, list[Action]], None]
+# Called with (winning version, its actions); raises to abort this commit, or returns the
+# actions to commit after that winner (None: the same).
+WinnerCheck = Callable[[int, list[Action]], "list[Action] | None"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ def put_commit(snapshot: Snapshot, info: CommitInfo, actions: list[Action],
         v = attempt
         while storage.exists(commit_name(v)):
             if check_winner is not None:
-                check_winner(v, read_commit(storage, v))
+                actions = check_winner(v, read_commit(storage, v)) or actions
             v += 1
         log.info("version %d was taken; no conflict with versions %d..%d, retrying at %d",
                  attempt, attempt, v - 1, v)

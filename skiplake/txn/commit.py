@@ -29,8 +29,12 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
         operationMetrics=operation_metrics, engineInfo=ENGINE_INFO, txnId=str(uuid.uuid4()),
     )
 
-    def check(version: int, winner: list[Action]) -> None:
-        check_winner(snapshot, version, winner, actions, read_set, level)
+    current = list(actions)
+
+    def check(version: int, winner: list[Action]) -> list[Action]:
+        # Each winner is checked against the actions as rebased on the winners before it.
+        current[:] = check_winner(snapshot, version, winner, current, read_set, level)
+        return current
 
     return put_commit(snapshot, info, actions, check, max_attempts)
 

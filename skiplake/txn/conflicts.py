@@ -18,10 +18,18 @@ from skiplake.errors import (
 )
 from skiplake.layout.partitioning import partition_dir
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from skiplake.log.deletion_vectors import unique_id
+from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.metrics import file_lookup, may_match
 from skiplake.txn.isolation import SERIALIZABLE, WRITE_SERIALIZABLE, is_rearrangement
 from skiplake.txn.read_set import ReadSet
+from skiplake.txn.row_level import Remark, is_row_change, marked_paths, rebase
+
+# The operations whose new files are rows they changed: under WriteSerializable, with row-level
+# concurrency, those new rows conflict with nobody (the matrix of the seed: DML vs DML conflict
+# only on the same row).
+ROW_LEVEL_OPERATIONS = ("DELETE", "UPDATE", "MERGE")
 
 
 @dataclass(frozen=True)
@@ -54,16 +62,44 @@ class _Winner:
 
 
 def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], actions: list[Action],
-                 read_set: ReadSet, isolation: str) -> None:
-    """Raise the exception Delta's conflict checker raises for this winner, or return if compatible."""
+                 read_set: ReadSet, isolation: str) -> list[Action]:
+    """Raise the exception Delta's conflict checker raises for this winner, or return the
+    actions to commit after it: these, or (row-level concurrency) these rebased on its marks."""
     won = _Winner(winner_version, winner, snapshot)
     _check_protocol_and_metadata(won)
     _check_app_ids(won, actions, read_set)
     our_removes = {a.path for a in actions if isinstance(a, RemoveFile)}
     if read_set.empty and not our_removes:
-        return  # a blind append conflicts with nothing but the checks above
-    _check_added_files(won, actions, read_set, isolation)
-    _check_removed_files(won, read_set, our_removes)
+        return actions  # a blind append conflicts with nothing but the checks above
+    # Row-level concurrency (tables with deletion vectors): files the winner kept and marked
+    # rows of are not new data, and not a removal of what this transaction read.
+    row_level = deletion_vectors_enabled(snapshot.configuration)
+    theirs = marked_paths(winner) if row_level else {}
+    marked = {p for p, (r, a) in theirs.items() if is_row_change(r, a)}
+    dml_winner = row_level and won.operation in ROW_LEVEL_OPERATIONS
+    _check_added_files(won, actions, read_set, isolation, marked,
+                       new_files_conflict=not (dml_winner and isolation == WRITE_SERIALIZABLE))
+    _check_removed_files(won, read_set, our_removes, marked)
+    ours = marked_paths(actions)
+    remarks = []
+    for path in sorted(marked & our_removes):
+        our_remove, our_add = ours[path]
+        their_remove, their_add = theirs[path]
+        if not is_row_change(our_remove, our_add) or unique_id(our_remove.deletionVector) != unique_id(
+                their_remove.deletionVector):
+            won.raise_(ConcurrentDeleteDeleteException,
+                       f"and marked rows of a file that this transaction rewrites or removes ({path} in "
+                       f"{won.where(their_remove)}). Retry the operation on the new version.")
+        remarks.append(Remark(path, our_remove, our_add, their_remove, their_add))
+    if not remarks:
+        return actions
+
+    def same_rows(path: str, rows: int) -> None:
+        won.raise_(ConcurrentDeleteDeleteException,
+                   f"and changed {rows} row{'s' if rows != 1 else ''} of {path} that this transaction also "
+                   "changes (row-level concurrency lets two commits change different rows of a file, not "
+                   "the same ones). Retry the operation on the new version.")
+    return rebase(snapshot.table_path, remarks, actions, same_rows)
 
 
 def _check_protocol_and_metadata(won: _Winner) -> None:
@@ -86,14 +122,16 @@ def _check_app_ids(won: _Winner, actions: list[Action], read_set: ReadSet) -> No
                        "transaction also writes. Two jobs with the same app id ran at once: give each its own.")
 
 
-def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, isolation: str) -> None:
-    """Files the winner added that this transaction's reads would have seen."""
+def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, isolation: str,
+                       marked: set[str], new_files_conflict: bool = True) -> None:
+    """Files the winner added that this transaction's reads would have seen (not the files it
+    logged again with more rows marked: they hold no new rows)."""
     winner_blind = bool(won.info and won.info.isBlindAppend)
-    if is_rearrangement(actions) or (isolation == WRITE_SERIALIZABLE and winner_blind):
+    if is_rearrangement(actions) or (isolation == WRITE_SERIALIZABLE and winner_blind) or not new_files_conflict:
         return
     schema = won.snapshot.schema
     for a in won.actions:
-        if not (isinstance(a, AddFile) and a.dataChange):
+        if not (isinstance(a, AddFile) and a.dataChange) or a.path in marked:
             continue
         lookup = file_lookup(schema, a.partitionValues, a.stats)
         if read_set.whole_table or any(may_match(p, lookup) for p in read_set.predicates):
@@ -106,9 +144,9 @@ def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, i
                        f"clause).{hint}")
 
 
-def _check_removed_files(won: _Winner, read_set: ReadSet, our_removes: set[str]) -> None:
+def _check_removed_files(won: _Winner, read_set: ReadSet, our_removes: set[str], marked: set[str]) -> None:
     for a in won.actions:
-        if not isinstance(a, RemoveFile):
+        if not isinstance(a, RemoveFile) or a.path in marked:
             continue
         if a.path in read_set.files or read_set.whole_table:
             won.raise_(ConcurrentDeleteReadException,
