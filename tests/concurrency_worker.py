@@ -18,12 +18,15 @@ import time
 import uuid
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skiplake.errors import ConcurrentModificationError
-from skiplake.log.actions import AddFile, Metadata
+from skiplake.log.actions import AddFile, Metadata, Protocol
+from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows, write_dv_file
+from skiplake.log.features import ENABLE_DELETION_VECTORS, deletion_vectors_enabled, required_protocol
 from skiplake.log.paths import from_log_path, to_log_path
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
@@ -36,9 +39,11 @@ DATA_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
 PARTITIONS = 4
 
 
-def create_table(path: str, isolation: str) -> None:
+def create_table(path: str, isolation: str, deletion_vectors: bool = False) -> None:
     config = {"delta.isolationLevel": "Serializable"} if isolation == "Serializable" else {}
-    snap = create(path, Metadata.new(SCHEMA, ["p"], config))
+    if deletion_vectors:
+        config[ENABLE_DELETION_VECTORS] = "true"
+    snap = create(path, Metadata.new(SCHEMA, ["p"], config), required_protocol(Protocol(1, 2), config))
     adds = [write_file(path, p, append_rows(f"init-{p}", p, 20)) for p in range(PARTITIONS)]
     commit(snap, adds, "WRITE", {"op": "append-init"})
 
@@ -62,7 +67,31 @@ def write_file(path: str, p: int, rows: pa.Table, data_change: bool = True) -> A
 
 
 def read_file(path: str, add: AddFile) -> pa.Table:
-    return pq.read_table(os.path.join(path, from_log_path(add.path)))
+    """The file's live rows (its deletion vector applied)."""
+    data = pq.read_table(os.path.join(path, from_log_path(add.path)))
+    deleted = deleted_rows(path, add)
+    if not len(deleted):
+        return data
+    keep = np.ones(data.num_rows, dtype=bool)
+    keep[deleted.astype(np.int64)] = False
+    return data.filter(pa.array(keep))
+
+
+def deleted_rows(path: str, add: AddFile) -> np.ndarray:
+    if not add.deletionVector:
+        return np.zeros(0, np.uint64)
+    return read_deleted_rows(path, DeletionVector.from_json(add.deletionVector))
+
+
+def mark(path: str, f: AddFile, hit: np.ndarray) -> list:
+    """remove(f) and add(f with `hit` (a mask over its physical rows) marked deleted too), or
+    only the remove when no row is left."""
+    union = np.union1d(deleted_rows(path, f), np.flatnonzero(hit).astype(np.uint64)).astype(np.uint64)
+    if len(union) >= (f.num_records or 0):
+        return [f.remove()]
+    [dv] = write_dv_file(path, [union])
+    return [f.remove(), AddFile(f.path, dict(f.partitionValues), f.size, f.modificationTime, True, f.stats,
+                                f.tags, dv.to_json())]
 
 
 @dataclass
@@ -92,7 +121,22 @@ def run_op(path: str, rnd: random.Random, opid: str) -> Outcome:
         plan = plan_scan(snap, f"p = {p} AND v BETWEEN {lo} AND {hi}")
         read = ReadSet(predicates=[plan.predicate], files={f.path for f in plan.files})
         actions: list = []
+        marks = deletion_vectors_enabled(snap.configuration)
         for f in plan.files:
+            if marks:
+                # Deletion vectors: mark the matching live rows; an UPDATE writes them anew.
+                raw = pq.read_table(os.path.join(path, from_log_path(f.path)))
+                live = np.ones(raw.num_rows, dtype=bool)
+                live[deleted_rows(path, f).astype(np.int64)] = False
+                v = raw["v"].to_numpy()
+                hit = live & (v >= lo) & (v <= hi)
+                if not hit.any():
+                    continue
+                actions += mark(path, f, hit)
+                if kind == "update":
+                    moved = raw.filter(pa.array(hit))
+                    actions.append(write_file(path, p, moved.set_column(1, "v", pc.add(moved["v"], 1000))))
+                continue
             data = read_file(path, f)
             hit = pc.and_(pc.greater_equal(data["v"], lo), pc.less_equal(data["v"], hi))
             if not pc.any(hit).as_py():

@@ -20,7 +20,7 @@ from skiplake.log.actions import CommitInfo
 from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot, list_log, log_storage, read_commit
 from skiplake.log.vacuum import vacuum
-from tests.concurrency_worker import PARTITIONS, append_rows, create_table
+from tests.concurrency_worker import PARTITIONS, append_rows, create_table, read_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,9 +89,10 @@ def _apply_dml(model: dict[int, list[int]], op: str, p: int, lo: int, hi: int, r
 
 
 def physical(table: str) -> dict[int, tuple[int, int]]:
+    """The live rows read straight from the files (deletion vectors applied)."""
     out: dict[int, tuple[int, int]] = {}
     for f in Snapshot.load(table).add_files:
-        data = pq.read_table(os.path.join(table, from_log_path(f.path))).to_pydict()
+        data = read_file(table, f).to_pydict()
         for i, v in zip(data["id"], data["v"]):
             assert i not in out, f"row {i} is in two live files"
             out[i] = (int(f.partitionValues["p"]), v)
@@ -126,10 +127,11 @@ def check_exceptions(acks: list[dict], isolation: str) -> Counter:
     return seen
 
 
-@pytest.mark.parametrize("isolation", ["WriteSerializable", "Serializable"])
-def test_eight_writers(tmp_path, isolation):
+@pytest.mark.parametrize("isolation,deletion_vectors", [("WriteSerializable", False), ("Serializable", False),
+                                                        ("WriteSerializable", True), ("Serializable", True)])
+def test_eight_writers(tmp_path, isolation, deletion_vectors):
     table = str(tmp_path / "t")
-    create_table(table, isolation)
+    create_table(table, isolation, deletion_vectors)
     acks = [str(tmp_path / f"ack{w}.jsonl") for w in range(8)]
     procs = [start_worker(table, w, 100 + w, 25, acks[w], 40) for w in range(8)]
     for p in procs:
@@ -147,8 +149,11 @@ def test_eight_writers(tmp_path, isolation):
         assert excluded == 0  # Serializable: every DML saw every row its condition matched
     seen = check_exceptions(outcomes, isolation)
     assert sum(1 for a in committed if a["op"] == "append") == sum(1 for a in outcomes if a["op"] == "append")
-    print(f"\n{isolation}: {len(committed)} commits, conflicts {dict(seen)}, "
-          f"rows left alone by WriteSerializable {excluded}")
+    if deletion_vectors:
+        assert any(f.deletionVector for f in Snapshot.load(table).add_files) or any(
+            a["op"] in ("delete", "update") for a in committed)
+    print(f"\n{isolation}{' with deletion vectors' if deletion_vectors else ''}: {len(committed)} commits, "
+          f"conflicts {dict(seen)}, rows left alone by WriteSerializable {excluded}")
 
 
 def test_writers_killed_with_sigkill(tmp_path):
