@@ -13,7 +13,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from skiplake.log.actions import CommitInfo
