@@ -286,3 +286,20 @@ def test_merge_marks_updated_and_deleted_rows(lake, spark):
     t.merge(spark.sql("SELECT 5000L AS id"), "target.id = source.id", when_matched_delete=True,
             when_not_matched_insert={"id": "source.id", "d": "DATE'2001-01-01'", "cat": "'x'", "qty": "1"})
     assert t.read("id = 5000").count() == 1
+
+
+def test_the_exact_path_join_when_path_hashes_collide(table, monkeypatch):
+    # With no hash bits kept every file's key collides: the (path, block) join must take over.
+    from skiplake.spark import deletions
+    mark_deleted(table, lambda r: r["id"] % 5 == 0)
+    monkeypatch.setattr(deletions, "_HIGH", 0)
+    assert ids(table.read()) == [i for i in range(900) if i % 5]
+
+
+def test_marks_across_bitmap_blocks_of_a_big_file(lake, spark):
+    t = lake.create_table("big", "id long", properties={"delta.enableDeletionVectors": "true"})
+    t.append(spark.range(0, 20_000).coalesce(1))
+    doomed = {0, 63, 64, 4095, 4096, 4097, 8191, 12_345, 19_999}
+    t.delete(f"id IN ({', '.join(map(str, sorted(doomed)))}) OR id % 997 = 1")
+    assert any(f.deletionVector for f in t.snapshot.add_files)
+    assert ids(t.read()) == [i for i in range(20_000) if i not in doomed and i % 997 != 1]

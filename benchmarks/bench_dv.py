@@ -1,0 +1,191 @@
+"""Benchmark 13: deletion vectors and row-level concurrency (issue 13).
+
+One unpartitioned table of --rows rows (20M by default) in --files files (64), written once and
+copied for every contender and run, so each one starts from the very same files:
+
+  delete   DELETE of 0.1% of the rows scattered over every file (id % 1000 = 7): with deletion
+           vectors (rows marked) against without (the files rewritten)
+  scan     a full scan (count and sums over three columns) of the table with 10% of its rows
+           deleted through deletion vectors, against the same table with those rows rewritten
+           away
+  writers  --writers threads (4), each updating its own random rows (ids = w mod writers) of the
+           same files --updates times; a conflict is retried on a fresh snapshot. File-level
+           (copy-on-write) against row-level (deletion vectors): commits/s, retries, aborts
+
+Each measurement runs once per contender to warm up, then --reps times (the writers once), the
+contenders taking turns going first. Checks: both contenders leave the same rows.
+
+    .venv/bin/python -m benchmarks.bench_dv [--quick] [--rows N] [--files N] [--reps N] [--json] [--out FILE]
+"""
+from __future__ import annotations
+
+import random
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated, workdir
+
+CONTENDERS = ("dv", "rewrite")
+DV = {"delta.enableDeletionVectors": "true"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=None, help="rows of the table (default 20,000,000)")
+    parser.add_argument("--files", type=int, default=None, help="files of the table (default 64)")
+    parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--updates", type=int, default=None, help="updates per writer (default 5)")
+    args = parser.parse_args(argv)
+    rows = args.rows or (400_000 if args.quick else 20_000_000)
+    files = args.files or (8 if args.quick else 64)
+    updates = args.updates or (2 if args.quick else 5)
+    reps = args.reps if args.reps is not None else (1 if args.quick else 3)
+    progress = Progress("bench_dv")
+    from benchmarks.common import setup_java
+    setup_java()
+    import skiplake
+    spark = skiplake.local_spark(app_name="bench-dv", shuffle_partitions=8, driver_memory="6g")
+    report = Report("bench_dv", "Benchmark 13: deletion vectors and row-level concurrency",
+                    command_line("bench_dv", args, [f"--rows {rows}", f"--files {files}"]),
+                    {"rows": rows, "files": files, "reps": reps, "writers": args.writers, "updates": updates})
+    with workdir("bench_dv", args.workdir, args.keep, progress) as work:
+        base = work / "base"
+        _build(spark, base, rows, files, progress)
+        _delete(spark, report, work, base, rows, reps, progress)
+        _scan(spark, report, work, base, rows, reps, progress)
+        _writers(spark, report, work, base, args.writers, updates, progress)
+    return finish(report, args)
+
+
+def _build(spark: Any, base: Path, rows: int, files: int, progress: Progress) -> None:
+    import skiplake
+    t0 = time.perf_counter()
+    t = skiplake.Table.create(spark, str(base), "id long, k long, v double, s string")
+    # Ids spread over the files at random (not ranges): a scattered DELETE touches every file.
+    df = spark.range(rows).selectExpr("id", "id % 1000 AS k", "CAST(id AS DOUBLE) / 7 AS v",
+                                      "concat('row-', CAST(id % 100000 AS STRING)) AS s")
+    t.append(df.repartition(files))
+    progress(f"table of {rows:,} rows in {len(t.snapshot.add_files)} files "
+             f"({t.snapshot.size_bytes / 2 ** 20:.0f} MB) in {time.perf_counter() - t0:.1f} s")
+
+
+def _copy(spark: Any, base: Path, to: Path, deletion_vectors: bool) -> Any:
+    import skiplake
+    shutil.rmtree(to, ignore_errors=True)
+    shutil.copytree(base, to)
+    t = skiplake.Table.open(spark, str(to))
+    if deletion_vectors:
+        t.set_properties(DV)
+    return t
+
+
+def _delete(spark: Any, report: Report, work: Path, base: Path, rows: int, reps: int, progress: Progress) -> None:
+    times: dict[str, list[float]] = {c: [] for c in CONTENDERS}
+    left: dict[str, int] = {}
+    for rep in range(reps + 1):
+        for c in rotated(CONTENDERS, rep):
+            t = _copy(spark, base, work / f"delete-{c}", c == "dv")
+            t0 = time.perf_counter()
+            t.delete("id % 1000 = 7")
+            seconds = time.perf_counter() - t0
+            left[c] = t.read().count()
+            progress(f"delete 0.1%, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s")
+            if rep:
+                times[c].append(seconds)
+    for c in CONTENDERS:
+        report.timing("DELETE 0.1% scattered", c, times[c])
+    ratio = median(times["rewrite"]) / median(times["dv"])
+    report.ratio("DELETE: rewrite / deletion vectors", ratio)
+    report.goal("DELETE with deletion vectors, times faster than rewriting", ratio, 5.0, unit="x", at_least=True)
+    report.check("DELETE: the same rows left", left["dv"] == left["rewrite"] == rows - rows // 1000,
+                 f"{left}")
+
+
+def _scan(spark: Any, report: Report, work: Path, base: Path, rows: int, reps: int, progress: Progress) -> None:
+    from pyspark.sql import functions as F
+    tables = {}
+    for c in CONTENDERS:
+        t = _copy(spark, base, work / f"scan-{c}", c == "dv")
+        t.delete("id % 10 = 3")
+        tables[c] = t
+    dv_files = sum(1 for f in tables["dv"].snapshot.add_files if f.deletionVector)
+    progress(f"scan tables ready: {dv_files} files with deletion vectors")
+    times: dict[str, list[float]] = {c: [] for c in CONTENDERS}
+    answers: dict[str, tuple] = {}
+    for rep in range(reps + 1):
+        for c in rotated(CONTENDERS, rep):
+            t0 = time.perf_counter()
+            r = tables[c].read().agg(F.count("*"), F.sum("id"), F.sum("v"), F.max("s")).collect()[0]
+            seconds = time.perf_counter() - t0
+            answers[c] = tuple(r)
+            progress(f"scan, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s")
+            if rep:
+                times[c].append(seconds)
+    for c in CONTENDERS:
+        report.timing("full scan, 10% deleted", c, times[c], f"{dv_files} files with DVs" if c == "dv" else "")
+    ratio = median(times["dv"]) / median(times["rewrite"])
+    report.ratio("scan: deletion vectors / rewritten", ratio)
+    report.goal("scan through deletion vectors, times the rewritten table's", ratio, 1.3, unit="x")
+    a, b = answers["dv"], answers["rewrite"]
+    # The sum of doubles depends on the order rows are added in: equal to 1e-12, not bit for bit.
+    report.check("scan: the same answer", a[0] == b[0] == rows - rows // 10 and a[1] == b[1] and a[3] == b[3]
+                 and abs(a[2] - b[2]) <= 1e-12 * abs(b[2]), f"{answers}")
+
+
+def _writers(spark: Any, report: Report, work: Path, base: Path, writers: int, updates: int,
+             progress: Progress) -> None:
+    from skiplake.errors import ConcurrentModificationError
+    results = {}
+    for c in ("rewrite", "dv"):  # once each: the row-level run second, on a warmed JVM
+        t = _copy(spark, base, work / f"writers-{c}", c == "dv")
+        n_rows = t.read().count()
+        stats = {"commits": 0, "retries": 0, "aborts": 0}
+        lock = threading.Lock()
+
+        def writer(w: int) -> None:
+            import skiplake
+            rnd = random.Random(w)
+            table = skiplake.Table.open(spark, t.path)
+            for _ in range(updates):
+                ids = sorted({rnd.randrange(n_rows // writers) * writers + w for _ in range(20)})
+                for attempt in range(10):
+                    try:
+                        table.refresh().update(f"id IN ({', '.join(map(str, ids))})", {"s": f"'w{w}'"})
+                        with lock:
+                            stats["commits"] += 1
+                        break
+                    except ConcurrentModificationError:
+                        with lock:
+                            stats["retries"] += 1
+                else:
+                    with lock:
+                        stats["aborts"] += 1
+
+        t0 = time.perf_counter()
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        seconds = time.perf_counter() - t0
+        stats["seconds"] = seconds
+        results[c] = stats
+        progress(f"{writers} writers, {c}: {stats['commits']} commits in {seconds:.1f} s "
+                 f"({stats['commits'] / seconds:.2f}/s), {stats['retries']} retries, {stats['aborts']} aborts")
+        report.timing(f"{writers} writers x {updates} updates", c, [seconds],
+                      f"{stats['commits']} commits ({stats['commits'] / seconds:.2f}/s), "
+                      f"{stats['retries']} conflicts retried, {stats['aborts']} aborts")
+    report.ratio("writers: commits/s row-level / file-level",
+                 (results["dv"]["commits"] / results["dv"]["seconds"]) /
+                 max(1e-9, results["rewrite"]["commits"] / results["rewrite"]["seconds"]))
+    report.goal("row-level writers: conflicts", results["dv"]["retries"] + results["dv"]["aborts"], 0, unit="n")
+    report.check("every update committed at row level", results["dv"]["commits"] == writers * updates,
+                 f"{results['dv']}")
+    report.extra["writers"] = results
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
