@@ -1,0 +1,170 @@
+"""Column mapping (PROTOCOL.md, "Column Mapping"): logical names for users, physical ones in files.
+
+With `delta.columnMapping.mode` = `name` or `id` (honoured only when the protocol supports the
+`columnMapping` feature: reader 2 / writer 5 or later, or the feature listed at 3/7), every field
+of the schema, nested ones too, carries in its metadata a `delta.columnMapping.id` and a
+`delta.columnMapping.physicalName`. Data files name their columns by the physical names (and, in
+both modes, carry the id as the Parquet field id); `add.partitionValues` and the stats
+(`minValues`, `maxValues`, `nullCount`) are keyed by physical names too; `metaData.partitionColumns`
+and the user see logical names. A rename changes only the logical name; a drop removes the field
+from the schema, its data stays in the files unread. `delta.columnMapping.maxColumnId` is at
+least the largest id ever given.
+
+This module translates between the two; it knows nothing of Spark. (Not yet wired into reads
+and writes: issue 13, item 4.)
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Any, Mapping
+
+from skiplake.log.actions import Protocol
+from skiplake.log.schema import Field, Schema
+
+MODE = "delta.columnMapping.mode"
+MAX_COLUMN_ID = "delta.columnMapping.maxColumnId"
+ID = "delta.columnMapping.id"
+PHYSICAL_NAME = "delta.columnMapping.physicalName"
+FEATURE = "columnMapping"
+MODES = ("none", "name", "id")
+# The field metadata key Spark's Parquet writer turns into the field id (and its reader matches
+# by, with spark.sql.parquet.fieldId.read.enabled).
+PARQUET_FIELD_ID = "parquet.field.id"
+
+
+def supports_column_mapping(protocol: Protocol) -> bool:
+    """Whether a reader honours the mode: reader version 2, or 3 with the feature listed."""
+    if protocol.minReaderVersion >= 3:
+        return FEATURE in (protocol.readerFeatures or ())
+    return protocol.minReaderVersion == 2
+
+
+def mapping_mode(configuration: Mapping[str, str], protocol: Protocol) -> str:
+    """`none`, `name` or `id`: the table's mode, `none` when the protocol does not support it."""
+    mode = str(configuration.get(MODE, "none")).strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"{MODE} is {mode!r}; expected one of {', '.join(MODES)}")
+    return mode if supports_column_mapping(protocol) else "none"
+
+
+def physical_name(f: Field, mode: str) -> str:
+    if mode == "none":
+        return f.name
+    name = f.metadata.get(PHYSICAL_NAME)
+    if not name:
+        raise ValueError(f"column {f.name!r} has no {PHYSICAL_NAME} in a table with column mapping mode {mode!r}")
+    return str(name)
+
+
+def field_id(f: Field) -> int:
+    value = f.metadata.get(ID)
+    if value is None:
+        raise ValueError(f"column {f.name!r} has no {ID}")
+    return int(value)
+
+
+def physical_schema(schema: Schema, mode: str) -> Schema:
+    """The schema as the data files spell it: physical names at every level, and the ids as
+    Parquet field ids (`parquet.field.id`, which Spark reads and writes)."""
+    if mode == "none":
+        return schema
+    return Schema(tuple(_physical_field(f.name, f.type, f.nullable, f.metadata, mode) for f in schema.fields))
+
+
+def _physical_field(name: str, type_: Any, nullable: bool, metadata: dict[str, Any], mode: str) -> Field:
+    f = Field(name, type_, nullable, metadata)
+    meta = {PARQUET_FIELD_ID: field_id(f)}
+    return Field(physical_name(f, mode), _physical_type(type_, mode), nullable, meta)
+
+
+def _physical_type(type_: Any, mode: str) -> Any:
+    if isinstance(type_, str):
+        return type_
+    kind = type_.get("type")
+    if kind == "struct":
+        fields = []
+        for child in type_["fields"]:
+            pf = _physical_field(child["name"], child["type"], bool(child.get("nullable", True)),
+                                 dict(child.get("metadata") or {}), mode)
+            fields.append(pf.to_json())
+        return {"type": "struct", "fields": fields}
+    if kind == "array":
+        return {**type_, "elementType": _physical_type(type_["elementType"], mode)}
+    if kind == "map":
+        return {**type_, "keyType": _physical_type(type_["keyType"], mode),
+                "valueType": _physical_type(type_["valueType"], mode)}
+    return type_
+
+
+def physical_names(schema: Schema, mode: str) -> dict[str, str]:
+    """Top-level logical name -> physical name."""
+    return {f.name: physical_name(f, mode) for f in schema.fields}
+
+
+def logical_partition_values(values: Mapping[str, str | None], schema: Schema, partition_columns: list[str],
+                             mode: str) -> dict[str, str | None]:
+    """`add.partitionValues` (keyed by physical names) keyed by the logical partition columns."""
+    if mode == "none":
+        return dict(values)
+    out = {}
+    for column in partition_columns:
+        f = schema.field(column)
+        out[f.name] = values.get(physical_name(f, mode))
+    return out
+
+
+def logical_stats(stats: Mapping[str, Any], schema: Schema, mode: str) -> dict[str, Any]:
+    """A file's parsed stats with `minValues`, `maxValues` and `nullCount` keyed by logical names
+    at every level; columns no longer in the schema (dropped) are left out."""
+    if mode == "none":
+        return dict(stats)
+    out = dict(stats)
+    for key in ("minValues", "maxValues", "nullCount"):
+        if isinstance(stats.get(key), Mapping):
+            out[key] = _rename_stats(stats[key], [(f.name, f.type, f.metadata) for f in schema.fields], mode)
+    return out
+
+
+def _rename_stats(values: Mapping[str, Any], fields: list[tuple[str, Any, dict]], mode: str) -> dict[str, Any]:
+    out = {}
+    for name, type_, metadata in fields:
+        phys = physical_name(Field(name, type_, True, metadata), mode)
+        if phys not in values:
+            continue
+        value = values[phys]
+        if isinstance(type_, dict) and type_.get("type") == "struct" and isinstance(value, Mapping):
+            value = _rename_stats(value, [(c["name"], c["type"], dict(c.get("metadata") or {}))
+                                          for c in type_["fields"]], mode)
+        out[name] = value
+    return out
+
+
+def assign(schema: Schema, max_id: int) -> tuple[Schema, int]:
+    """`schema` with an id and a physical name (`col-<uuid>`, as delta-spark names new columns)
+    given to every field that lacks them, at every level; and the new largest id."""
+    counter = [max_id]
+
+    def give(name: str, type_: Any, nullable: bool, metadata: dict[str, Any]) -> Field:
+        meta = dict(metadata)
+        if ID not in meta:
+            counter[0] += 1
+            meta[ID] = counter[0]
+        meta.setdefault(PHYSICAL_NAME, f"col-{uuid.uuid4()}")
+        return Field(name, nested(type_), nullable, meta)
+
+    def nested(type_: Any) -> Any:
+        if isinstance(type_, str):
+            return type_
+        kind = type_.get("type")
+        if kind == "struct":
+            return {"type": "struct", "fields": [
+                give(c["name"], c["type"], bool(c.get("nullable", True)), dict(c.get("metadata") or {})).to_json()
+                for c in type_["fields"]]}
+        if kind == "array":
+            return {**type_, "elementType": nested(type_["elementType"])}
+        if kind == "map":
+            return {**type_, "keyType": nested(type_["keyType"]), "valueType": nested(type_["valueType"])}
+        return type_
+
+    fields = tuple(give(f.name, f.type, f.nullable, f.metadata) for f in schema.fields)
+    return Schema(fields), counter[0]

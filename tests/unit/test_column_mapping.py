@@ -1,0 +1,90 @@
+"""Column mapping's translations between logical and physical names (no Spark)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from skiplake.log.actions import Protocol
+from skiplake.log.column_mapping import (
+    ID,
+    PARQUET_FIELD_ID,
+    PHYSICAL_NAME,
+    assign,
+    logical_partition_values,
+    logical_stats,
+    mapping_mode,
+    physical_names,
+    physical_schema,
+)
+from skiplake.log.schema import Schema
+
+
+def _meta(i: int, phys: str) -> dict:
+    return {ID: i, PHYSICAL_NAME: phys}
+
+
+# A schema as delta-spark writes it with column mapping: PROTOCOL.md's nested example (e, an
+# array of structs with d), a struct, a renamed column (logical "amount", physical "col-b"), and
+# a partition column.
+SCHEMA = Schema.from_json({"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": _meta(1, "col-a")},
+    {"name": "amount", "type": "decimal(9,2)", "nullable": True, "metadata": _meta(2, "col-b")},
+    {"name": "s", "type": {"type": "struct", "fields": [
+        {"name": "x", "type": "integer", "nullable": True, "metadata": _meta(3, "col-c")}]},
+     "nullable": True, "metadata": _meta(6, "col-s")},
+    {"name": "e", "type": {"type": "array", "containsNull": True, "elementType": {"type": "struct", "fields": [
+        {"name": "d", "type": "integer", "nullable": False,
+         "metadata": _meta(5, "col-a7f4159c-53be-4cb0-b81a-f7e5240cfc49")}]}},
+     "nullable": True, "metadata": _meta(4, "col-5f422f40-de70-45b2-88ab-1d5c90e94db1")},
+    {"name": "day", "type": "date", "nullable": True, "metadata": _meta(7, "col-p")},
+]})
+
+
+@pytest.mark.parametrize("protocol,mode", [
+    (Protocol(2, 5), "name"),
+    (Protocol(3, 7, ("columnMapping",), ("columnMapping",)), "name"),
+    (Protocol(3, 7, ("deletionVectors",), ("deletionVectors",)), "none"),  # the feature not listed
+    (Protocol(1, 2), "none"),
+])
+def test_the_mode_is_honoured_only_when_the_protocol_supports_it(protocol, mode):
+    assert mapping_mode({"delta.columnMapping.mode": "name"}, protocol) == mode
+    assert mapping_mode({}, protocol) == "none"
+    with pytest.raises(ValueError, match="columnMapping.mode"):
+        mapping_mode({"delta.columnMapping.mode": "nonsense"}, Protocol(2, 5))
+
+
+def test_the_physical_schema_renames_every_level_and_carries_field_ids():
+    phys = physical_schema(SCHEMA, "name")
+    assert phys.names == ["col-a", "col-b", "col-s", "col-5f422f40-de70-45b2-88ab-1d5c90e94db1", "col-p"]
+    assert [f.metadata[PARQUET_FIELD_ID] for f in phys.fields] == [1, 2, 6, 4, 7]
+    struct = phys.fields[2].type["fields"][0]
+    assert (struct["name"], struct["metadata"]) == ("col-c", {PARQUET_FIELD_ID: 3})
+    element = phys.fields[3].type["elementType"]["fields"][0]
+    assert element["name"] == "col-a7f4159c-53be-4cb0-b81a-f7e5240cfc49" and element["nullable"] is False
+    assert physical_schema(SCHEMA, "none") is SCHEMA
+    assert physical_names(SCHEMA, "name")["amount"] == "col-b"
+
+
+def test_stats_and_partition_values_come_back_under_logical_names():
+    stats = json.loads('{"numRecords": 3, "minValues": {"col-a": 1, "col-b": 0.10, "col-s": {"col-c": 4}, '
+                       '"col-gone": 9}, "maxValues": {"col-a": 7}, "nullCount": {"col-a": 0, "col-s": {"col-c": 1}}}')
+    got = logical_stats(stats, SCHEMA, "name")
+    assert got["minValues"] == {"id": 1, "amount": 0.10, "s": {"x": 4}}  # a dropped column's stats left out
+    assert got["maxValues"] == {"id": 7} and got["nullCount"] == {"id": 0, "s": {"x": 1}}
+    assert got["numRecords"] == 3
+    assert logical_partition_values({"col-p": "2024-01-01"}, SCHEMA, ["day"], "name") == {"day": "2024-01-01"}
+
+
+def test_assign_gives_new_fields_ids_and_physical_names_and_keeps_old_ones():
+    plain = Schema.from_json({"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": _meta(1, "col-a")},
+        {"name": "t", "type": {"type": "struct", "fields": [
+            {"name": "u", "type": "string", "nullable": True, "metadata": {}}]}, "nullable": True, "metadata": {}}]})
+    out, max_id = assign(plain, 1)
+    assert max_id == 3
+    assert out.fields[0].metadata == _meta(1, "col-a")
+    assert out.fields[1].metadata[ID] == 2 and out.fields[1].metadata[PHYSICAL_NAME].startswith("col-")
+    child = out.fields[1].type["fields"][0]["metadata"]
+    assert child[ID] == 3 and child[PHYSICAL_NAME] != out.fields[1].metadata[PHYSICAL_NAME]
+    assert physical_schema(out, "id").fields[1].metadata == {PARQUET_FIELD_ID: 2}
