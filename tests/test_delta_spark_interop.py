@@ -253,6 +253,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
                      "SET TBLPROPERTIES ('delta.isolationLevel' = 'WriteSerializable')"}]
     jobs += _deletion_vector_jobs(os.path.join(lake.root, DV_TABLE), os.path.join(lake.root, DV_PART_TABLE))
     jobs += [{"id": "dv_ours:read", "op": "read", "path": lake.path_of(DV_OURS), "columns": COLUMNS}]
+    jobs += _column_mapping_jobs(lake)
 
     t1 = time.time()
     result = delta.run(jobs)
@@ -285,6 +286,33 @@ def _deletion_vector_jobs(path: str, parted: str) -> list[dict]:
         }
         jobs += [{"id": f"{p}:{step}", "op": "sql", "sql": sql[step]} for step in DV_STEPS]
         jobs.append({"id": f"{p}:read", "op": "read", "path": p, "columns": ["id", "g", "s", "x"]})
+    return jobs
+
+
+CM_TABLES = {"cm_name": "name", "cm_id": "id"}
+CM_COLUMNS = ["id", "g", "s2", "st"]
+
+
+def _column_mapping_jobs(lake) -> list[dict]:
+    """delta-spark's tables with column mapping (name and id modes) and deletion vectors: a
+    partition column, a struct, a renamed and a dropped column, rows written before and after."""
+    jobs = []
+    for name, mode in CM_TABLES.items():
+        q = reader._quote_path(os.path.join(lake.root, name))
+        steps = [
+            f"CREATE TABLE {q} (id BIGINT, g INT, s STRING, x INT, st STRUCT<a: INT, b: STRING>) USING delta "
+            f"PARTITIONED BY (g) TBLPROPERTIES ('delta.columnMapping.mode' = '{mode}', "
+            "'delta.enableDeletionVectors' = 'true', 'delta.checkpointInterval' = '3')",
+            f"INSERT INTO {q} SELECT /*+ REPARTITION(2) */ id, CAST(id % 3 AS INT), concat('s', id), 1, "
+            "named_struct('a', CAST(id % 10 AS INT), 'b', concat('b', id)) FROM range(0, 600)",
+            f"ALTER TABLE {q} RENAME COLUMN s TO s2",
+            f"ALTER TABLE {q} DROP COLUMN x",
+            f"DELETE FROM {q} WHERE id % 7 = 0",
+            f"INSERT INTO {q} SELECT id, CAST(id % 3 AS INT), concat('n', id), "
+            "named_struct('a', CAST(id % 10 AS INT), 'b', concat('b', id)) FROM range(600, 700)",
+        ]
+        jobs += [{"id": f"{name}:{i}", "op": "sql", "sql": sql} for i, sql in enumerate(steps)]
+        jobs.append({"id": f"{name}:read", "op": "read", "path": os.path.join(lake.root, name), "columns": CM_COLUMNS})
     return jobs
 
 
@@ -465,3 +493,29 @@ def test_delta_spark_reads_skiplakes_deletion_vectors(interop: Interop) -> None:
     assert _tuples(theirs) == interop.dv_expected
     ids = sorted(int(r[0]) for r in interop.dv_expected)
     assert 0 not in ids and 130 > max(ids) >= 120 and all(i % 5 for i in ids if i < 100)
+
+
+# ---------------------------------------------------------------- 6. delta-spark's column mapping
+
+
+@pytest.mark.parametrize("name", list(CM_TABLES))
+def test_skiplake_reads_delta_sparks_column_mapping(interop: Interop, spark, name: str) -> None:
+    from skiplake.errors import ProtocolNotSupportedError
+    for i in range(6):
+        _ok(interop.job(f"{name}:{i}"))
+    theirs = _ok(interop.job(f"{name}:read"))
+    t = interop.lake.table(name)
+    assert t.snapshot.column_mapping == CM_TABLES[name]
+    assert t.read().columns == CM_COLUMNS  # logical names: renamed s2, dropped x gone
+    ours = rows_as_strings(t.read(), CM_COLUMNS)
+    assert ours == _tuples(theirs) and len(ours) == sum(1 for i in range(700) if i >= 600 or i % 7)
+    # Skipping by stats and partition values kept under physical names in the log.
+    plan = t.scan("g = 1 AND id >= 600")
+    assert plan.report.files_selected < plan.report.files_total
+    got = sorted(r.id for r in t.read("g = 1 AND id >= 600 AND s2 LIKE 'n%'").collect())
+    assert got == [i for i in range(600, 700) if i % 3 == 1]
+    assert sorted(r.a for r in t.read("id = 11").select("st.a").collect()) == [1]
+    count = interop.lake.sql(f"SELECT count(*) AS n FROM {name} WHERE st.b = 'b12'").collect()[0].n
+    assert count == 1
+    with pytest.raises(ProtocolNotSupportedError, match="column mapping"):
+        t.delete("id = 1")

@@ -8,6 +8,7 @@ import re
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skiplake.errors import ProtocolNotSupportedError
 from skiplake.log.actions import now_ms
 from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, METADATA_TYPE, PROTOCOL_TYPE, REMOVE_TYPE, TXN_TYPE
 from skiplake.log.snapshot import Snapshot, checkpoint_name
@@ -43,6 +44,9 @@ def _nulls(n: int, type_: pa.DataType) -> pa.Array:
 
 def checkpoint_table(snapshot: Snapshot) -> pa.Table:
     """One row per action: protocol, metaData, each txn, each live add, each unexpired remove."""
+    if snapshot.column_mapping != "none":
+        # The snapshot holds its files' keys under logical names, not the log's physical ones.
+        raise ProtocolNotSupportedError(snapshot.table_path, "column mapping (read-only in this release)")
     retention = parse_interval_ms(snapshot.configuration.get("delta.deletedFileRetentionDuration"),
                                   DEFAULT_TOMBSTONE_RETENTION_MS)
     cutoff = now_ms() - retention

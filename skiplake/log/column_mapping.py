@@ -15,8 +15,12 @@ and writes: issue 13, item 4.)
 """
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from typing import Any, Mapping
+
+import pyarrow as pa
 
 from skiplake.log.actions import Protocol
 from skiplake.log.schema import Field, Schema
@@ -168,3 +172,50 @@ def assign(schema: Schema, max_id: int) -> tuple[Schema, int]:
 
     fields = tuple(give(f.name, f.type, f.nullable, f.metadata) for f in schema.fields)
     return Schema(fields), counter[0]
+
+
+_KEY = re.compile(r'"((?:[^"\\]|\\.)*)"(\s*:)')
+
+
+def logical_files(files: pa.Table, schema: Schema, partition_columns: list[str], mode: str) -> pa.Table:
+    """A snapshot's files table (FILES_SCHEMA) with partition values and stats keyed by logical
+    names, so that planning and reads see the names the user sees."""
+    if mode == "none" or not files.num_rows:
+        return files
+    parts = {physical_name(schema.field(c), mode): schema.field(c).name for c in partition_columns}
+    values = [None if pv is None else [(parts.get(k, k), v) for k, v in pv]
+              for pv in files.column("partitionValues").to_pylist()]
+    renames = _stat_renames(schema, mode)
+    if renames is not None:
+        stats = [None if st is None else _KEY.sub(lambda m: f'"{renames.get(m.group(1), m.group(1))}"{m.group(2)}', st)
+                 for st in files.column("stats").to_pylist()]
+    else:  # one physical name means different columns at different levels: rename by structure
+        stats = [None if st is None else json.dumps(logical_stats(json.loads(st), schema, mode))
+                 for st in files.column("stats").to_pylist()]
+    out = files.set_column(files.schema.get_field_index("partitionValues"), files.schema.field("partitionValues"),
+                           pa.array(values, files.schema.field("partitionValues").type))
+    return out.set_column(out.schema.get_field_index("stats"), out.schema.field("stats"), pa.array(stats, pa.string()))
+
+
+def _stat_renames(schema: Schema, mode: str) -> dict[str, str] | None:
+    """Physical -> logical name at every level, or None when one physical name has two meanings.
+    A stats key that is no physical name ("numRecords", "minValues", ...) is left as it is; a
+    logical name equal to such a key would be one more ambiguity, also sent the slow way."""
+    out: dict[str, str] = {}
+    reserved = {"numRecords", "minValues", "maxValues", "nullCount", "tightBounds"}
+
+    def walk(fields: list[tuple[str, Any, dict]]) -> bool:
+        for name, type_, metadata in fields:
+            phys = physical_name(Field(name, type_, True, metadata), mode)
+            if out.get(phys, name) != name or phys in reserved:
+                return False
+            out[phys] = name
+            t = type_
+            while isinstance(t, dict) and t.get("type") in ("array", "map"):
+                t = t.get("elementType") or t.get("valueType")
+            if isinstance(t, dict) and t.get("type") == "struct":
+                if not walk([(c["name"], c["type"], dict(c.get("metadata") or {})) for c in t["fields"]]):
+                    return False
+        return True
+
+    return out if walk([(f.name, f.type, f.metadata) for f in schema.fields]) else None

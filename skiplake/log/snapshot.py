@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
+from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.schema import Schema
 from skiplake.log.storage import FileInfo, LocalStorage, Storage
@@ -32,7 +33,7 @@ COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 
 # Protocol features this implementation reads and writes correctly.
-SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors"}
+SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors", "columnMapping"}
 SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz", "deletionVectors"}
 
 
@@ -153,8 +154,6 @@ def read_checkpoint(storage: Storage, names: list[str]) -> pa.Table:
 def check_readable(path: str, protocol: Protocol) -> None:
     if protocol.minReaderVersion > 3:
         raise ProtocolNotSupportedError(path, f"reader version {protocol.minReaderVersion}")
-    if protocol.minReaderVersion == 2:
-        raise ProtocolNotSupportedError(path, "reader version 2 (column mapping)")
     unsupported = set(protocol.readerFeatures or ()) - SUPPORTED_READER_FEATURES
     if unsupported:
         raise ProtocolNotSupportedError(path, "reader features " + ", ".join(sorted(unsupported)))
@@ -162,6 +161,8 @@ def check_readable(path: str, protocol: Protocol) -> None:
 
 def check_writable(path: str, protocol: Protocol) -> None:
     check_readable(path, protocol)
+    if protocol.minReaderVersion == 2 or "columnMapping" in (protocol.readerFeatures or ()):
+        raise ProtocolNotSupportedError(path, "column mapping (read-only in this release)")
     if protocol.minWriterVersion > 7 or protocol.minWriterVersion in (3, 4, 5, 6):
         raise ProtocolNotSupportedError(path, f"writer version {protocol.minWriterVersion}")
     unsupported = set(protocol.writerFeatures or ()) - SUPPORTED_WRITER_FEATURES
@@ -296,6 +297,10 @@ class Snapshot:
                                   f"no protocol or metaData action up to version {target}")
         check_readable(table_path, state.protocol)
         files, tombstones = state.tables()
+        # Column mapping: partition values and stats under the logical names planning uses. The
+        # log's own (physical) keys are not kept: such a table is read-only (check_writable).
+        files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns),
+                              mapping_mode(state.metadata.configuration, state.protocol))
         return Snapshot(table_path, target, state.protocol, state.metadata, files, tombstones, state.txns,
                         state.timestamp, storage)
 
@@ -304,6 +309,11 @@ class Snapshot:
     @property
     def schema(self) -> Schema:
         return self.metadata.schema
+
+    @property
+    def column_mapping(self) -> str:
+        """The column mapping mode readers honour: none, name or id."""
+        return mapping_mode(self.metadata.configuration, self.protocol)
 
     @property
     def partition_columns(self) -> list[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
+from dataclasses import replace
 from typing import Sequence
 from urllib.parse import urlparse
 
@@ -19,6 +20,7 @@ from pyspark.sql import functions as F
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of, files_without_bucket_ids
 from skiplake.layout.partitioning import parse_partition_dir
 from skiplake.log.actions import AddFile
+from skiplake.log.column_mapping import physical_names, physical_schema
 from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows
 from skiplake.log.paths import absolute_path, from_log_path
 from skiplake.log.schema import Schema
@@ -71,7 +73,8 @@ def hive_layout(table_path: str, partition_columns: list[str], files: Sequence[A
 def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
                files: Sequence[AddFile], columns: Sequence[str] | None = None,
                with_file_info: bool = False, bucket_spec: BucketSpec | None = None,
-               file_column: str | None = None, tag: tuple[str, str] | None = None) -> DataFrame:
+               file_column: str | None = None, tag: tuple[str, str] | None = None,
+               column_mapping: str = "none") -> DataFrame:
     """A DataFrame over exactly `files`, with the table's columns (partition columns included),
     without the rows the files' deletion vectors mark deleted.
 
@@ -81,6 +84,8 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     files). bucket_spec declares the files bucketed to Spark (see bucketed_relation): the caller
     checks that every file carries its bucket id in its name and that the files are in Hive
     layout. tag is a reader option (name, value) that names the relation in Spark's plans.
+    column_mapping (`name` or `id`) reads the files' physical column names (the files' partition
+    values keyed by logical names, as Snapshot gives them) and renames them to the logical ones.
 
     Files with a deletion vector are read apart, by a second relation whose deleted rows a join
     drops (skiplake.spark.deletions), and the two are unioned; such a read is not declared
@@ -88,10 +93,10 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     with_dv = [f for f in files if f.deletionVector]
     if not with_dv:
         return _read_exactly(spark, table_path, schema, partition_columns, files, columns, with_file_info,
-                             bucket_spec, file_column, tag)
+                             bucket_spec, file_column, tag, column_mapping=column_mapping)
     plain = [f for f in files if not f.deletionVector]
     marked = _read_exactly(spark, table_path, schema, partition_columns, with_dv, None, with_file_info, None,
-                           file_column, tag, dv_columns=True)
+                           file_column, tag, dv_columns=True, column_mapping=column_mapping)
     root = os.path.abspath(table_path)
     by_path = {absolute_path(root, f.path): f for f in with_dv}
     spark_paths = marked.inputFiles()
@@ -103,16 +108,29 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], deleted)
     if plain:
         df = _read_exactly(spark, table_path, schema, partition_columns, plain, None, with_file_info, None,
-                           file_column, tag).unionByName(df)
+                           file_column, tag, column_mapping=column_mapping).unionByName(df)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df
 
 
 def _read_exactly(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
                   files: Sequence[AddFile], columns: Sequence[str] | None, with_file_info: bool,
                   bucket_spec: BucketSpec | None, file_column: str | None, tag: tuple[str, str] | None,
-                  dv_columns: bool = False) -> DataFrame:
+                  dv_columns: bool = False, column_mapping: str = "none") -> DataFrame:
     """Every row of `files` (deletion vectors not applied); dv_columns adds the two columns
     skiplake.spark.deletions drops deleted rows by."""
+    if column_mapping != "none" and files:
+        # Read under the physical names, then give every column its logical name (and nested
+        # fields theirs: a cast between structs of the same shape renames by position).
+        phys = physical_names(schema, column_mapping)
+        renamed = [replace(f, partitionValues={phys.get(k, k): v for k, v in (f.partitionValues or {}).items()})
+                   for f in files]
+        df = _read_exactly(spark, table_path, physical_schema(schema, column_mapping),
+                           [phys[c] for c in partition_columns], renamed, None, with_file_info, bucket_spec,
+                           file_column, tag, dv_columns)
+        logical = [F.col(f"`{phys[f.name]}`").cast(spark_type(f.type)).alias(f.name) if isinstance(f.type, dict)
+                   else F.col(f"`{phys[f.name]}`").alias(f.name) for f in schema.fields]
+        df = df.select(*logical, *[F.col(f"`{c}`") for c in df.columns[len(schema.fields):]])
+        return df.select(*[f"`{c}`" for c in columns]) if columns else df
     full_schema = to_spark(schema)
     extra = _extra_columns(with_file_info, file_column)
     if dv_columns:
@@ -173,7 +191,7 @@ def read_planned(spark: SparkSession, snapshot: Snapshot, files: Sequence[AddFil
     if spec is not None and bucketed is None and files_without_bucket_ids(files, spec):
         spec = None
     df = read_files(spark, snapshot.table_path, snapshot.schema, snapshot.partition_columns, files,
-                    bucket_spec=spec, tag=read_tag(snapshot))
+                    bucket_spec=spec, tag=read_tag(snapshot), column_mapping=snapshot.column_mapping)
     if where:
         df = df.filter(where)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df

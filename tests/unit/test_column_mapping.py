@@ -88,3 +88,19 @@ def test_assign_gives_new_fields_ids_and_physical_names_and_keeps_old_ones():
     child = out.fields[1].type["fields"][0]["metadata"]
     assert child[ID] == 3 and child[PHYSICAL_NAME] != out.fields[1].metadata[PHYSICAL_NAME]
     assert physical_schema(out, "id").fields[1].metadata == {PARQUET_FIELD_ID: 2}
+
+
+def test_a_files_table_gets_logical_keys_exactly():
+    import pyarrow as pa
+
+    from skiplake.log.arrow_schema import FILES_SCHEMA
+    from skiplake.log.column_mapping import logical_files
+    stats = '{"numRecords":2,"minValues":{"col-a":1,"col-b":12345678901234567.89,"col-s":{"col-c":"col-a\\":"}}}'
+    files = pa.Table.from_pylist([{"path": "x.parquet", "partitionValues": [("col-p", "2024-01-01")], "size": 1,
+                                   "modificationTime": 0, "dataChange": True, "stats": stats}], schema=FILES_SCHEMA)
+    out = logical_files(files, SCHEMA, ["day"], "name").to_pylist()[0]
+    assert out["partitionValues"] == [("day", "2024-01-01")]
+    # Keys renamed at every level; values untouched, digits and all (a string value that looks
+    # like a key included).
+    assert out["stats"] == '{"numRecords":2,"minValues":{"id":1,"amount":12345678901234567.89,"s":{"x":"col-a\\":"}}}'
+    assert logical_files(files, SCHEMA, ["day"], "none") is files

@@ -92,3 +92,19 @@ def test_removes_of_other_dvs_of_a_path_leave_the_live_one(tmp_path):
     _write(table, 0, [DV_PROTOCOL, Metadata.new(SCHEMA, ["d"], {}), _add("a.parquet", _dv("one", 2))])
     _write(table, 1, [RemoveFile("a.parquet", 5, True, True, {"d": "2001-01-01"}, 100, None, _dv("zzz", 1))])
     assert _live(Snapshot.load(table)) == {"a.parquet": _dv("one", 2)}
+
+
+def test_other_reader_features_are_refused_by_name(tmp_path):
+    import pytest
+
+    from skiplake.errors import ProtocolNotSupportedError
+    from skiplake.log.snapshot import check_writable
+    table = str(tmp_path)
+    odd = Protocol(3, 7, ("deletionVectors", "columnMapping", "typeWidening"),
+                   ("deletionVectors", "columnMapping", "typeWidening"))
+    _write(table, 0, [odd, Metadata.new(SCHEMA, ["d"], {})])
+    with pytest.raises(ProtocolNotSupportedError, match="typeWidening"):
+        Snapshot.load(table)
+    with pytest.raises(ProtocolNotSupportedError, match="column mapping"):
+        check_writable(table, Protocol(2, 5))
+    check_writable(table, DV_PROTOCOL)  # deletion vectors are written

@@ -79,7 +79,8 @@ class SlotViews:
     def _frame(self, source: Source, name: str, files: list, with_file: bool) -> "DataFrame":
         if isinstance(source, Snapshot):
             return read_files(self.spark, source.table_path, source.schema, source.partition_columns, files,
-                              file_column=FILE_COLUMN if with_file else None, tag=(TAG_OPTION, name))
+                              file_column=FILE_COLUMN if with_file else None, tag=(TAG_OPTION, name),
+                              column_mapping=source.column_mapping)
         return self.spark.read.schema(source.ddl).option(TAG_OPTION, name).parquet(self._empty())
 
     def _database(self) -> str:
