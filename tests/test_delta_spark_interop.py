@@ -27,6 +27,9 @@ from pathlib import Path
 
 import pytest
 
+from skiplake.log.actions import AddFile
+from skiplake.log.snapshot import log_storage, read_commit
+
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 HERE = Path(__file__).resolve().parent
@@ -517,5 +520,25 @@ def test_skiplake_reads_delta_sparks_column_mapping(interop: Interop, spark, nam
     assert sorted(r.a for r in t.read("id = 11").select("st.a").collect()) == [1]
     count = interop.lake.sql(f"SELECT count(*) AS n FROM {name} WHERE st.b = 'b12'").collect()[0].n
     assert count == 1
+    version = t.version
     with pytest.raises(ProtocolNotSupportedError, match="column mapping"):
         t.delete("id = 1")
+    assert t.refresh().version == version
+    # Appends are written under the physical names, with partition values and stats keyed so.
+    new = spark.sql("SELECT 5000L + id AS id, CAST(id % 3 AS INT) AS g, concat('a', id) AS s2, "
+                    "named_struct('a', CAST(id AS INT), 'b', 'appended') AS st FROM range(6)")
+    t.append(new)
+    log = read_commit(log_storage(t.path), t.version)
+    adds = [a for a in log if isinstance(a, AddFile)]
+    phys = {f.name: f.metadata["delta.columnMapping.physicalName"] for f in t.snapshot.schema.fields}
+    assert adds and all(set(a.partitionValues) == {phys["g"]} for a in adds)
+    assert all(phys["id"] in json.loads(a.stats)["minValues"] for a in adds)
+    assert sorted(r.id for r in t.read("st.b = 'appended'").collect()) == list(range(5000, 5006))
+    assert t.read().count() == len(ours) + 6
+    assert t.scan("id >= 5000").report.files_selected < t.scan().report.files_total
+    # delta-rs (DataFusion) reads the table with skiplake's append, under the logical names.
+    deltalake = pytest.importorskip("deltalake")
+    import pyarrow as pa
+    got = pa.table(deltalake.QueryBuilder().register("t", deltalake.DeltaTable(t.path)).execute(
+        "SELECT count(*) AS n, sum(id) AS s FROM t WHERE s2 LIKE 'a%'").read_all()).to_pylist()[0]
+    assert (got["n"], got["s"]) == (6, sum(range(5000, 5006)))

@@ -8,7 +8,6 @@ import re
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skiplake.errors import ProtocolNotSupportedError
 from skiplake.log.actions import now_ms
 from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, METADATA_TYPE, PROTOCOL_TYPE, REMOVE_TYPE, TXN_TYPE
 from skiplake.log.snapshot import Snapshot, checkpoint_name
@@ -44,9 +43,6 @@ def _nulls(n: int, type_: pa.DataType) -> pa.Array:
 
 def checkpoint_table(snapshot: Snapshot) -> pa.Table:
     """One row per action: protocol, metaData, each txn, each live add, each unexpired remove."""
-    if snapshot.column_mapping != "none":
-        # The snapshot holds its files' keys under logical names, not the log's physical ones.
-        raise ProtocolNotSupportedError(snapshot.table_path, "column mapping (read-only in this release)")
     retention = parse_interval_ms(snapshot.configuration.get("delta.deletedFileRetentionDuration"),
                                   DEFAULT_TOMBSTONE_RETENTION_MS)
     cutoff = now_ms() - retention
@@ -56,8 +52,10 @@ def checkpoint_table(snapshot: Snapshot) -> pa.Table:
         tomb = tomb.filter(pa.array([t is None or t >= cutoff for t in ts]))
 
     # Adds are written with dataChange=false: a checkpoint carries state, not a change.
-    files = snapshot.files.set_column(snapshot.files.schema.get_field_index("dataChange"), "dataChange",
-                                      pa.array([False] * snapshot.files.num_rows, pa.bool_()))
+    # The log's own rows: with column mapping, `files` has logical keys for planning.
+    source = snapshot.log_files if snapshot.log_files is not None else snapshot.files
+    files = source.set_column(source.schema.get_field_index("dataChange"), "dataChange",
+                              pa.array([False] * source.num_rows, pa.bool_()))
     adds = pa.StructArray.from_arrays([files.column(n).combine_chunks() for n in files.column_names],
                                       fields=list(ADD_TYPE))
     removes = pa.StructArray.from_arrays([tomb.column(n).combine_chunks() for n in tomb.column_names],

@@ -34,7 +34,7 @@ CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.par
 
 # Protocol features this implementation reads and writes correctly.
 SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors", "columnMapping"}
-SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz", "deletionVectors"}
+SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz", "deletionVectors", "columnMapping"}
 
 
 def commit_name(version: int) -> str:
@@ -161,8 +161,8 @@ def check_readable(path: str, protocol: Protocol) -> None:
 
 def check_writable(path: str, protocol: Protocol) -> None:
     check_readable(path, protocol)
-    if protocol.minReaderVersion == 2 or "columnMapping" in (protocol.readerFeatures or ()):
-        raise ProtocolNotSupportedError(path, "column mapping (read-only in this release)")
+    if protocol.minReaderVersion == 2:
+        raise ProtocolNotSupportedError(path, "column mapping at reader version 2 (read-only in this release)")
     if protocol.minWriterVersion > 7 or protocol.minWriterVersion in (3, 4, 5, 6):
         raise ProtocolNotSupportedError(path, f"writer version {protocol.minWriterVersion}")
     unsupported = set(protocol.writerFeatures or ()) - SUPPORTED_WRITER_FEATURES
@@ -269,6 +269,9 @@ class Snapshot:
     txns: dict[str, Txn]
     timestamp: int          # commit time of this version, ms since the epoch
     storage: Storage = field(repr=False, compare=False)
+    # With column mapping, `files` keys partition values and stats by logical names; these are
+    # the log's own rows (physical keys), which a checkpoint writes.
+    log_files: pa.Table | None = field(default=None, repr=False, compare=False)
 
     # -------------------------------------------------------------- loading
 
@@ -297,12 +300,13 @@ class Snapshot:
                                   f"no protocol or metaData action up to version {target}")
         check_readable(table_path, state.protocol)
         files, tombstones = state.tables()
-        # Column mapping: partition values and stats under the logical names planning uses. The
-        # log's own (physical) keys are not kept: such a table is read-only (check_writable).
+        # Column mapping: partition values and stats under the logical names planning uses (the
+        # log's own rows are kept for checkpoints).
+        raw = files
         files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns),
                               mapping_mode(state.metadata.configuration, state.protocol))
         return Snapshot(table_path, target, state.protocol, state.metadata, files, tombstones, state.txns,
-                        state.timestamp, storage)
+                        state.timestamp, storage, raw if raw is not files else None)
 
     # -------------------------------------------------------------- views
 

@@ -11,16 +11,18 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyspark.sql import functions as F
 
-from skiplake.errors import InvalidArgumentError, SchemaMismatchError
+from skiplake.errors import InvalidArgumentError, ProtocolNotSupportedError, SchemaMismatchError
 from skiplake.expr.tree import Node
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
+from skiplake.log.column_mapping import physical_names, physical_schema
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.read import read_files, read_planned
-from skiplake.spark.types import conform, from_spark, schema_differences
+from skiplake.spark.types import conform, from_spark, schema_differences, spark_type
 from skiplake.spark.write import WriteOptions, write_files
 from skiplake.txn import ReadSet, commit
 
@@ -82,7 +84,7 @@ class Transaction:
         """The rows of `files` (recorded as read); with_file_info adds each row's file and index."""
         self.read_set.files.update(f.path for f in files)
         return read_files(self.spark, self.path, self.snapshot.schema, self.partition_columns, files,
-                          with_file_info=with_file_info)
+                          with_file_info=with_file_info, column_mapping=self.snapshot.column_mapping)
 
     def read_app_version(self, app_id: str) -> int | None:
         self.read_set.app_ids.add(app_id)
@@ -110,8 +112,16 @@ class Transaction:
               tags: dict[str, str] | None = None) -> list[AddFile]:
         """Write an already conformed DataFrame as new files; they join the commit."""
         spec = bucket_spec_of(self.snapshot.configuration)
+        schema, parts = self.schema, self.partition_columns
+        mode = self.snapshot.column_mapping
+        if mode != "none":
+            # Files, their stats and partition values under physical names, with the field ids.
+            schema, phys = physical_schema(self.schema, mode), physical_names(self.schema, mode)
+            df = df.select(*[F.col(f"`{f.name}`").cast(spark_type(p.type)).alias(p.name, metadata=p.metadata)
+                             for f, p in zip(self.schema.fields, schema.fields)])
+            parts = [phys[c] for c in parts]
         # Only a bucketed write sizes its files by bytes per row (which parses every file's stats).
-        adds = write_files(df, self.path, self.schema, self.partition_columns, options, data_change, tags,
+        adds = write_files(df, self.path, schema, parts, options, data_change, tags,
                            spec, self._bytes_per_row() if spec is not None else None)
         self.actions.extend(adds)
         return adds
@@ -180,6 +190,11 @@ class Transaction:
             parameters = parameters if parameters is not None else staged_params
             metrics = metrics if metrics is not None else staged_metrics
         actions: list[Action] = list(self.actions)
+        if self.snapshot.column_mapping != "none" and (self.new_metadata is not None or any(
+                isinstance(a, RemoveFile) or (isinstance(a, AddFile) and a.deletionVector) for a in actions)):
+            raise ProtocolNotSupportedError(
+                self.path, "column mapping: only appends are written in this release (no DML, OPTIMIZE or schema "
+                "change); nothing was committed")
         if self.new_metadata is not None:
             actions.insert(0, self.new_metadata)
         if self.new_protocol is not None:
