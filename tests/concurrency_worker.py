@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from skiplake.errors import ConcurrentModificationError
 from skiplake.log.actions import AddFile, Metadata, Protocol
-from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows, write_dv_file
+from skiplake.log.deletion_vectors import marked_rows, write_dv_file
 from skiplake.log.features import ENABLE_DELETION_VECTORS, deletion_vectors_enabled, required_protocol
 from skiplake.log.paths import from_log_path, to_log_path
 from skiplake.log.schema import Field, Schema
@@ -78,9 +78,7 @@ def read_file(path: str, add: AddFile) -> pa.Table:
 
 
 def deleted_rows(path: str, add: AddFile) -> np.ndarray:
-    if not add.deletionVector:
-        return np.zeros(0, np.uint64)
-    return read_deleted_rows(path, DeletionVector.from_json(add.deletionVector))
+    return marked_rows(path, add.deletionVector)
 
 
 def mark(path: str, f: AddFile, hit: np.ndarray) -> list:

@@ -148,6 +148,13 @@ def read_deleted_rows(table_path: str, dv: DeletionVector) -> np.ndarray:
     return rows
 
 
+def marked_rows(table_path: str, descriptor: dict[str, Any] | None) -> np.ndarray:
+    """The row indexes a log descriptor (`add.deletionVector`) marks deleted; none without one."""
+    if not descriptor:
+        return np.zeros(0, np.uint64)
+    return read_deleted_rows(table_path, DeletionVector.from_json(descriptor))
+
+
 def write_dv_file(table_path: str, bitmaps: Sequence[np.ndarray], prefix: str = "") -> list[DeletionVector]:
     """One new DV file under the table root holding one DV per bitmap (row indexes), and their
     descriptors. The name is a fresh UUID and the file is created exclusively: never overwritten."""

@@ -19,7 +19,6 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
@@ -34,7 +33,7 @@ from skiplake.log.schema import INTEGER_TYPES, is_primitive
 from skiplake.spark.build_keys import distinct_keys
 from skiplake.spark.dml import matches
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
-from skiplake.spark.row_marks import mark_rows
+from skiplake.spark.row_marks import mark_rows, rows_by_file
 from skiplake.spark.settings import DynamicPruningSettings
 from skiplake.spark.types import conform, spark_type
 
@@ -260,14 +259,7 @@ def _mark_matched(txn: "Transaction", source: DataFrame, c: MergeClauses, upd: d
     schema = txn.snapshot.schema
     j = _join(txn, source, c, upd, ins, touched, with_file_info=True)
     file_col, row_col = F.col(f"{c.target_alias}.{FILE_COLUMN}"), F.col(f"{c.target_alias}.{ROW_COLUMN}")
-    changed = (j.rows.filter(j.deleted | j.updated).groupBy(file_col.alias("f"))
-               .agg(F.collect_list(row_col).alias("rows")).toArrow())
-    by_path = {absolute_path(txn.path, f.path): f.path for f in touched}
-    hits: dict[str, np.ndarray] = {}
-    spark_path_of: dict[str, str] = {}  # log path -> the file as FILE_COLUMN names it
-    for p, r in zip(changed.column(0).to_pylist(), changed.column(1).to_pylist()):
-        hits[by_path[path_from_spark(p)]] = np.unique(np.asarray(r, dtype=np.uint64))
-        spark_path_of[by_path[path_from_spark(p)]] = p
+    hits, spark_path_of = rows_by_file(txn.path, touched, j.rows.filter(j.deleted | j.updated), file_col, row_col)
     txn.write(conform(j.rows.filter(j.updated | j.inserted).select(*j.values), schema))
     marks = mark_rows(txn, touched, hits)
     if marks.rewrite:

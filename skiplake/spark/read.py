@@ -21,7 +21,7 @@ from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of, files_withou
 from skiplake.layout.partitioning import parse_partition_dir
 from skiplake.log.actions import AddFile
 from skiplake.log.column_mapping import physical_names, physical_schema
-from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows
+from skiplake.log.deletion_vectors import marked_rows
 from skiplake.log.paths import absolute_path, from_log_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
@@ -104,7 +104,7 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     if None in found or len(found) != len(with_dv):
         raise RuntimeError(f"Spark lists {len(spark_paths)} files where {len(with_dv)} with deletion vectors "
                            f"were asked for under {table_path}")
-    deleted = [read_deleted_rows(root, DeletionVector.from_json(f.deletionVector)) for f in found]  # type: ignore[union-attr, arg-type]
+    deleted = [marked_rows(root, f.deletionVector) for f in found]  # type: ignore[union-attr]
     df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], deleted)
     if plain:
         df = _read_exactly(spark, table_path, schema, partition_columns, plain, None, with_file_info, None,

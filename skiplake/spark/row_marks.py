@@ -23,12 +23,12 @@ import numpy as np
 from pyspark.sql import functions as F
 
 from skiplake.log.actions import AddFile
-from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows, write_dv_file
+from skiplake.log.deletion_vectors import marked_rows, write_dv_file
 from skiplake.log.paths import absolute_path
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
     from skiplake.spark.transaction import Transaction
 
@@ -57,12 +57,23 @@ def matching_rows(txn: "Transaction", files: Sequence[AddFile], condition: "Colu
     if not files:
         return {}
     df = txn.read_files(files, with_file_info=True).filter(condition)
-    found = df.groupBy(FILE_COLUMN).agg(F.collect_list(ROW_COLUMN).alias("rows")).toArrow()
-    by_path = {absolute_path(txn.path, f.path): f.path for f in files}
-    out = {}
+    hits, _ = rows_by_file(txn.path, files, df, F.col(FILE_COLUMN), F.col(ROW_COLUMN))
+    return hits
+
+
+def rows_by_file(table_path: str, files: Sequence[AddFile], df: "DataFrame", file_column: "Column",
+                 row_column: "Column") -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The row indexes of `df`'s rows (sorted, unique) per log path of `files`, and each such
+    file's path as Spark names it in `file_column`; one Spark job."""
+    found = df.groupBy(file_column.alias("f")).agg(F.collect_list(row_column).alias("rows")).toArrow()
+    by_path = {absolute_path(table_path, f.path): f.path for f in files}
+    hits: dict[str, np.ndarray] = {}
+    spark_paths: dict[str, str] = {}
     for spark_path, rows in zip(found.column(0).to_pylist(), found.column(1).to_pylist()):
-        out[by_path[path_from_spark(spark_path)]] = np.unique(np.asarray(rows, dtype=np.uint64))
-    return out
+        path = by_path[path_from_spark(spark_path)]
+        hits[path] = np.unique(np.asarray(rows, dtype=np.uint64))
+        spark_paths[path] = spark_path
+    return hits, spark_paths
 
 
 def mark_rows(txn: "Transaction", files: Sequence[AddFile], hits: dict[str, np.ndarray]) -> Marks:
@@ -73,8 +84,7 @@ def mark_rows(txn: "Transaction", files: Sequence[AddFile], hits: dict[str, np.n
         rows = hits.get(f.path)
         if rows is None or not len(rows):
             continue
-        old = (read_deleted_rows(txn.path, DeletionVector.from_json(f.deletionVector))
-               if f.deletionVector else np.zeros(0, np.uint64))
+        old = marked_rows(txn.path, f.deletionVector)
         union = np.union1d(old, rows).astype(np.uint64)
         physical = f.num_records
         marks.rows += len(union) - len(old)

@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from skiplake.log.actions import Action, AddFile, RemoveFile
-from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows, unique_id, write_dv_file
+from skiplake.log.deletion_vectors import marked_rows, unique_id, write_dv_file
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,6 @@ def is_row_change(removed: RemoveFile, added: AddFile | None) -> bool:
         unique_id(added.deletionVector) != unique_id(removed.deletionVector)
 
 
-def rows_of(table_path: str, descriptor: dict | None) -> np.ndarray:
-    if not descriptor:
-        return np.zeros(0, np.uint64)
-    return read_deleted_rows(table_path, DeletionVector.from_json(descriptor))
-
-
 def rebase(table_path: str, remarks: list[Remark], actions: list[Action],
            conflict: Callable[[str, int], None]) -> list[Action]:
     """`actions` rebased on the winner's marks of the same files; `conflict(path, rows)` raises
@@ -60,9 +54,9 @@ def rebase(table_path: str, remarks: list[Remark], actions: list[Action],
     pending: list[Remark] = []
     for m in remarks:
         assert m.ours_added is not None and m.theirs_added is not None
-        base = rows_of(table_path, m.ours_removed.deletionVector)
-        ours_new = np.setdiff1d(rows_of(table_path, m.ours_added.deletionVector), base)
-        theirs = rows_of(table_path, m.theirs_added.deletionVector)
+        base = marked_rows(table_path, m.ours_removed.deletionVector)
+        ours_new = np.setdiff1d(marked_rows(table_path, m.ours_added.deletionVector), base)
+        theirs = marked_rows(table_path, m.theirs_added.deletionVector)
         both = np.intersect1d(ours_new, np.setdiff1d(theirs, base))
         if len(both):
             conflict(m.path, len(both))
