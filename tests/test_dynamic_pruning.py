@@ -226,6 +226,29 @@ def test_switched_off_and_thresholds(spark, star):
         spark.conf.set(dfp.FILES_THRESHOLD, TEST_CONF[dfp.FILES_THRESHOLD])
 
 
+def test_settings_are_read_from_the_session_conf(spark):
+    """Every setting, read in one pass over the conf, as `spark.conf.get` would give it."""
+    given = {dfp.SIZE_THRESHOLD: "3GB", dfp.FILES_THRESHOLD: "77", dfp.MAX_VALUES: "123",
+             dfp.MAX_RANGES: "9", dfp.JOIN_TYPES: "inner, left_semi", dfp.BUILD_SIZE_THRESHOLD: "5m",
+             dfp.MAX_FILE_OVERLAP: "0.25", dfp.LOCAL_BUILD_THRESHOLD: "0",
+             "spark.skiplake.unrelated": "a=b\u0002, c"}
+    previous = {k: spark.conf.get(k, None) for k in given}
+    for k, v in given.items():
+        spark.conf.set(k, v)
+    try:
+        got = dfp.DynamicPruningSettings.of(spark)
+        assert got == dfp.DynamicPruningSettings(
+            enabled=True, size_threshold=3 << 30, files_threshold=77, max_values=123, max_ranges=9,
+            join_types=("Inner", "LeftSemi"), build_size_threshold=5 << 20, max_file_overlap=0.25,
+            local_build_threshold=0)
+        spark.conf.set(dfp.ENABLED, "off")
+        assert dfp.DynamicPruningSettings.of(spark) == dfp.DynamicPruningSettings(enabled=False)
+    finally:
+        spark.conf.set(dfp.ENABLED, "true")
+        for k, v in previous.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
 def test_many_keys_are_sent_as_ranges(spark, star):
     query = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int WHERE d.a < 45 AND d.k_int < 300"
     explained = star.explain(query)

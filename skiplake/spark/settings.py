@@ -43,23 +43,46 @@ class DynamicPruningSettings:
 
     @staticmethod
     def of(spark: "SparkSession") -> "DynamicPruningSettings":
-        conf = spark.conf
+        conf = _prefixed_conf(spark)
         enabled = _bool(conf.get(ENABLED, "true"))
         if not enabled:
             return DynamicPruningSettings(enabled=False)
         d = DynamicPruningSettings()
-        types = conf.get(JOIN_TYPES, None)
+        types = conf.get(JOIN_TYPES)
         return DynamicPruningSettings(
             enabled=True,
-            size_threshold=_bytes(conf.get(SIZE_THRESHOLD, None), d.size_threshold),
-            files_threshold=int(conf.get(FILES_THRESHOLD, None) or d.files_threshold),
-            max_values=int(conf.get(MAX_VALUES, None) or d.max_values),
-            max_ranges=max(1, int(conf.get(MAX_RANGES, None) or d.max_ranges)),
+            size_threshold=_bytes(conf.get(SIZE_THRESHOLD), d.size_threshold),
+            files_threshold=int(conf.get(FILES_THRESHOLD) or d.files_threshold),
+            max_values=int(conf.get(MAX_VALUES) or d.max_values),
+            max_ranges=max(1, int(conf.get(MAX_RANGES) or d.max_ranges)),
             join_types=_join_types(types) if types else d.join_types,
-            build_size_threshold=_bytes(conf.get(BUILD_SIZE_THRESHOLD, None), d.build_size_threshold),
-            max_file_overlap=float(conf.get(MAX_FILE_OVERLAP, None) or d.max_file_overlap),
-            local_build_threshold=_bytes(conf.get(LOCAL_BUILD_THRESHOLD, None), d.local_build_threshold),
+            build_size_threshold=_bytes(conf.get(BUILD_SIZE_THRESHOLD), d.build_size_threshold),
+            max_file_overlap=float(conf.get(MAX_FILE_OVERLAP) or d.max_file_overlap),
+            local_build_threshold=_bytes(conf.get(LOCAL_BUILD_THRESHOLD), d.local_build_threshold),
         )
+
+
+_SEPARATOR = "\u0001"
+
+
+def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
+    """The session conf's settings under PREFIX, read in four JVM round trips rather than one per
+    setting (each `spark.conf.get` is one, ~2-3 ms here, and every lake.sql query reads them)."""
+    try:
+        # Copied into a java.util.HashMap: its entries print as key=value (Scala's wrappers' do not).
+        jvm = spark._jvm
+        entries = jvm.java.util.HashMap(spark.conf._jconf.getAllAsJava()).entrySet()  # type: ignore[attr-defined]
+        text = str(jvm.org.apache.commons.lang3.StringUtils.join(entries, _SEPARATOR))
+    except Exception:  # a session without the classic JVM conf (Spark Connect): one call each
+        keys = (ENABLED, SIZE_THRESHOLD, FILES_THRESHOLD, MAX_VALUES, MAX_RANGES, JOIN_TYPES,
+                BUILD_SIZE_THRESHOLD, MAX_FILE_OVERLAP, LOCAL_BUILD_THRESHOLD)
+        return {k: v for k in keys if (v := spark.conf.get(k, None)) is not None}
+    out: dict[str, str] = {}
+    for entry in text.split(_SEPARATOR):
+        key, _, value = entry.partition("=")  # an entry prints as key=value; keys hold no '='
+        if key.startswith(PREFIX):
+            out[key] = value
+    return out
 
 
 def _bool(text: str | None) -> bool:
