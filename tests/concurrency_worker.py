@@ -16,7 +16,7 @@ import random
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
@@ -33,6 +33,7 @@ from skiplake.log.snapshot import Snapshot
 from skiplake.log.stats import file_stats
 from skiplake.skipping.plan import plan_scan
 from skiplake.txn import ReadSet, commit, create
+from skiplake.txn.compacted import COMPACTED_FROM, compacted_tag
 
 SCHEMA = Schema((Field("id", "long"), Field("p", "integer"), Field("v", "long")))
 DATA_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])
@@ -101,6 +102,7 @@ class Outcome:
     read_version: int
     error: str | None = None
     winner_op: str | None = None
+    message: str | None = None
 
 
 def run_op(path: str, rnd: random.Random, opid: str) -> Outcome:
@@ -151,8 +153,12 @@ def run_op(path: str, rnd: random.Random, opid: str) -> Outcome:
     read = ReadSet(predicates=[plan.predicate], files={f.path for f in plan.files})
     if len(plan.files) < 2:
         return Outcome(opid, kind, params, None, snap.version)  # nothing to compact: no commit, as in skiplake
-    merged = pa.concat_tables([read_file(path, f) for f in plan.files])
-    actions = [f.remove(data_change=False) for f in plan.files] + [write_file(path, p, merged, data_change=False)]
+    pieces = [read_file(path, f) for f in plan.files]
+    add = write_file(path, p, pa.concat_tables(pieces), data_change=False)
+    if deletion_vectors_enabled(snap.configuration):
+        # Inputs' live rows in order, as skiplake's OPTIMIZE writes them: DML meanwhile is mapped.
+        add = replace(add, tags={COMPACTED_FROM: compacted_tag([(f, t.num_rows) for f, t in zip(plan.files, pieces)])})
+    actions = [f.remove(data_change=False) for f in plan.files] + [add]
     return _commit(snap, actions, "OPTIMIZE", params, read, opid, kind)
 
 
@@ -162,7 +168,7 @@ def _commit(snap: Snapshot, actions: list, operation: str, params: dict, read: R
         result = commit(snap, actions, operation, params, read)
         return Outcome(opid, kind, params, result.version, snap.version)
     except ConcurrentModificationError as e:
-        return Outcome(opid, kind, params, None, snap.version, type(e).__name__, e.winning_operation)
+        return Outcome(opid, kind, params, None, snap.version, type(e).__name__, e.winning_operation, str(e))
 
 
 def main(argv: list[str]) -> None:

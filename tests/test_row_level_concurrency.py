@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-from skiplake.errors import ConcurrentAppendException, ConcurrentDeleteDeleteException
+from skiplake.errors import ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from skiplake.spark import dml, merge
+from skiplake.spark.optimize import optimize
+from skiplake.txn.compacted import COMPACTED_FROM
 
 
 @pytest.fixture(params=["WriteSerializable", "Serializable"])
@@ -107,3 +109,92 @@ def test_three_writers_rebase_on_each_other_in_turn(table):
     got = values(table)
     assert sorted(got) == [i for i in range(2000) if i % 10 not in (1, 3)]
     assert all(got[i] == (0 if i % 10 == 2 else i) for i in got)
+
+
+# ---------------------------------------------------------------- OPTIMIZE against DML
+
+def compacted(t) -> list:
+    return [f for f in t.snapshot.add_files if f.tags and COMPACTED_FROM in f.tags]
+
+
+@pytest.mark.parametrize("winner", ["optimize", "dml"])
+@pytest.mark.parametrize("change", ["delete", "update", "merge", "rewrite"])
+def test_optimize_and_dml_both_commit_whichever_wins(table, spark, winner, change):
+    """OPTIMIZE (bin-packing) and a DELETE/UPDATE/MERGE of the same files both commit, in either
+    order: no deletion lost, no deleted row back, no row twice. The files already carry DVs, so
+    the rows' new places skip rows deleted before OPTIMIZE read them."""
+    table.delete("id % 10 = 9")
+    stage = {
+        "delete": lambda txn: dml.delete(txn, "id % 10 = 1"),
+        "update": lambda txn: dml.update(txn, "id % 10 = 3", {"v": "-1"}),
+        "merge": lambda txn: merge.merge(txn, spark.sql("SELECT id, -id AS v FROM range(0, 2000) WHERE id % 10 = 6"),
+                                         merge.MergeClauses("target.id = source.id",
+                                                            when_matched_update={"v": "source.v"})),
+        # Over half of each file's rows: the DML rewrites both files rather than marking them.
+        "rewrite": lambda txn: dml.delete(txn, "id % 10 < 7"),
+    }[change]
+    if winner == "optimize":
+        loser = stage(table.begin())
+        optimize(table.begin()).commit()
+    else:
+        loser = optimize(table.begin())
+        stage(table.begin()).commit()
+    loser.commit()
+    gone = {"delete": {1, 9}, "update": {9}, "merge": {9}, "rewrite": {0, 1, 2, 3, 4, 5, 6, 9}}[change]
+    got = values(table)
+    assert sorted(got) == [i for i in range(2000) if i % 10 not in gone]
+    assert all(got[i] == (-1 if change == "update" and i % 10 == 3 else
+                          -i if change == "merge" and i % 10 == 6 else i) for i in got)
+    # Every row once: nothing a DV hid came back through the compacted file, nothing doubled.
+    assert table.read().count() == len(got)
+    assert compacted(table) or change == "rewrite"
+
+
+def test_optimize_rebases_on_several_dml_winners_in_turn(table):
+    loser = optimize(table.begin())
+    table.delete("id % 10 = 1")
+    table.update("id % 10 = 2", {"v": "-2"})
+    table.delete("id IN (4, 14, 1994)")
+    loser.commit()
+    got = values(table)
+    assert sorted(got) == [i for i in range(2000) if i % 10 != 1 and i not in (4, 14, 1994)]
+    assert all(got[i] == (-2 if i % 10 == 2 else i) for i in got)
+    [out] = compacted(table)
+    assert out.deletionVector is not None  # the winners' marks, carried to the compacted file
+    # A DML staged before OPTIMIZE committed still lands on the rows' new place.
+    later = dml.delete(table.begin(), "id % 10 = 5")
+    optimize(table.begin()).commit()
+    later.commit()
+    assert sorted(values(table)) == sorted(i for i in got if i % 10 != 5)
+
+
+def test_two_dml_and_an_optimize_interleaved(table):
+    a = dml.delete(table.begin(), "id % 10 = 1")
+    b = optimize(table.begin())
+    c = dml.update(table.begin(), "id % 10 = 2", {"v": "-2"})
+    b.commit()
+    a.commit()
+    c.commit()  # its winners wrote no new rows: nothing to conflict with at either level
+    got = values(table)
+    assert sorted(got) == [i for i in range(2000) if i % 10 != 1]
+    assert all(got[i] == (-2 if i % 10 == 2 else i) for i in got)
+
+
+def test_two_optimizes_of_the_same_files_still_conflict(table):
+    loser = optimize(table.begin())
+    optimize(table.begin()).commit()
+    with pytest.raises(ConcurrentDeleteReadException):
+        loser.commit()
+    assert len(values(table)) == 2000
+
+
+def test_the_same_row_changed_through_a_compaction_conflicts(table):
+    """A DML winner and a DML loser that change the same row conflict, also when an OPTIMIZE
+    moved the row in between."""
+    loser = dml.delete(table.begin(), "id IN (7, 9)")
+    optimize(table.begin()).commit()
+    table.delete("id IN (7, 8)")
+    with pytest.raises(ConcurrentDeleteDeleteException, match="changed 1 row"):
+        loser.commit()
+    got = values(table)
+    assert 7 not in got and 8 not in got and 9 in got  # the loser changed nothing

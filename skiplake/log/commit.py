@@ -47,7 +47,10 @@ def put_commit(snapshot: Snapshot, info: CommitInfo, actions: list[Action],
         v = attempt
         while storage.exists(commit_name(v)):
             if check_winner is not None:
-                actions = check_winner(v, read_commit(storage, v)) or actions
+                rebased = check_winner(v, read_commit(storage, v))
+                # An empty list is an answer: every action rebased away (a compaction whose rows
+                # a winner deleted), not "unchanged".
+                actions = actions if rebased is None else rebased
             v += 1
         log.info("version %d was taken; no conflict with versions %d..%d, retrying at %d",
                  attempt, attempt, v - 1, v)

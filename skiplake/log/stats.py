@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -180,3 +181,14 @@ def many_file_stats(paths: list[str], schema: Schema, partition_columns: list[st
         return [file_stats(p, schema, partition_columns, num_indexed_cols) for p in paths]
     with ThreadPoolExecutor(max_workers=8) as pool:
         return list(pool.map(lambda p: file_stats(p, schema, partition_columns, num_indexed_cols), paths))
+
+
+def loose_bounds(stats: str | None) -> str | None:
+    """The file's stats, its min/max now bounds of the rows left rather than values among them.
+    Edited as text: a decimal or double stat must keep its exact digits."""
+    if not stats or not stats.lstrip().startswith("{"):
+        return stats
+    if '"tightBounds"' in stats:
+        return re.sub(r'"tightBounds"\s*:\s*true', '"tightBounds":false', stats)
+    body = stats.lstrip()[1:].lstrip()
+    return '{"tightBounds":false' + ("," + body if not body.startswith("}") else body)

@@ -5,11 +5,19 @@ Files with a deletion vector are always among those rewritten: OPTIMIZE purges d
 All bins of all partitions are rewritten by one Spark job: the rows of each partition are spread
 over ceil(bytes / target) output tasks, so each partition ends with that many files of about the
 target size. The removes and adds are marked dataChange=false: readers see the same rows.
+
+On a table with deletion vectors (delta.enableDeletionVectors), each output is instead written
+from a known list of whole input files, their live rows in order (input by input, by row index),
+and says so in its add (skiplake.txn.compacted): a DELETE, UPDATE or MERGE running meanwhile then
+commits as well as the OPTIMIZE, its changes carried over to the rows' new places.
 """
 from __future__ import annotations
 
 import math
+import os
+import re
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from pyspark.sql import functions as F
@@ -17,9 +25,15 @@ from pyspark.sql import functions as F
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of
 from skiplake.log.actions import AddFile
+from skiplake.log.features import deletion_vectors_enabled
+from skiplake.log.paths import absolute_path
 from skiplake.spark.compaction import Compaction, check_where
+from skiplake.spark.deletions import as_metadata_path
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
+from skiplake.spark.row_marks import logical_rows
 from skiplake.spark.write import WriteOptions
 from skiplake.spark.zorder import zorder
+from skiplake.txn.compacted import COMPACTED_FROM, compacted_tag
 
 if TYPE_CHECKING:
     from skiplake.spark.transaction import Transaction
@@ -57,21 +71,72 @@ def _bin_pack(txn: "Transaction", where: str | None, target_file_size: int, min_
     chosen, single, multi = _bins(plan.files, target_file_size, min_files, spec)
     if not chosen:
         return Compaction(None)
-    parts = [F.col(f"`{p}`") for p in txn.partition_columns]
     adds = []
-    if spec is not None:
+    if spec is None and deletion_vectors_enabled(txn.snapshot.configuration) and \
+            txn.snapshot.column_mapping == "none":
+        adds += _write_in_order(txn, single + [g for files, n in multi for g in _split(files, n)])
+    elif spec is not None:
         # The bucketed writer lays out one file per (partition, bucket), split past the target size.
         adds += txn.write(txn.read_files(chosen), data_change=False,
                           options=WriteOptions(target_file_size=target_file_size))
-    elif single:
-        df = txn.read_files([f for group in single for f in group])
-        df = df.repartition(len(single), *parts) if parts else df.repartition(1)
-        adds += txn.write(df, data_change=False)
-    for files, n in (multi if spec is None else []):
-        adds += txn.write(txn.read_files(files).repartition(n), data_change=False)
+    else:
+        parts = [F.col(f"`{p}`") for p in txn.partition_columns]
+        if single:
+            df = txn.read_files([f for group in single for f in group])
+            df = df.repartition(len(single), *parts) if parts else df.repartition(1)
+            adds += txn.write(df, data_change=False)
+        for files, n in multi:
+            adds += txn.write(txn.read_files(files).repartition(n), data_change=False)
     txn.remove(chosen, data_change=False)
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
     return Compaction(txn, chosen, adds)
+
+
+def _split(files: list[AddFile], n: int) -> list[list[AddFile]]:
+    """`files` in n runs of whole files of about equal bytes, in order (empty runs left out)."""
+    total = sum(f.size for f in files) or 1
+    runs: list[list[AddFile]] = [[] for _ in range(n)]
+    before = 0
+    for f in files:
+        runs[min(n - 1, before * n // total)].append(f)
+        before += f.size
+    return [r for r in runs if r]
+
+
+_PART = re.compile(r"part-(\d+)-")
+
+
+def _write_in_order(txn: "Transaction", groups: list[list[AddFile]]) -> list[AddFile]:
+    """Write group i's live rows as one file, input by input, each by row index (task i of one
+    job), and tag each file with its inputs (COMPACTED_FROM) when its row count bears it out."""
+    files = [f for g in groups for f in g]
+    df = txn.read_files(files, with_file_info=True)
+    place = {absolute_path(txn.path, f.path): (g, o) for g, group in enumerate(groups) for o, f in enumerate(group)}
+    keys = [(as_metadata_path(p), *place[os.path.normpath(path_from_spark(p))]) for p in df.inputFiles()]
+    order = txn.spark.createDataFrame(keys, "__file string, __group int, __ordinal int")
+    df = df.join(F.broadcast(order), F.col(FILE_COLUMN) == F.col("__file"))
+    parts = [F.col(f"`{p}`") for p in txn.partition_columns]
+    # Partition columns first: the writer's own sort by them is then already done, and keeps order.
+    df = df.repartitionById(len(groups), F.col("__group")).sortWithinPartitions(
+        *parts, F.col("__ordinal"), F.col(ROW_COLUMN))
+    written = txn.write(df.select(*[F.col(f"`{c}`") for c in txn.schema.names]), data_change=False)
+    adds = list(written)
+    by_group: dict[int, list[int]] = defaultdict(list)
+    for i, a in enumerate(adds):
+        m = _PART.search(a.path.rsplit("/", 1)[-1])
+        if m is not None:
+            by_group[int(m.group(1))].append(i)
+    for g, found in by_group.items():
+        inputs = [(f, logical_rows(f)) for f in groups[g]] if g < len(groups) else []
+        if len(found) != 1 or not inputs or any(f.num_records is None for f, _ in inputs):
+            continue
+        i = found[0]
+        if adds[i].num_records != sum(rows for _, rows in inputs):
+            continue  # not the rows the list says: no claim about where they went
+        adds[i] = replace(adds[i], tags={**(adds[i].tags or {}), COMPACTED_FROM: compacted_tag(inputs)})
+    tagged = {id(old): new for old, new in zip(written, adds) if new is not old}
+    txn.actions[:] = [tagged.get(id(a), a) for a in txn.actions]
+    return adds
 
 
 def _bins(files: Sequence[AddFile], target_file_size: int, min_files: int, spec: BucketSpec | None

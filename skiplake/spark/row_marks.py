@@ -15,7 +15,6 @@ rows left, which is all skipping needs.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
@@ -25,6 +24,7 @@ from pyspark.sql import functions as F
 from skiplake.log.actions import AddFile
 from skiplake.log.deletion_vectors import marked_rows, write_dv_file
 from skiplake.log.paths import absolute_path
+from skiplake.log.stats import loose_bounds
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
 
 if TYPE_CHECKING:
@@ -100,16 +100,5 @@ def mark_rows(txn: "Transaction", files: Sequence[AddFile], hits: dict[str, np.n
     if marks.marked:
         for f, dv in zip(marks.marked, write_dv_file(txn.path, bitmaps)):
             txn.actions.append(AddFile(f.path, dict(f.partitionValues), f.size, f.modificationTime, True,
-                                       _loose_bounds(f.stats), f.tags, dv.to_json()))
+                                       loose_bounds(f.stats), f.tags, dv.to_json()))
     return marks
-
-
-def _loose_bounds(stats: str | None) -> str | None:
-    """The file's stats, its min/max now bounds of the rows left rather than values among them.
-    Edited as text: a decimal or double stat must keep its exact digits."""
-    if not stats or not stats.lstrip().startswith("{"):
-        return stats
-    if '"tightBounds"' in stats:
-        return re.sub(r'"tightBounds"\s*:\s*true', '"tightBounds":false', stats)
-    body = stats.lstrip()[1:].lstrip()
-    return '{"tightBounds":false' + ("," + body if not body.startswith("}") else body)

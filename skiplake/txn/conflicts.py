@@ -22,6 +22,7 @@ from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.metrics import file_lookup, may_match
+from skiplake.txn.compacted import placements, rebase_compaction, rebase_onto_compaction
 from skiplake.txn.isolation import SERIALIZABLE, WRITE_SERIALIZABLE, is_rearrangement
 from skiplake.txn.read_set import ReadSet
 from skiplake.txn.row_level import Remark, is_row_change, marked_paths, rebase
@@ -77,12 +78,22 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
     theirs = marked_paths(winner) if row_level else {}
     marked = {p for p, (r, a) in theirs.items() if is_row_change(r, a)}
     dml_winner = row_level and won.operation in ROW_LEVEL_OPERATIONS
+    # Compactions that say where each input's rows went (skiplake.txn.compacted): the files the
+    # winner compacted hold the same rows elsewhere (unless this transaction compacts too), and
+    # the inputs of this transaction's compaction that the winner changed are mapped, not lost.
+    rearranging = is_rearrangement(actions)
+    winner_moves = placements(winner) if row_level else {}
+    their_moves = winner_moves if not rearranging else {}
+    our_moves = placements(actions) if row_level else {}
+    taken = set(our_moves) & set(theirs) if not winner_moves else set()
     _check_added_files(won, actions, read_set, isolation, marked,
                        new_files_conflict=not (dml_winner and isolation == WRITE_SERIALIZABLE))
-    _check_removed_files(won, read_set, our_removes, marked)
+    # A rearrangement on such a table read only the files it rewrites: its outputs hold nothing else.
+    reads = ReadSet(files=set(our_removes)) if row_level and rearranging else read_set
+    _check_removed_files(won, reads, our_removes, marked | set(their_moves) | taken)
     ours = marked_paths(actions)
     remarks = []
-    for path in sorted(marked & our_removes):
+    for path in sorted((marked & our_removes) - taken):
         our_remove, our_add = ours[path]
         their_remove, their_add = theirs[path]
         if not is_row_change(our_remove, our_add) or unique_id(our_remove.deletionVector) != unique_id(
@@ -91,15 +102,24 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
                        f"and marked rows of a file that this transaction rewrites or removes ({path} in "
                        f"{won.where(their_remove)}). Retry the operation on the new version.")
         remarks.append(Remark(path, our_remove, our_add, their_remove, their_add))
-    if not remarks:
-        return actions
 
     def same_rows(path: str, rows: int) -> None:
+        if not rows:
+            won.raise_(ConcurrentDeleteDeleteException,
+                       f"and changed {path}, whose rows this transaction also moves or changes in a way "
+                       "row-level concurrency cannot reconcile (both compacted it, or its deletion vector "
+                       "does not follow the one this transaction read). Retry the operation on the new version.")
         won.raise_(ConcurrentDeleteDeleteException,
                    f"and changed {rows} row{'s' if rows != 1 else ''} of {path} that this transaction also "
                    "changes (row-level concurrency lets two commits change different rows of a file, not "
                    "the same ones). Retry the operation on the new version.")
-    return rebase(snapshot.table_path, remarks, actions, same_rows)
+    if remarks:
+        actions = rebase(snapshot.table_path, remarks, actions, same_rows)
+    if their_moves and set(their_moves) & our_removes:
+        actions = rebase_onto_compaction(snapshot.table_path, their_moves, winner, actions, same_rows)
+    if taken:
+        actions = rebase_compaction(snapshot.table_path, our_moves, winner, actions, same_rows)
+    return actions
 
 
 def _check_protocol_and_metadata(won: _Winner) -> None:
