@@ -21,7 +21,7 @@ whose DV went back in time (never in one log: a file's DV only grows).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -78,45 +78,42 @@ def positions(table_path: str, placement: Placement, rows: np.ndarray | None) ->
     when one of them was not live when the compaction read the input."""
     if rows is None:
         return np.arange(placement.offset, placement.offset + placement.rows, dtype=np.uint64)
-    base = marked_rows(table_path, placement.dv)
+    return _ranked(placement, marked_rows(table_path, placement.dv), rows)
+
+
+def _ranked(placement: Placement, read: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """`positions` of `rows`, given the rows the compaction saw deleted (`read`)."""
     rows = np.unique(rows.astype(np.uint64))
-    if len(np.intersect1d(rows, base)):
+    if len(np.intersect1d(rows, read)):
         raise ValueError("rows the compaction had already seen deleted")
     # A live row's rank among the live rows: its index less the deleted rows before it.
-    rank = rows.astype(np.int64) - np.searchsorted(base, rows).astype(np.int64)
+    rank = rows.astype(np.int64) - np.searchsorted(read, rows).astype(np.int64)
     if len(rank) and int(rank[-1]) >= placement.rows:
         raise ValueError("rows past those the compaction wrote")
     return (placement.offset + rank).astype(np.uint64)
-
-
-def _grew_from(table_path: str, placement: Placement, descriptor: dict[str, Any] | None) -> bool:
-    """Whether a DV of the input marks every row its DV marked when the compaction read it."""
-    before = marked_rows(table_path, placement.dv)
-    return bool(np.isin(before, marked_rows(table_path, descriptor)).all())
-
-
-def _new_rows(table_path: str, place: Placement, removed: RemoveFile, added: AddFile | None) -> np.ndarray:
-    """The rows of an input a commit newly changed: its DV's new marks, or (when it removed the
-    file whole) every row live under the DV it removed. Rows deleted after the compaction read
-    the input were live then, and are marked in the output already: they are not new."""
-    before = marked_rows(table_path, removed.deletionVector)
-    if added is not None:
-        return np.setdiff1d(marked_rows(table_path, added.deletionVector), before)
-    read = marked_rows(table_path, place.dv)
-    every = np.arange(place.rows + len(read), dtype=np.uint64)  # the input's physical rows
-    return np.setdiff1d(every, before)
 
 
 def _moved_rows(table_path: str, path: str, place: Placement, removed: RemoveFile, added: AddFile | None,
                 conflict: Conflict) -> np.ndarray:
     """The output positions of the rows a commit changed in a compacted input (remove and
     re-add, or remove alone); `conflict` when they cannot be placed: the input was rewritten
-    under its own name, or its DV is older than the one the compaction read."""
-    if (added is not None and not is_row_change(removed, added)) or \
-            not _grew_from(table_path, place, removed.deletionVector):
+    under its own name, or its DV is older than the one the compaction read.
+
+    The rows it changed are its DV's new marks, or (when it removed the file whole) every row
+    live under the DV it removed. Rows deleted after the compaction read the input were live
+    then, and are marked in the output already: they are not new."""
+    if added is not None and not is_row_change(removed, added):
         conflict(path, 0)
+    read = marked_rows(table_path, place.dv)
+    before = marked_rows(table_path, removed.deletionVector)
+    if not np.isin(read, before).all():
+        conflict(path, 0)  # a DV of the input that lacks marks the compaction saw
+    if added is not None:
+        new = np.setdiff1d(marked_rows(table_path, added.deletionVector), before)
+    else:
+        new = np.setdiff1d(np.arange(place.rows + len(read), dtype=np.uint64), before)  # physical rows
     try:
-        return positions(table_path, place, _new_rows(table_path, place, removed, added))
+        return _ranked(place, read, new)
     except ValueError:
         conflict(path, 0)
         raise
@@ -136,8 +133,7 @@ def _marked(table_path: str, output: AddFile, new: list[np.ndarray], conflict: C
     if physical is not None and len(union) >= physical:
         return None
     [dv] = write_dv_file(table_path, [union])
-    return AddFile(output.path, dict(output.partitionValues), output.size, output.modificationTime, data_change,
-                   loose_bounds(output.stats), output.tags, dv.to_json())
+    return replace(output, dataChange=data_change, stats=loose_bounds(output.stats), deletionVector=dv.to_json())
 
 
 def rebase_onto_compaction(table_path: str, moved: dict[str, Placement], winner: list[Action],
