@@ -8,6 +8,12 @@ copied for every contender and run, so each one starts from the very same files:
   scan     a full scan (count and sums over three columns) of the table with 10% of its rows
            deleted through deletion vectors, against the same table with those rows rewritten
            away
+           (and, for the reading, the floor of any filter by row index: the DV table's files read
+           by Spark with `_metadata.row_index` and no row dropped)
+  optimize OPTIMIZE (bin-packing to 64 MB files) of the table with 10% deleted through deletion
+           vectors: the ordered write that lets DML run meanwhile (delta.enableDeletionVectors
+           on: each output written from known inputs in row order) against the plain
+           repartition (the property switched off, same files and vectors)
   writers  --writers threads (4), each updating its own random rows (ids = w mod writers) of the
            same files --updates times; a conflict is retried on a fresh snapshot. File-level
            (copy-on-write) against row-level (deletion vectors): commits/s, retries, aborts
@@ -56,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         _build(spark, base, rows, files, progress)
         _delete(spark, report, work, base, rows, reps, progress)
         _scan(spark, report, work, base, rows, reps, progress)
+        _optimize(spark, report, work, base, reps, progress)
         _writers(spark, report, work, base, args.writers, updates, progress)
     return finish(report, args)
 
@@ -113,26 +120,64 @@ def _scan(spark: Any, report: Report, work: Path, base: Path, rows: int, reps: i
         tables[c] = t
     dv_files = sum(1 for f in tables["dv"].snapshot.add_files if f.deletionVector)
     progress(f"scan tables ready: {dv_files} files with deletion vectors")
-    times: dict[str, list[float]] = {c: [] for c in CONTENDERS}
+    paths = [str(Path(tables["dv"].path) / f.path) for f in tables["dv"].snapshot.add_files]
+
+    def floor() -> Any:
+        # Every physical row with its index, nothing dropped: what any filter by row index starts from.
+        return spark.read.parquet(*paths).filter(F.col("_metadata.row_index") >= 0)
+
+    frames = {"dv": lambda: tables["dv"].read(), "rewrite": lambda: tables["rewrite"].read(), "floor": floor}
+    times: dict[str, list[float]] = {c: [] for c in frames}
     answers: dict[str, tuple] = {}
     for rep in range(reps + 1):
-        for c in rotated(CONTENDERS, rep):
+        for c in rotated(tuple(frames), rep):
             t0 = time.perf_counter()
-            r = tables[c].read().agg(F.count("*"), F.sum("id"), F.sum("v"), F.max("s")).collect()[0]
+            r = frames[c]().agg(F.count("*"), F.sum("id"), F.sum("v"), F.max("s")).collect()[0]
             seconds = time.perf_counter() - t0
             answers[c] = tuple(r)
             progress(f"scan, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s")
             if rep:
                 times[c].append(seconds)
-    for c in CONTENDERS:
-        report.timing("full scan, 10% deleted", c, times[c], f"{dv_files} files with DVs" if c == "dv" else "")
+    notes = {"dv": f"{dv_files} files with DVs", "rewrite": "",
+             "floor": "the DV table's files with row indexes, no row dropped"}
+    for c in frames:
+        report.timing("full scan, 10% deleted", c, times[c], notes[c])
     ratio = median(times["dv"]) / median(times["rewrite"])
     report.ratio("scan: deletion vectors / rewritten", ratio)
+    report.ratio("scan: floor (row indexes, nothing dropped) / rewritten", median(times["floor"]) / median(times["rewrite"]))
     report.goal("scan through deletion vectors, times the rewritten table's", ratio, 1.3, unit="x")
     a, b = answers["dv"], answers["rewrite"]
     # The sum of doubles depends on the order rows are added in: equal to 1e-12, not bit for bit.
     report.check("scan: the same answer", a[0] == b[0] == rows - rows // 10 and a[1] == b[1] and a[3] == b[3]
                  and abs(a[2] - b[2]) <= 1e-12 * abs(b[2]), f"{answers}")
+
+
+def _optimize(spark: Any, report: Report, work: Path, base: Path, reps: int, progress: Progress) -> None:
+    """OPTIMIZE of the same files and vectors, ordered (DV property on) against plain (off)."""
+    from pyspark.sql import functions as F
+    contenders = ("ordered", "plain")
+    times: dict[str, list[float]] = {c: [] for c in contenders}
+    answers: dict[str, tuple] = {}
+    outputs: dict[str, int] = {}
+    for rep in range(reps + 1):
+        for c in rotated(contenders, rep):
+            t = _copy(spark, base, work / f"optimize-{c}", True)
+            t.delete("id % 10 = 3")
+            if c == "plain":
+                t.set_properties({"delta.enableDeletionVectors": "false"})
+            t0 = time.perf_counter()
+            result = t.optimize(target_file_size=64 * 2 ** 20)
+            seconds = time.perf_counter() - t0
+            outputs[c] = result.files_added
+            answers[c] = tuple(t.read().agg(F.count("*"), F.sum("id")).collect()[0])
+            progress(f"optimize, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s, "
+                     f"{result.files_removed} -> {result.files_added} files")
+            if rep:
+                times[c].append(seconds)
+    for c in contenders:
+        report.timing("OPTIMIZE to 64 MB files, 10% deleted", c, times[c], f"{outputs[c]} files written")
+    report.ratio("OPTIMIZE: ordered (DML may run meanwhile) / plain", median(times["ordered"]) / median(times["plain"]))
+    report.check("OPTIMIZE: the same rows", answers["ordered"] == answers["plain"], f"{answers}")
 
 
 def _writers(spark: Any, report: Report, work: Path, base: Path, writers: int, updates: int,

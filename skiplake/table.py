@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from skiplake.errors import FilesVacuumedError, InvalidArgumentError, SchemaMismatchError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.partitioning import check_partition_types
+from skiplake.layout.schema_changes import SchemaChangeError, dropped, renamed
 from skiplake.log.actions import Metadata, Protocol
+from skiplake.log.column_mapping import configure
 from skiplake.log.features import required_protocol
 from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
@@ -73,6 +75,7 @@ class Table:
         sch = as_schema(schema, spark)
         parts = _partition_columns(path, sch, partition_by)
         config = _configuration(path, sch, parts, bucket_by, properties)
+        sch, config = _mapped(path, sch, config, "none", new_table=True)
         metadata = Metadata.new(sch, parts, config, name=name, description=description)
         snapshot = create(path, metadata, required_protocol(Protocol(1, 2), config), operation_parameters={
             "partitionBy": parts, "properties": config, "isManaged": "false"})
@@ -213,7 +216,9 @@ class Table:
 
     def set_properties(self, properties: Mapping[str, str]) -> int:
         """ALTER TABLE ... SET TBLPROPERTIES: merge `properties` into the table's configuration.
-        `delta.enableDeletionVectors=true` upgrades the protocol in the same commit, as Delta does."""
+        `delta.enableDeletionVectors=true` and `delta.columnMapping.mode=name` upgrade the
+        protocol in the same commit, as Delta does (the mapping gives each column its own name
+        as physical name: the files already use it)."""
         txn = self.begin()
         base = txn.snapshot.metadata
         config = {**base.configuration, **{k: str(v) for k, v in properties.items()}}
@@ -221,8 +226,41 @@ class Table:
         if reserved:
             raise InvalidArgumentError(f"{self.path}: the bucket spec is set at create, not as properties {reserved}")
         check_isolation_property(config)
-        txn.set_metadata(replace(base, configuration=config), required_protocol(txn.snapshot.protocol, config))
+        schema, config = _mapped(self.path, base.schema, config, txn.snapshot.column_mapping, new_table=False)
+        txn.set_metadata(replace(base, schemaString=schema.json_string(), configuration=config),
+                         required_protocol(txn.snapshot.protocol, config))
         return txn.stage("SET TBLPROPERTIES", {"properties": dict(properties)}).commit()
+
+    def rename_column(self, old: str, new: str) -> int:
+        """ALTER TABLE ... RENAME COLUMN: a metadata-only change on a table with column mapping
+        (the files keep the physical name). Top-level columns, partition columns included."""
+        txn = self.begin()
+        try:
+            metadata = renamed(txn.snapshot.metadata, old, new)
+        except SchemaChangeError as e:
+            raise InvalidArgumentError(f"{self.path}: cannot rename column {old!r} to {new!r}: {e}") from None
+        txn.set_metadata(metadata)
+        return txn.stage("RENAME COLUMN", {"oldColumnPath": old, "newColumnPath": new}).commit()
+
+    def drop_columns(self, *names: str) -> int:
+        """ALTER TABLE ... DROP COLUMNS: a metadata-only change on a table with column mapping
+        (the data stays in the files, unread, until they are rewritten)."""
+        txn = self.begin()
+        try:
+            metadata = dropped(txn.snapshot.metadata, list(names))
+        except SchemaChangeError as e:
+            raise InvalidArgumentError(f"{self.path}: cannot drop columns {list(names)}: {e}") from None
+        txn.set_metadata(metadata)
+        return txn.stage("DROP COLUMNS", {"columns": list(names)}).commit()
+
+
+def _mapped(path: str, schema: Schema, config: dict[str, str], current: str, new_table: bool
+            ) -> tuple[Schema, dict[str, str]]:
+    """The schema and configuration with the column mapping the properties ask for."""
+    try:
+        return configure(schema, config, current, new_table)
+    except ValueError as e:
+        raise InvalidArgumentError(f"{path}: {e}") from None
 
 
 def _partition_columns(path: str, schema: Schema, partition_by: Sequence[str] | None) -> list[str]:

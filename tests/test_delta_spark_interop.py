@@ -95,6 +95,7 @@ class Interop:
     written_ids: list = field(default_factory=list)
     create_error: str | None = None                            # "wser" table: create_table error, if any
     dv_expected: list = field(default_factory=list)            # "dv_ours" rows, as skiplake reads them
+    cm_expected: list = field(default_factory=list)            # "cm_ours" rows, as skiplake reads them
 
     def job(self, job_id: str) -> dict:
         return self.result["jobs"][job_id]
@@ -232,6 +233,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     dv.merge(_frame(spark, range(100, 130)), "target.id = source.id", when_matched_delete="source.id % 2 = 0",
              when_matched_update={"name": "'merged'"}, when_not_matched_insert="*")
     dv_expected = rows_as_strings(dv.read(), COLUMNS)
+    cm_expected = _build_column_mapped(spark, lake)
     built = time.time() - t0
 
     main, written, wser, wser_alter = (lake.path_of(n) for n in ("main", "written", "wser", "wser_alter"))
@@ -257,6 +259,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     jobs += _deletion_vector_jobs(os.path.join(lake.root, DV_TABLE), os.path.join(lake.root, DV_PART_TABLE))
     jobs += [{"id": "dv_ours:read", "op": "read", "path": lake.path_of(DV_OURS), "columns": COLUMNS}]
     jobs += _column_mapping_jobs(lake)
+    jobs += [{"id": "cm_ours:read", "op": "read", "path": lake.path_of(CM_OURS), "columns": CM_OURS_COLUMNS}]
 
     t1 = time.time()
     result = delta.run(jobs)
@@ -264,7 +267,34 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     print(f"\nskiplake tables built in {built:.1f}s; delta-spark {result.get('delta_version')} on Spark "
           f"{result.get('spark_version')}: session start {result.get('startup_seconds')}s, jobs "
           f"{time.time() - t1:.1f}s (" + ", ".join(f"{k} {j['seconds']}s" for k, j in result["jobs"].items()) + ")")
-    return Interop(lake, result, seconds, versions, written_before, written_ids, create_error, dv_expected)
+    return Interop(lake, result, seconds, versions, written_before, written_ids, create_error, dv_expected,
+                   cm_expected)
+
+
+CM_OURS = "cm_ours"
+CM_OURS_COLUMNS = ["id", "grp", "label", "st"]
+
+
+def _build_column_mapped(spark, lake) -> list:
+    """skiplake's own table with column mapping (name mode) and deletion vectors, through every
+    kind of write: appends, DELETE, UPDATE, MERGE, a partition column and a column renamed, a
+    column dropped, a column added, OPTIMIZE of one partition. Its rows as skiplake reads them."""
+    t = lake.create_table(CM_OURS, "id long, g int, s string, x int, st struct<a: int, b: string>", partition_by=["g"],
+                          properties={"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"})
+    t.append(spark.sql("SELECT id, CAST(id % 3 AS INT) AS g, concat('s', id) AS s, 1 AS x, "
+                       "named_struct('a', CAST(id % 10 AS INT), 'b', concat('b', id)) AS st FROM range(0, 300)")
+             .repartition(2))
+    t.delete("id % 7 = 0")
+    t.update("id % 5 = 1", {"s": "upper(s)"})
+    t.merge(spark.sql("SELECT id, CAST(id % 3 AS INT) AS g, 'm' AS s, 2 AS x, named_struct('a', 0, 'b', 'm') AS st "
+                      "FROM range(290, 310)"), "target.id = source.id",
+            when_matched_update={"s": "source.s"}, when_not_matched_insert="*")
+    t.rename_column("s", "label")
+    t.rename_column("g", "grp")
+    t.drop_columns("x")
+    t.append(spark.sql("SELECT 1000L AS id, 1 AS grp, 'late' AS label, named_struct('a', 1, 'b', 'l') AS st"))
+    t.optimize("grp = 2")
+    return rows_as_strings(t.read(), CM_OURS_COLUMNS)
 
 
 DV_TABLE, DV_PART_TABLE, DV_OURS = "dv_spark", "dv_spark_parted", "dv_ours"
@@ -503,7 +533,6 @@ def test_delta_spark_reads_skiplakes_deletion_vectors(interop: Interop) -> None:
 
 @pytest.mark.parametrize("name", list(CM_TABLES))
 def test_skiplake_reads_delta_sparks_column_mapping(interop: Interop, spark, name: str) -> None:
-    from skiplake.errors import ProtocolNotSupportedError
     for i in range(6):
         _ok(interop.job(f"{name}:{i}"))
     theirs = _ok(interop.job(f"{name}:read"))
@@ -520,10 +549,10 @@ def test_skiplake_reads_delta_sparks_column_mapping(interop: Interop, spark, nam
     assert sorted(r.a for r in t.read("id = 11").select("st.a").collect()) == [1]
     count = interop.lake.sql(f"SELECT count(*) AS n FROM {name} WHERE st.b = 'b12'").collect()[0].n
     assert count == 1
-    version = t.version
-    with pytest.raises(ProtocolNotSupportedError, match="column mapping"):
-        t.delete("id = 1")
-    assert t.refresh().version == version
+    # skiplake's DELETE on delta-spark's table marks the row with a deletion vector.
+    t.delete("id = 1")
+    assert t.read("id = 1").count() == 0 and t.read().count() == len(ours) - 1
+    assert any(isinstance(a, AddFile) and a.deletionVector for a in read_commit(log_storage(t.path), t.version))
     # Appends are written under the physical names, with partition values and stats keyed so.
     new = spark.sql("SELECT 5000L + id AS id, CAST(id % 3 AS INT) AS g, concat('a', id) AS s2, "
                     "named_struct('a', CAST(id AS INT), 'b', 'appended') AS st FROM range(6)")
@@ -534,7 +563,7 @@ def test_skiplake_reads_delta_sparks_column_mapping(interop: Interop, spark, nam
     assert adds and all(set(a.partitionValues) == {phys["g"]} for a in adds)
     assert all(phys["id"] in json.loads(a.stats)["minValues"] for a in adds)
     assert sorted(r.id for r in t.read("st.b = 'appended'").collect()) == list(range(5000, 5006))
-    assert t.read().count() == len(ours) + 6
+    assert t.read().count() == len(ours) - 1 + 6
     assert t.scan("id >= 5000").report.files_selected < t.scan().report.files_total
     # delta-rs (DataFusion) reads the table with skiplake's append, under the logical names.
     deltalake = pytest.importorskip("deltalake")
@@ -542,3 +571,20 @@ def test_skiplake_reads_delta_sparks_column_mapping(interop: Interop, spark, nam
     got = pa.table(deltalake.QueryBuilder().register("t", deltalake.DeltaTable(t.path)).execute(
         "SELECT count(*) AS n, sum(id) AS s FROM t WHERE s2 LIKE 'a%'").read_all()).to_pylist()[0]
     assert (got["n"], got["s"]) == (6, sum(range(5000, 5006)))
+
+
+def test_delta_spark_reads_skiplakes_column_mapping(interop: Interop) -> None:
+    """A table skiplake created with column mapping and changed by every kind of write (renames
+    and a drop among them) reads the same in delta-spark."""
+    theirs = _ok(interop.job("cm_ours:read"))
+    assert _tuples(theirs) == interop.cm_expected
+    ids = sorted(int(r[0]) for r in interop.cm_expected)
+    assert 1000 in ids and 0 not in ids and 309 in ids
+    assert any(r[2] == "S1" for r in interop.cm_expected) and any(r[2] == "m" for r in interop.cm_expected)
+    # delta-rs (DataFusion) too, under the logical names after the renames.
+    deltalake = pytest.importorskip("deltalake")
+    import pyarrow as pa
+    got = pa.table(deltalake.QueryBuilder().register("t", deltalake.DeltaTable(interop.lake.path_of(CM_OURS))).execute(
+        "SELECT count(*) AS n, sum(id) AS s FROM t WHERE label <> 'm'").read_all()).to_pylist()[0]
+    kept = [int(r[0]) for r in interop.cm_expected if r[2] != "m"]
+    assert (got["n"], got["s"]) == (len(kept), sum(kept))

@@ -10,8 +10,8 @@ and the user see logical names. A rename changes only the logical name; a drop r
 from the schema, its data stays in the files unread. `delta.columnMapping.maxColumnId` is at
 least the largest id ever given.
 
-This module translates between the two; it knows nothing of Spark. (Not yet wired into reads
-and writes: issue 13, item 4.)
+This module translates between the two, and gives a table its mapping (at create, or `name`
+later) and new columns their ids; it knows nothing of Spark.
 """
 from __future__ import annotations
 
@@ -45,9 +45,7 @@ def supports_column_mapping(protocol: Protocol) -> bool:
 
 def mapping_mode(configuration: Mapping[str, str], protocol: Protocol) -> str:
     """`none`, `name` or `id`: the table's mode, `none` when the protocol does not support it."""
-    mode = str(configuration.get(MODE, "none")).strip().lower()
-    if mode not in MODES:
-        raise ValueError(f"{MODE} is {mode!r}; expected one of {', '.join(MODES)}")
+    mode = requested_mode(configuration)
     return mode if supports_column_mapping(protocol) else "none"
 
 
@@ -67,21 +65,25 @@ def field_id(f: Field) -> int:
     return int(value)
 
 
-def physical_schema(schema: Schema, mode: str) -> Schema:
-    """The schema as the data files spell it: physical names at every level, and the ids as
-    Parquet field ids (`parquet.field.id`, which Spark reads and writes)."""
+def physical_schema(schema: Schema, mode: str, field_ids: bool = True) -> Schema:
+    """The schema as the data files spell it: physical names at every level, and (field_ids)
+    the ids as Parquet field ids (`parquet.field.id`, which Spark reads and writes). A reader in
+    `name` mode leaves the ids out: it matches columns by name, and files written before the
+    table took the mapping carry none (Spark refuses a read schema with ids over such files)."""
     if mode == "none":
         return schema
-    return Schema(tuple(_physical_field(f.name, f.type, f.nullable, f.metadata, mode) for f in schema.fields))
+    return Schema(tuple(_physical_field(f.name, f.type, f.nullable, f.metadata, mode, field_ids)
+                        for f in schema.fields))
 
 
-def _physical_field(name: str, type_: Any, nullable: bool, metadata: dict[str, Any], mode: str) -> Field:
+def _physical_field(name: str, type_: Any, nullable: bool, metadata: dict[str, Any], mode: str,
+                    field_ids: bool) -> Field:
     f = Field(name, type_, nullable, metadata)
-    meta = {PARQUET_FIELD_ID: field_id(f)}
-    return Field(physical_name(f, mode), _physical_type(type_, mode), nullable, meta)
+    meta = {PARQUET_FIELD_ID: field_id(f)} if field_ids else {}
+    return Field(physical_name(f, mode), _physical_type(type_, mode, field_ids), nullable, meta)
 
 
-def _physical_type(type_: Any, mode: str) -> Any:
+def _physical_type(type_: Any, mode: str, field_ids: bool) -> Any:
     if isinstance(type_, str):
         return type_
     kind = type_.get("type")
@@ -89,14 +91,14 @@ def _physical_type(type_: Any, mode: str) -> Any:
         fields = []
         for child in type_["fields"]:
             pf = _physical_field(child["name"], child["type"], bool(child.get("nullable", True)),
-                                 dict(child.get("metadata") or {}), mode)
+                                 dict(child.get("metadata") or {}), mode, field_ids)
             fields.append(pf.to_json())
         return {"type": "struct", "fields": fields}
     if kind == "array":
-        return {**type_, "elementType": _physical_type(type_["elementType"], mode)}
+        return {**type_, "elementType": _physical_type(type_["elementType"], mode, field_ids)}
     if kind == "map":
-        return {**type_, "keyType": _physical_type(type_["keyType"], mode),
-                "valueType": _physical_type(type_["valueType"], mode)}
+        return {**type_, "keyType": _physical_type(type_["keyType"], mode, field_ids),
+                "valueType": _physical_type(type_["valueType"], mode, field_ids)}
     return type_
 
 
@@ -143,9 +145,10 @@ def _rename_stats(values: Mapping[str, Any], fields: list[tuple[str, Any, dict]]
     return out
 
 
-def assign(schema: Schema, max_id: int) -> tuple[Schema, int]:
-    """`schema` with an id and a physical name (`col-<uuid>`, as delta-spark names new columns)
-    given to every field that lacks them, at every level; and the new largest id."""
+def assign(schema: Schema, max_id: int, keep_names: bool = False) -> tuple[Schema, int]:
+    """`schema` with an id and a physical name (`col-<uuid>`, as delta-spark names new columns;
+    the column's own name with keep_names, for files written before the mapping) given to every
+    field that lacks them, at every level; and the new largest id."""
     counter = [max_id]
 
     def give(name: str, type_: Any, nullable: bool, metadata: dict[str, Any]) -> Field:
@@ -153,7 +156,7 @@ def assign(schema: Schema, max_id: int) -> tuple[Schema, int]:
         if ID not in meta:
             counter[0] += 1
             meta[ID] = counter[0]
-        meta.setdefault(PHYSICAL_NAME, f"col-{uuid.uuid4()}")
+        meta.setdefault(PHYSICAL_NAME, name if keep_names else f"col-{uuid.uuid4()}")
         return Field(name, nested(type_), nullable, meta)
 
     def nested(type_: Any) -> Any:
@@ -172,6 +175,63 @@ def assign(schema: Schema, max_id: int) -> tuple[Schema, int]:
 
     fields = tuple(give(f.name, f.type, f.nullable, f.metadata) for f in schema.fields)
     return Schema(fields), counter[0]
+
+
+def requested_mode(configuration: Mapping[str, str]) -> str:
+    """The mode the table's properties ask for (`none` when they name none)."""
+    mode = str(configuration.get(MODE, "none")).strip().lower()
+    if mode not in MODES:
+        raise ValueError(f"{MODE} is {configuration.get(MODE)!r}; expected one of {', '.join(MODES)}")
+    return mode
+
+
+def configure(schema: Schema, configuration: Mapping[str, str], current: str, new_table: bool
+              ) -> tuple[Schema, dict[str, str]]:
+    """The schema and configuration of a table whose properties are now `configuration`, its
+    mode so far `current`. Turning the mapping on gives every field an id and a physical name:
+    fresh names at create; on an existing table (`name` mode only, as Delta allows) each
+    field's own name, which its files already use. A mode is never changed or dropped once set
+    (files written under it would be misread). Raises ValueError saying what is allowed."""
+    mode = requested_mode(configuration)
+    config = dict(configuration)
+    if mode == current:
+        return schema, config
+    if current != "none":
+        raise ValueError(f"{MODE} is {current!r} and cannot change (to {mode!r}): files are written under it")
+    if mode == "id" and not new_table:
+        raise ValueError(f"{MODE} 'id' is set when a table is created (its files must carry field ids); "
+                         "an existing table can take 'name'")
+    mapped, max_id = assign(schema, 0, keep_names=not new_table)
+    config[MAX_COLUMN_ID] = str(max_id)
+    config[MODE] = mode
+    return mapped, config
+
+
+def extend(schema: Schema, configuration: Mapping[str, str]) -> tuple[Schema, dict[str, str]]:
+    """`schema` (a mapped table's, with new columns) with ids and physical names for the new
+    columns, and the configuration with `maxColumnId` raised past them."""
+    current = int(configuration.get(MAX_COLUMN_ID) or 0)
+    known = max([current] + _ids(schema))
+    mapped, max_id = assign(schema, known)
+    return mapped, {**configuration, MAX_COLUMN_ID: str(max(max_id, current))}
+
+
+def _ids(schema: Schema) -> list[int]:
+    """Every id the schema's fields carry, at every level."""
+    out: list[int] = []
+
+    def walk(type_: Any) -> None:
+        if not isinstance(type_, dict):
+            return
+        for f in type_.get("fields") or ():
+            if ID in (f.get("metadata") or {}):
+                out.append(int(f["metadata"][ID]))
+            walk(f["type"])
+        for key in ("elementType", "keyType", "valueType"):
+            walk(type_.get(key))
+
+    walk(schema.to_json())
+    return out
 
 
 _KEY = re.compile(r'"((?:[^"\\]|\\.)*)"(\s*:)')

@@ -4,13 +4,17 @@
 exists only with table features: reader version 3, writer version 7. Upgrading an older table
 lists explicitly every feature its old writer version implied, as PROTOCOL.md asks (a reader
 of a (3,7) table knows only what the lists say), exactly as delta-spark does: a (1,2) table
-becomes (3,7) with appendOnly, invariants and deletionVectors.
+becomes (3,7) with appendOnly, invariants and deletionVectors. `delta.columnMapping.mode` =
+`name` or `id` likewise needs the reader-writer feature `columnMapping` (skiplake writes it at
+(3,7), never at the legacy (2,5), whose tables it reads only).
 """
 from __future__ import annotations
 
 from typing import Mapping
 
 from skiplake.log.actions import Protocol
+from skiplake.log.column_mapping import FEATURE as COLUMN_MAPPING
+from skiplake.log.column_mapping import requested_mode
 
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 DELETION_VECTORS = "deletionVectors"
@@ -33,9 +37,18 @@ def supports(protocol: Protocol, feature: str) -> bool:
     return feature in (protocol.readerFeatures or ()) and feature in (protocol.writerFeatures or ())
 
 
+def wanted_features(configuration: Mapping[str, str]) -> list[str]:
+    """The reader-writer features the table's properties turn on."""
+    wanted = [DELETION_VECTORS] if deletion_vectors_enabled(configuration) else []
+    if requested_mode(configuration) != "none":
+        wanted.append(COLUMN_MAPPING)
+    return wanted
+
+
 def required_protocol(current: Protocol, configuration: Mapping[str, str]) -> Protocol:
     """`current`, or the (3,7) protocol that adds what `configuration` turns on."""
-    if not deletion_vectors_enabled(configuration) or supports(current, DELETION_VECTORS):
+    missing = [f for f in wanted_features(configuration) if not supports(current, f)]
+    if not missing:
         return current
     reader = set(current.readerFeatures or ())
     writer = set(current.writerFeatures or ())
@@ -44,7 +57,7 @@ def required_protocol(current: Protocol, configuration: Mapping[str, str]) -> Pr
             if current.minWriterVersion >= version:
                 writer.update(features)
     if current.minReaderVersion == 2:
-        reader.add("columnMapping")
-    reader.add(DELETION_VECTORS)
-    writer.add(DELETION_VECTORS)
+        reader.add(COLUMN_MAPPING)
+    reader.update(missing)
+    writer.update(missing)
     return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(writer)))

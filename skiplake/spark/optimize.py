@@ -72,8 +72,10 @@ def _bin_pack(txn: "Transaction", where: str | None, target_file_size: int, min_
     if not chosen:
         return Compaction(None)
     adds = []
-    if spec is None and deletion_vectors_enabled(txn.snapshot.configuration) and \
-            txn.snapshot.column_mapping == "none":
+    # (With column mapping the writer renames columns, and on a partitioned table may sort again
+    # by partition only, which need not keep the order the tag records.)
+    if spec is None and deletion_vectors_enabled(txn.snapshot.configuration) and (
+            txn.snapshot.column_mapping == "none" or not txn.partition_columns):
         adds += _write_in_order(txn, single + [g for files, n in multi for g in _split(files, n)])
     elif spec is not None:
         # The bucketed writer lays out one file per (partition, bucket), split past the target size.

@@ -124,7 +124,7 @@ def _read_exactly(spark: SparkSession, table_path: str, schema: Schema, partitio
         phys = physical_names(schema, column_mapping)
         renamed = [replace(f, partitionValues={phys.get(k, k): v for k, v in (f.partitionValues or {}).items()})
                    for f in files]
-        df = _read_exactly(spark, table_path, physical_schema(schema, column_mapping),
+        df = _read_exactly(spark, table_path, physical_schema(schema, column_mapping, column_mapping == "id"),
                            [phys[c] for c in partition_columns], renamed, None, with_file_info, bucket_spec,
                            file_column, tag, dv_columns)
         logical = [F.col(f"`{phys[f.name]}`").cast(spark_type(f.type)).alias(f.name) if isinstance(f.type, dict)

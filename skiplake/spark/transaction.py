@@ -6,6 +6,7 @@ transaction and `stage` what its commitInfo will say; the caller commits it.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -13,13 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import functions as F
 
-from skiplake.errors import InvalidArgumentError, ProtocolNotSupportedError, SchemaMismatchError
+from skiplake.errors import InvalidArgumentError, SchemaMismatchError
 from skiplake.expr.tree import Node
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
-from skiplake.log.column_mapping import physical_names, physical_schema
+from skiplake.log.column_mapping import extend, physical_names, physical_schema
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
+from skiplake.log.stats import loose_bounds
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.read import read_files, read_planned
 from skiplake.spark.types import conform, from_spark, schema_differences, spark_type
@@ -102,9 +104,11 @@ class Transaction:
             raise SchemaMismatchError(self.path, problems)
         if new_fields:
             base = self.new_metadata or self.snapshot.metadata
-            schema = Schema(self.schema.fields + tuple(new_fields))
+            schema, config = Schema(self.schema.fields + tuple(new_fields)), dict(base.configuration)
+            if self.snapshot.column_mapping != "none":
+                schema, config = extend(schema, config)  # the new columns' ids and physical names
             self.new_metadata = Metadata(base.id, schema.json_string(), base.partitionColumns,
-                                         base.configuration, base.name, base.description, base.format,
+                                         config, base.name, base.description, base.format,
                                          base.createdTime)
         return conform(df, self.schema)
 
@@ -189,12 +193,7 @@ class Transaction:
             operation, staged_params, staged_metrics = self._staged or ("WRITE", {}, {})
             parameters = parameters if parameters is not None else staged_params
             metrics = metrics if metrics is not None else staged_metrics
-        actions: list[Action] = list(self.actions)
-        if self.snapshot.column_mapping != "none" and (self.new_metadata is not None or any(
-                isinstance(a, RemoveFile) or (isinstance(a, AddFile) and a.deletionVector) for a in actions)):
-            raise ProtocolNotSupportedError(
-                self.path, "column mapping: only appends are written in this release (no DML, OPTIMIZE or schema "
-                "change); nothing was committed")
+        actions: list[Action] = _as_logged(self.snapshot, self.actions)
         if self.new_metadata is not None:
             actions.insert(0, self.new_metadata)
         if self.new_protocol is not None:
@@ -209,6 +208,30 @@ class Transaction:
         if self._on_commit is not None:
             self._on_commit(version)
         return version
+
+
+def _as_logged(snapshot: Snapshot, actions: list[Action]) -> list[Action]:
+    """The actions as the log must hold them. With column mapping, the snapshot's files (and so
+    the removes and re-adds made from them) key partition values and stats by logical names;
+    the log keys them by physical names, as its own rows for those files do: each action on a
+    file already in the snapshot takes them from there (a re-add with a deletion vector keeps
+    its loose bounds). New files were written under physical names already."""
+    paths = {a.path for a in actions if isinstance(a, (AddFile, RemoveFile))}
+    if snapshot.log_files is None or not paths:
+        return list(actions)
+    log = snapshot.log_files
+    logged = {f.path: f for f in add_files_from_arrow(log.filter(pc.is_in(log.column("path"),
+                                                                          value_set=pa.array(list(paths), pa.string()))))}
+    out: list[Action] = []
+    for a in actions:
+        own = logged.get(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
+        if isinstance(a, RemoveFile) and own is not None:
+            a = replace(a, partitionValues=dict(own.partitionValues))
+        elif isinstance(a, AddFile) and own is not None:
+            a = replace(a, partitionValues=dict(own.partitionValues),
+                        stats=loose_bounds(own.stats) if a.deletionVector else own.stats)
+        out.append(a)
+    return out
 
 
 def _metrics(actions: list[Action]) -> dict[str, str]:

@@ -6,6 +6,7 @@ Delta raises, with what happened, where, and what to do.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from skiplake.errors import (
@@ -18,6 +19,7 @@ from skiplake.errors import (
 )
 from skiplake.layout.partitioning import partition_dir
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from skiplake.log.column_mapping import logical_partition_values, logical_stats
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.snapshot import Snapshot
@@ -149,11 +151,15 @@ def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, i
     winner_blind = bool(won.info and won.info.isBlindAppend)
     if is_rearrangement(actions) or (isolation == WRITE_SERIALIZABLE and winner_blind) or not new_files_conflict:
         return
-    schema = won.snapshot.schema
+    schema, mode = won.snapshot.schema, won.snapshot.column_mapping
     for a in won.actions:
         if not (isinstance(a, AddFile) and a.dataChange) or a.path in marked:
             continue
-        lookup = file_lookup(schema, a.partitionValues, a.stats)
+        values, stats = a.partitionValues, a.stats
+        if mode != "none":  # the log keys them by physical names; reads name logical columns
+            values = logical_partition_values(values, schema, won.snapshot.partition_columns, mode)
+            stats = json.dumps(logical_stats(json.loads(stats), schema, mode)) if stats else stats
+        lookup = file_lookup(schema, values, stats)
         if read_set.whole_table or any(may_match(p, lookup) for p in read_set.predicates):
             hint = (" Under WriteSerializable (the default) a blind append like this one would not "
                     "conflict." if winner_blind and isolation == SERIALIZABLE else "")
