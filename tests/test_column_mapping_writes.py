@@ -107,6 +107,12 @@ def test_dml_and_optimize_log_physical_names(mapped, spark, deletion_vectors):
     assert {r.id: r.s for r in mapped.read().collect()} == expected
     plan = mapped.scan("g = 1")
     assert plan.report.files_selected < plan.report.files_total
+    # Z-order clusters by logical names and writes physical ones, with stats that skip.
+    mapped.optimize(zorder_by=["id"], target_file_size=2_000)
+    assert_physical_keys(mapped, logged(mapped))
+    assert {r.id: r.s for r in mapped.read().collect()} == expected
+    plan = mapped.scan("id < 50")
+    assert plan.report.files_selected < plan.report.files_total
 
 
 def test_rename_and_drop_columns_change_only_the_metadata(mapped, spark):
