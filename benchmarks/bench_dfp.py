@@ -276,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     wanted = args.queries.split(",") if args.queries else ["q2"] + [str(n) for n in range(1, 100)]
     numbers = [int(w) for w in wanted if w != "q2"]
     texts = {"q2": SEED_Q2} if "q2" in wanted else {}
-    texts.update({str(n): t for n, t in spark_queries(numbers).items()})
+    if numbers:  # (an empty list would ask spark_queries for all 99)
+        texts.update({str(n): t for n, t in spark_queries(numbers).items()})
     tables = set(TPCDS_TABLES)
     tag = f"-{args.journal}" if args.journal else ""
     journal = base / f"bench_dfp-sf{sf:g}-{files}-v{LAYOUT_VERSION}-reps{reps}{tag}.jsonl"

@@ -258,9 +258,13 @@ def _mapped(path: str, schema: Schema, config: dict[str, str], current: str, new
             ) -> tuple[Schema, dict[str, str]]:
     """The schema and configuration with the column mapping the properties ask for."""
     try:
-        return configure(schema, config, current, new_table)
+        mapped, config = configure(schema, config, current, new_table)
     except ValueError as e:
         raise InvalidArgumentError(f"{path}: {e}") from None
+    if mapped is not schema and bucket_spec_of(config) is not None:
+        # The bucketed writer hashes columns by the names the spec gives, which the files would not use.
+        raise InvalidArgumentError(f"{path}: a bucketed table cannot take column mapping in this release")
+    return mapped, config
 
 
 def _partition_columns(path: str, schema: Schema, partition_by: Sequence[str] | None) -> list[str]:

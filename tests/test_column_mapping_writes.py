@@ -157,6 +157,10 @@ def test_schema_changes_that_are_refused(mapped, lake, spark):
         plain.set_properties({"delta.columnMapping.mode": "id"})
     with pytest.raises(InvalidArgumentError, match="expected one of"):
         lake.create_table("bad", "id long", properties={"delta.columnMapping.mode": "names"})
+    from skiplake import BucketSpec
+    with pytest.raises(InvalidArgumentError, match="bucketed table cannot take column mapping"):
+        lake.create_table("bucketed", "id long, s string", bucket_by=BucketSpec(4, ["id"]),
+                          properties={"delta.columnMapping.mode": "name"})
 
 
 def test_name_mode_on_an_existing_table_keeps_its_files(lake, spark):
