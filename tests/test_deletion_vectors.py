@@ -146,7 +146,8 @@ def test_dynamic_pruning_over_a_table_with_deletion_vectors(lake, spark):
                                             (F.col("id") % 13).cast("int").alias("m")).repartitionByRange(8, "id"))
     dim = lake.create_table("dim", "k long, a int")
     dim.append(spark.range(0, 400).select(F.col("id").alias("k"), (F.col("id") % 50).cast("int").alias("a")))
-    mark_deleted(fact, lambda r: r["id"] % 3 == 0)
+    # Deletions in the files of ids below 2,000 only: a read is then two relations (with and without DVs).
+    mark_deleted(fact, lambda r: r["id"] % 3 == 0 and r["id"] < 2000)
     expected = sorted((i, i % 13) for i in range(4000) if i % 3 and i // 10 in (7, 57))
     query = "SELECT f.id, f.m FROM fact f JOIN dim d ON f.k = d.k WHERE d.a = 7 AND d.k < 100"
     conf = {dfp.SIZE_THRESHOLD: "0", dfp.FILES_THRESHOLD: "2"}
@@ -160,8 +161,14 @@ def test_dynamic_pruning_over_a_table_with_deletion_vectors(lake, spark):
         df = fact.read().join(dim.read().where("a = 7 AND k < 100"), "k").select("id", "m")
         pruned = lake.prune(df)
         assert sorted(tuple(r) for r in pruned.collect()) == expected
-        [report] = [r for r in lake.last_explain if r.label == "fact"][:1]
-        assert report.files_selected < report.files_total
+        # The read is two relations, each reported over its own kind of files, together the table.
+        plain = [r for r in lake.last_explain if r.label == "fact"]
+        marked = [r for r in lake.last_explain if r.label == "fact (files with deletion vectors)"]
+        assert len(plain) == len(marked) == 1, lake.last_explain.text()
+        with_dv = sum(1 for f in fact.snapshot.add_files if f.deletionVector)
+        assert marked[0].files_total == with_dv and plain[0].files_total == fact.snapshot.num_files - with_dv
+        assert plain[0].rows_total + marked[0].rows_total == fact.read().count()
+        assert marked[0].files_selected + plain[0].files_selected < fact.snapshot.num_files
     finally:
         for k, v in previous.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)

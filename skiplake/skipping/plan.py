@@ -75,12 +75,14 @@ def split_filters(node: Node | None, partition_columns: list[str]) -> tuple[list
     return partition_filters, data_filters
 
 
-def plan_scan(snapshot: Snapshot, where: str | Node | None = None, describe: bool = True) -> ScanPlan:
+def plan_scan(snapshot: Snapshot, where: str | Node | None = None, describe: bool = True,
+              within: np.ndarray | None = None) -> ScanPlan:
     """Select the files whose partition values, min/max/null stats and bucket ids say they may
     hold a row matching `where` (SQL text or an already bound predicate). With describe=False the
     report leaves the predicate and its partition/data filters out: for a caller that says what
     it planned by itself (dynamic pruning, whose key lists would take longer to write as SQL
-    than to plan by)."""
+    than to plan by). `within` (a mask over the snapshot's files) limits the scan, its report's
+    totals included, to some of them (a relation that reads only the files with deletion vectors)."""
     # 1. bind
     node = bind(where, snapshot.schema) if isinstance(where, str) else where
     stats = stats_table(snapshot)
@@ -92,10 +94,12 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None, describe: boo
     buckets = _selected_buckets(node, snapshot, spec)
     if buckets is not None and files.num_rows:
         mask &= _in_buckets(stats.bucket_ids, buckets)
+    scope = np.ones(len(mask), dtype=bool) if within is None else np.asarray(within, dtype=bool)
+    mask &= scope
     selected = files if mask.all() else files.filter(pa.array(mask))
     # 4. report
     text = None if not describe else where if isinstance(where, str) else to_sql(where) if where is not None else None
-    report = _report(snapshot, stats, mask, text, node if describe else None, spec, buckets)
+    report = _report(snapshot, stats, mask, scope, text, node if describe else None, spec, buckets)
     return ScanPlan(selected, report, node, buckets)
 
 
@@ -121,21 +125,23 @@ def _rows(records: np.ndarray) -> int | None:
     return None if np.isnan(records).any() else int(records.sum())
 
 
-def _report(snapshot: Snapshot, stats: StatsTable, mask: np.ndarray, predicate: str | None, node: Node | None,
-            spec: BucketSpec | None, buckets: Buckets) -> ScanReport:
+def _report(snapshot: Snapshot, stats: StatsTable, mask: np.ndarray, scope: np.ndarray, predicate: str | None,
+            node: Node | None, spec: BucketSpec | None, buckets: Buckets) -> ScanReport:
     files = snapshot.files
     parts = snapshot.partition_columns
     sizes = files.column("size").to_numpy() if files.num_rows else np.zeros(0, np.int64)
     records = stats.num_records - snapshot.deleted_rows  # logical rows: less what deletion vectors mark
     partition_filters, data_filters = split_filters(node, parts)
+    everywhere = bool(scope.all())
     return ScanReport(
         table=snapshot.table_path, version=snapshot.version, predicate=predicate,
-        files_total=files.num_rows, files_selected=int(mask.sum()),
-        bytes_total=int(sizes.sum()), bytes_selected=int(sizes[mask].sum()),
-        partitions_total=len(stats.partition_keys) if parts else 0,
+        files_total=int(scope.sum()), files_selected=int(mask.sum()),
+        bytes_total=int(sizes[scope].sum()), bytes_selected=int(sizes[mask].sum()),
+        partitions_total=(len(stats.partition_keys) if everywhere else len(np.unique(stats.partition_ids[scope])))
+        if parts else 0,
         partitions_selected=len(np.unique(stats.partition_ids[mask])) if parts else 0,
         buckets_total=spec.num_buckets if spec else 0,
         buckets_selected=(spec.num_buckets if buckets is None else len(buckets)) if spec else 0,
-        rows_total=_rows(records), rows_selected=_rows(records[mask]),
+        rows_total=_rows(records[scope]), rows_selected=_rows(records[mask]),
         partition_filters=partition_filters, data_filters=data_filters,
     )

@@ -14,6 +14,8 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
+
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path
 from skiplake.log.snapshot import Snapshot
@@ -40,6 +42,7 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
     plan.analysis = df
     plan.optimized = optimized_plan(df)
     plan.root = parse_plan(tree_text(plan.optimized))
+    counts: dict[int, int] = {}  # per reference: the files its relation reads now
     for node in plan.root.walk():
         if node.kind != "Relation":
             continue
@@ -49,36 +52,40 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
         path, version = parse_read_tag(tag)
         snapshot = snapshot_of(path, version)
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        ref = TableReference(snapshot, name.lower(), name)
+        count, first = _roots(plan, node.number)
+        within, dv_branch = _kind_of_files(snapshot, first)
+        label = f"{name} (files with deletion vectors)" if dv_branch else name
+        ref = TableReference(snapshot, name.lower(), label, within=within)
         ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
         ref.plan_static(ref.occurrences[0].static)
         plan.references.append(ref)
+        counts[id(ref)] = count
     prune_dynamically(spark, plan, None)  # type: ignore[arg-type]
     swaps: dict[int, tuple[TableReference, list[AddFile]]] = {}
     for ref in plan.references:
         if ref.plan is None:
             continue
-        count, first = _roots(plan, ref)
-        files = _same_kind(ref, ref.plan.files, first)
-        if len(files) < count:
+        # The relation keeps its own output (a DV branch's _metadata and the join above it that
+        # drops deleted rows): only its file list changes.
+        files = [replace(f, deletionVector=None) for f in ref.plan.files]
+        if len(files) < counts[id(ref)]:
             swaps[ref.occurrences[0].node.number] = (ref, files)
     if not swaps:
         return df, plan
     return _swapped(spark, df, plan, swaps), plan
 
 
-def _same_kind(ref: TableReference, files: list[AddFile], first_root: str | None) -> list[AddFile]:
-    """The planned files a relation may read: a read of a table with deletion vectors is two
-    relations (skiplake.spark.read), one over the files without a DV, one over those with one
-    (whose deleted rows a join above it drops); each keeps to its own kind."""
-    snapshot = ref.snapshot
-    assert snapshot is not None
-    if snapshot.files.column("deletionVector").null_count == snapshot.num_files:
-        return files
+def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarray | None, bool]:
+    """Which of the snapshot's files a relation may read (None: any), and whether they are the
+    ones with deletion vectors. A read of a table with deletion vectors is two relations
+    (skiplake.spark.read), one over the files without a DV, one over those with one; each plans,
+    reports and keeps to its own kind."""
+    with_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
+    if not with_dv.any():
+        return None, False
     marked = {absolute_path(snapshot.table_path, f.path) for f in snapshot.add_files if f.deletionVector}
     dv_branch = first_root is not None and os.path.normpath(path_from_spark(first_root)) in marked
-    # The relation keeps its own output (the DV branch's _metadata): only its file list changes.
-    return [replace(f, deletionVector=None) for f in files if bool(f.deletionVector) == dv_branch]
+    return (with_dv if dv_branch else ~with_dv), dv_branch
 
 
 def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan,
@@ -103,10 +110,10 @@ def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan,
     return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, analyzed), spark)
 
 
-def _roots(plan: QueryPlan, ref: TableReference) -> tuple[int, str | None]:
+def _roots(plan: QueryPlan, number: int) -> tuple[int, str | None]:
     """How many files the relation reads now (a t.read() relation lists its files as its
     roots), and the first of them."""
-    roots = node_at(plan.optimized, ref.occurrences[0].node.number).relation().location().rootPaths()
+    roots = node_at(plan.optimized, number).relation().location().rootPaths()
     count = int(roots.size())
     return count, (str(roots.apply(0).toString()) if count else None)
 

@@ -95,6 +95,7 @@ class TableReference:
     bucketed: bool = False          # read as a bucketed relation (one side of a bucket join)
     merge_hint: bool = False        # the right side of a bucket join: keep Spark from broadcasting it
     own_view: str = ""              # a per-query view the final query reads instead (see frame)
+    within: Any = None              # a mask of the snapshot's files the reference may read (None: all)
     _file_filter: tuple[Any, str | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
@@ -107,7 +108,7 @@ class TableReference:
 
     def plan_static(self, predicate: Node | None) -> None:
         if isinstance(self.source, Snapshot):
-            plan = plan_scan(self.source, predicate)
+            plan = plan_scan(self.source, predicate, within=self.within)
             plan.report = replace(plan.report, label=self.label, stages=static_stages(plan.report))
             self.static = self.plan = plan
         else:
@@ -122,7 +123,7 @@ class TableReference:
             per_occurrence.append(None if not parts else parts[0] if len(parts) == 1 else _and(parts))
         predicate = None if not per_occurrence or any(p is None for p in per_occurrence) else (
             per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence)))  # type: ignore[arg-type]
-        plan = plan_scan(self.source, predicate, describe=False)
+        plan = plan_scan(self.source, predicate, describe=False, within=self.within)
         stages = [*self.static.report.stages, _stage("dynamic", plan.report)]
         plan.report = replace(plan.report, label=self.label, predicate=self.static.report.predicate,
                               partition_filters=self.static.report.partition_filters,
