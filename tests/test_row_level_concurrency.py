@@ -198,3 +198,14 @@ def test_the_same_row_changed_through_a_compaction_conflicts(table):
         loser.commit()
     got = values(table)
     assert 7 not in got and 8 not in got and 9 in got  # the loser changed nothing
+
+
+def test_optimize_reports_what_it_committed_after_a_rebase(table):
+    """When a DELETE that commits first removes every row OPTIMIZE compacted, OPTIMIZE's rebase
+    drops its actions, and its result says so (not what it had staged)."""
+    loser = optimize(table.begin())
+    assert len(loser.added) == 1 and len(loser.removed) == 2
+    table.delete("id >= 0")
+    result = loser.commit()
+    assert (result.files_added, result.files_removed, result.bytes_added) == (0, 0, 0)
+    assert values(table) == {} and table.snapshot.num_files == 0

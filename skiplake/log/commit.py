@@ -32,6 +32,7 @@ class CommitResult:
     version: int
     attempts: int
     checkpointed: bool
+    actions: tuple = ()  # the actions committed (rebased past winners, where they were)
 
 
 def put_commit(snapshot: Snapshot, info: CommitInfo, actions: list[Action],
@@ -43,7 +44,7 @@ def put_commit(snapshot: Snapshot, info: CommitInfo, actions: list[Action],
     for attempts in range(1, max_attempts + 1):
         stamped = dataclasses.replace(info, timestamp=now_ms())
         if storage.put_if_absent(commit_name(attempt), encode_commit([stamped, *actions])):
-            return CommitResult(attempt, attempts, _maybe_checkpoint(snapshot, attempt))
+            return CommitResult(attempt, attempts, _maybe_checkpoint(snapshot, attempt), tuple(actions))
         v = attempt
         while storage.exists(commit_name(v)):
             if check_winner is not None:

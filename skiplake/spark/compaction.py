@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.log.actions import AddFile
+from skiplake.log.actions import AddFile, RemoveFile
 
 if TYPE_CHECKING:
     from skiplake.skipping.plan import ScanPlan
@@ -36,9 +36,13 @@ class Compaction:
         if self.txn is None:
             return OptimizeResult(None, 0, 0, 0, 0, 0)
         version = self.txn.commit()
-        partitions = {tuple(sorted((f.partitionValues or {}).items())) for f in self.removed}
-        return OptimizeResult(version, len(self.removed), len(self.added), sum(f.size for f in self.removed),
-                              sum(a.size for a in self.added), len(partitions))
+        # What was committed: a rebase onto a concurrent DML may have changed what was staged (a
+        # compaction whose rows the DML deleted commits nothing).
+        removed = [a for a in self.txn.committed_actions if isinstance(a, RemoveFile)]
+        added = [a for a in self.txn.committed_actions if isinstance(a, AddFile)]
+        partitions = {tuple(sorted((f.partitionValues or {}).items())) for f in removed}
+        return OptimizeResult(version, len(removed), len(added), sum(f.size or 0 for f in removed),
+                              sum(a.size for a in added), len(partitions))
 
 
 def check_where(txn: "Transaction", plan: "ScanPlan", where: str | None) -> None:

@@ -48,6 +48,7 @@ class Transaction:
         self.new_metadata: Metadata | None = None
         self.new_protocol: Protocol | None = None
         self.committed_version: int | None = None
+        self.committed_actions: tuple[Action, ...] = ()  # as committed (rebased past winners, where they were)
         self.removed_files: list[AddFile] = []
         self._on_commit = on_commit
         self._staged: tuple[str, dict[str, Any], dict[str, Any]] | None = None
@@ -201,6 +202,7 @@ class Transaction:
         computed = _metrics(actions)
         computed.update({k: str(v) for k, v in (metrics or {}).items()})
         result = commit(self.snapshot, actions, operation, dict(parameters or {}), self.read_set, computed)
+        self.committed_actions = result.actions
         return self._committed(result.version)
 
     def _committed(self, version: int) -> int:
