@@ -280,7 +280,8 @@ def _build_column_mapped(spark, lake) -> list:
     kind of write: appends, DELETE, UPDATE, MERGE, a partition column and a column renamed, a
     column dropped, a column added, OPTIMIZE of one partition. Its rows as skiplake reads them."""
     t = lake.create_table(CM_OURS, "id long, g int, s string, x int, st struct<a: int, b: string>", partition_by=["g"],
-                          properties={"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true"})
+                          properties={"delta.columnMapping.mode": "name", "delta.enableDeletionVectors": "true",
+                                      "delta.checkpointInterval": "4"})  # checkpoints after DML, renames
     t.append(spark.sql("SELECT id, CAST(id % 3 AS INT) AS g, concat('s', id) AS s, 1 AS x, "
                        "named_struct('a', CAST(id % 10 AS INT), 'b', concat('b', id)) AS st FROM range(0, 300)")
              .repartition(2))
@@ -294,6 +295,7 @@ def _build_column_mapped(spark, lake) -> list:
     t.drop_columns("x")
     t.append(spark.sql("SELECT 1000L AS id, 1 AS grp, 'late' AS label, named_struct('a', 1, 'b', 'l') AS st"))
     t.optimize("grp = 2")
+    assert os.path.exists(os.path.join(t.path, "_delta_log", "00000000000000000008.checkpoint.parquet"))
     return rows_as_strings(t.read(), CM_OURS_COLUMNS)
 
 
