@@ -138,3 +138,24 @@ def test_merges_with_disjoint_source_keys_both_commit_on_a_clustered_table(lake,
     c.commit()
     with pytest.raises((ConcurrentAppendException, ConcurrentDeleteReadException)):
         d.commit()
+
+
+@pytest.mark.parametrize("hit", [False, True])
+def test_serializable_reads_the_winners_rows_when_stats_cannot_rule_them_out(lake, spark, hit):
+    """Under Serializable an append whose file's min/max span the loser's condition conflicts
+    only if one of its rows really satisfies it (read exactly in the driver; partition values
+    from the log)."""
+    t = lake.create_table("s", "id long, p int, v long", partition_by=["p"],
+                          properties={"delta.isolationLevel": "Serializable"})
+    t.append(rows(spark, range(100, 200), 1))
+    loser = dml.delete(t.begin(), "p = 1 AND v IN (150, 160)")
+    # v spans [5, 1995] in the new file: its stats cannot rule out v IN (150, 160).
+    extra = ", 160" if hit else ""
+    t.append(spark.sql(f"SELECT id, 1 AS p, id AS v FROM VALUES (5), (1995){extra} AS r(id)"))
+    if hit:
+        with pytest.raises(ConcurrentAppendException, match="p=1"):
+            loser.commit()
+        assert 150 in ids(t)
+        return
+    loser.commit()
+    assert ids(t) == sorted([5, 1995] + [i for i in range(100, 200) if i not in (150, 160)])

@@ -20,8 +20,10 @@ import pyarrow.parquet as pq
 
 from skiplake.expr.tree import Node
 from skiplake.expr.visitor import columns_of
+from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
+from skiplake.log.values import parse_partition_value
 from skiplake.skipping.dynamic import KEY_CAP, BuildKeys
 from skiplake.skipping.rows import NotExact, exact_type, keep_rows
 from skiplake.skipping.stats_table import arrow_type
@@ -35,13 +37,7 @@ def local_keys(table_path: str, files: pa.Table, schema: Schema, predicate: Node
     when a file cannot be read."""
     started = time.perf_counter()
     names = list(dict.fromkeys([*keys, *sorted(columns_of(predicate) if predicate is not None else ())]))
-    types: dict[str, pa.DataType] = {}
-    for name in names:
-        field = schema.find(name)
-        if field is None or field.name != name or not exact_type(field.type):
-            raise NotExact(f"column {name}")
-        types[name] = arrow_type(field.type)
-    target = pa.schema([pa.field(n, types[n]) for n in names])
+    target = _exact_schema(schema, names)
     paths = [absolute_path(table_path, p) for p in files.column("path").to_pylist()]
     table = pa.concat_tables([_read(p, target) for p in paths]) if paths else target.empty_table()
     rows = keep_rows(predicate, table).select(list(keys)).drop_null()
@@ -51,6 +47,36 @@ def local_keys(table_path: str, files: pa.Table, schema: Schema, predicate: Node
         return BuildKeys(bounds, bounded=True, seconds=time.perf_counter() - started, local=True)
     values = [d.to_pylist() for d in distinct]
     return BuildKeys(values, seconds=time.perf_counter() - started, local=True)
+
+
+def any_row(table_path: str, files: Sequence[AddFile], schema: Schema, partition_columns: Sequence[str],
+            predicate: Node) -> bool:
+    """Whether any row of the files (deletion vectors not applied) satisfies `predicate` as
+    Spark's WHERE would; partition columns take each file's logged value. Raises NotExact,
+    OSError or ArrowException as local_keys."""
+    target = _exact_schema(schema, sorted(columns_of(predicate)))
+    parts = {c.lower(): c for c in partition_columns}
+    for f in files:
+        table = _read(absolute_path(table_path, f.path), target)
+        for i, fld in enumerate(target):
+            if fld.name.lower() in parts:
+                raw = (f.partitionValues or {}).get(parts[fld.name.lower()])
+                value = parse_partition_value(raw, schema.field(fld.name).type)
+                table = table.set_column(i, fld, pa.array([value] * table.num_rows, fld.type))
+        if keep_rows(predicate, table).num_rows:
+            return True
+    return False
+
+
+def _exact_schema(schema: Schema, names: Sequence[str]) -> pa.Schema:
+    """The Arrow schema of `names`, columns of `schema` that compare exactly as in Spark."""
+    fields = []
+    for name in names:
+        field = schema.find(name)
+        if field is None or field.name != name or not exact_type(field.type):
+            raise NotExact(f"column {name}")
+        fields.append(pa.field(name, arrow_type(field.type)))
+    return pa.schema(fields)
 
 
 def _read(path: str, target: pa.Schema) -> pa.Table:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from skiplake.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
@@ -23,7 +25,9 @@ from skiplake.log.column_mapping import logical_partition_values, logical_stats
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.snapshot import Snapshot
+from skiplake.skipping.local_build import any_row
 from skiplake.skipping.metrics import file_lookup, may_match
+from skiplake.skipping.rows import NotExact
 from skiplake.txn.compacted import placements, rebase_compaction, rebase_onto_compaction
 from skiplake.txn.isolation import SERIALIZABLE, WRITE_SERIALIZABLE, is_rearrangement
 from skiplake.txn.read_set import ReadSet
@@ -33,6 +37,9 @@ from skiplake.txn.row_level import Remark, is_row_change, marked_paths, rebase
 # concurrency, those new rows conflict with nobody (the matrix of the seed: DML vs DML conflict
 # only on the same row).
 ROW_LEVEL_OPERATIONS = ("DELETE", "UPDATE", "MERGE")
+# The most bytes of a winner's added files read to check this transaction's reads row by row
+# (when their stats cannot rule them out); past it the stats decide alone.
+EXACT_CHECK_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -152,6 +159,7 @@ def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, i
     if is_rearrangement(actions) or (isolation == WRITE_SERIALIZABLE and winner_blind) or not new_files_conflict:
         return
     schema, mode = won.snapshot.schema, won.snapshot.column_mapping
+    seen: list[AddFile] = []  # added files whose stats cannot rule out this transaction's reads
     for a in won.actions:
         if not (isinstance(a, AddFile) and a.dataChange) or a.path in marked:
             continue
@@ -161,13 +169,33 @@ def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, i
             stats = json.dumps(logical_stats(json.loads(stats), schema, mode)) if stats else stats
         lookup = file_lookup(schema, values, stats)
         if read_set.whole_table or any(may_match(p, lookup) for p in read_set.predicates):
-            hint = (" Under WriteSerializable (the default) a blind append like this one would not "
-                    "conflict." if winner_blind and isolation == SERIALIZABLE else "")
-            won.raise_(ConcurrentAppendException,
-                       f"and added files to {won.where(a)} that this transaction's read (isolation level "
-                       f"{isolation}) would have seen. Make the two operations touch disjoint partitions, or "
-                       "state the partition explicitly in the operation's condition (in MERGE, in the ON "
-                       f"clause).{hint}")
+            seen.append(a)
+    if not seen or (not read_set.whole_table and _no_row_matches(won.snapshot, seen, read_set.predicates)):
+        return
+    hint = (" Under WriteSerializable (the default) a blind append like this one would not "
+            "conflict." if winner_blind and isolation == SERIALIZABLE else "")
+    won.raise_(ConcurrentAppendException,
+               f"and added files to {won.where(seen[0])} that this transaction's read (isolation level "
+               f"{isolation}) would have seen. Make the two operations touch disjoint partitions, or "
+               "state the partition explicitly in the operation's condition (in MERGE, in the ON "
+               f"clause).{hint}")
+
+
+def _no_row_matches(snapshot: Snapshot, files: list[AddFile], predicates: list) -> bool:
+    """Whether no row of the winner's added files satisfies any of this transaction's read
+    predicates, read exactly (skiplake.skipping.rows): then its reads would have seen nothing
+    new, whatever the files' min/max said. False whenever that cannot be known cheaply and
+    exactly: files past EXACT_CHECK_BYTES in all, with deletion vectors, under column mapping
+    (physical names in the files), not local, or a predicate the row evaluator cannot evaluate
+    as Spark does."""
+    if snapshot.column_mapping != "none" or any(f.deletionVector for f in files) or \
+            sum(f.size for f in files) > EXACT_CHECK_BYTES:
+        return False
+    try:
+        return not any(any_row(snapshot.table_path, files, snapshot.schema, snapshot.partition_columns, p)
+                       for p in predicates)
+    except (NotExact, OSError, pa.ArrowException):
+        return False
 
 
 def _check_removed_files(won: _Winner, read_set: ReadSet, our_removes: set[str], marked: set[str]) -> None:
