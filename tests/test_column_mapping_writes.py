@@ -171,6 +171,8 @@ def test_name_mode_on_an_existing_table_keeps_its_files(lake, spark):
     assert t.snapshot.column_mapping == "name" and physical(t) == {"id": "id", "s": "s"}
     assert {r.id: r.s for r in t.read().collect()} == before
     t.rename_column("s", "text")
+    with pytest.raises(InvalidArgumentError, match="took column mapping after its files were written"):
+        t.drop_columns("text")
     t.delete("id < 10")
     assert {r.id: r.text for r in t.read().collect()} == {i: s for i, s in before.items() if i >= 10}
     assert_physical_keys(t, logged(t))

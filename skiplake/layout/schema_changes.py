@@ -12,7 +12,7 @@ from typing import Mapping
 
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.actions import Metadata
-from skiplake.log.column_mapping import MODE, requested_mode
+from skiplake.log.column_mapping import MODE, PHYSICAL_NAME, requested_mode
 from skiplake.log.schema import Field, Schema
 
 
@@ -39,6 +39,13 @@ def dropped(metadata: Metadata, names: list[str]) -> Metadata:
     """`metadata` without the top-level columns `names` (never a partition column, nor the last
     data column)."""
     schema = _mapped_schema(metadata, "drop")
+    if any(not str(f.metadata.get(PHYSICAL_NAME, "")).startswith("col-") for f in schema.fields):
+        # Its physical names are column names (the mapping came after its files): the dropped
+        # column's stats stay in the log under its name, and a later column of that name would
+        # be skipped by them.
+        raise SchemaChangeError("the table took column mapping after its files were written (its physical "
+                                "names are its old column names); dropping columns is supported on tables "
+                                "created with column mapping")
     gone = [_column(schema, n) for n in names]
     parts = {p.lower() for p in metadata.partitionColumns}
     for f in gone:

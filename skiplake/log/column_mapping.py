@@ -177,6 +177,27 @@ def assign(schema: Schema, max_id: int, keep_names: bool = False) -> tuple[Schem
     return Schema(fields), counter[0]
 
 
+def without_mapping(schema: Schema) -> Schema:
+    """`schema` with no column mapping metadata (ids, physical names, Parquet field ids) at any
+    level: a schema taken from another mapped table must not bring that table's names along."""
+    def clean(meta: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in meta.items() if k not in (ID, PHYSICAL_NAME, PARQUET_FIELD_ID)}
+
+    def nested(type_: Any) -> Any:
+        if not isinstance(type_, dict):
+            return type_
+        out = dict(type_)
+        if "fields" in out:
+            out["fields"] = [{**c, "type": nested(c["type"]), "metadata": clean(c.get("metadata") or {})}
+                             for c in out["fields"]]
+        for key in ("elementType", "keyType", "valueType"):
+            if key in out:
+                out[key] = nested(out[key])
+        return out
+
+    return Schema(tuple(Field(f.name, nested(f.type), f.nullable, clean(f.metadata)) for f in schema.fields))
+
+
 def requested_mode(configuration: Mapping[str, str]) -> str:
     """The mode the table's properties ask for (`none` when they name none)."""
     mode = str(configuration.get(MODE, "none")).strip().lower()
@@ -201,7 +222,7 @@ def configure(schema: Schema, configuration: Mapping[str, str], current: str, ne
     if mode == "id" and not new_table:
         raise ValueError(f"{MODE} 'id' is set when a table is created (its files must carry field ids); "
                          "an existing table can take 'name'")
-    mapped, max_id = assign(schema, 0, keep_names=not new_table)
+    mapped, max_id = assign(without_mapping(schema), 0, keep_names=not new_table)
     config[MAX_COLUMN_ID] = str(max_id)
     config[MODE] = mode
     return mapped, config

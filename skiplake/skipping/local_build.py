@@ -54,7 +54,11 @@ def any_row(table_path: str, files: Sequence[AddFile], schema: Schema, partition
     """Whether any row of the files (deletion vectors not applied) satisfies `predicate` as
     Spark's WHERE would; partition columns take each file's logged value. Raises NotExact,
     OSError or ArrowException as local_keys."""
-    target = _exact_schema(schema, sorted(columns_of(predicate)))
+    names = sorted(columns_of(predicate))
+    if not names:
+        # (`true`, `NOT false`: with no column read, a file would look like it has no rows.)
+        raise NotExact("a predicate that names no column")
+    target = _exact_schema(schema, names)
     parts = {c.lower(): c for c in partition_columns}
     for f in files:
         table = _read(absolute_path(table_path, f.path), target)

@@ -18,7 +18,7 @@ from skiplake.errors import InvalidArgumentError, SchemaMismatchError
 from skiplake.expr.tree import Node
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
-from skiplake.log.column_mapping import extend, physical_names, physical_schema
+from skiplake.log.column_mapping import extend, physical_names, physical_schema, without_mapping
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.log.stats import loose_bounds
@@ -107,7 +107,9 @@ class Transaction:
             base = self.new_metadata or self.snapshot.metadata
             schema, config = Schema(self.schema.fields + tuple(new_fields)), dict(base.configuration)
             if self.snapshot.column_mapping != "none":
-                schema, config = extend(schema, config)  # the new columns' ids and physical names
+                # The new columns' own ids and physical names (not another table's, if they came with one).
+                new = without_mapping(Schema(tuple(new_fields))).fields
+                schema, config = extend(Schema(self.schema.fields + new), config)
             self.new_metadata = Metadata(base.id, schema.json_string(), base.partitionColumns,
                                          config, base.name, base.description, base.format,
                                          base.createdTime)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 
 import pyarrow as pa
 
@@ -166,7 +167,8 @@ def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, i
         values, stats = a.partitionValues, a.stats
         if mode != "none":  # the log keys them by physical names; reads name logical columns
             values = logical_partition_values(values, schema, won.snapshot.partition_columns, mode)
-            stats = json.dumps(logical_stats(json.loads(stats), schema, mode)) if stats else stats
+            # Parsed with Decimal (as file_lookup parses): a float would round a decimal's bounds.
+            stats = logical_stats(json.loads(stats, parse_float=Decimal), schema, mode) if stats else stats
         lookup = file_lookup(schema, values, stats)
         if read_set.whole_table or any(may_match(p, lookup) for p in read_set.predicates):
             seen.append(a)
@@ -194,8 +196,8 @@ def _no_row_matches(snapshot: Snapshot, files: list[AddFile], predicates: list) 
     try:
         return not any(any_row(snapshot.table_path, files, snapshot.schema, snapshot.partition_columns, p)
                        for p in predicates)
-    except (NotExact, OSError, pa.ArrowException):
-        return False
+    except (NotExact, OSError, pa.ArrowException, ValueError, ArithmeticError):
+        return False  # (ValueError, ArithmeticError: a partition value another writer logged badly)
 
 
 def _check_removed_files(won: _Winner, read_set: ReadSet, our_removes: set[str], marked: set[str]) -> None:

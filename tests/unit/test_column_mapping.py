@@ -104,3 +104,24 @@ def test_a_files_table_gets_logical_keys_exactly():
     # like a key included).
     assert out["stats"] == '{"numRecords":2,"minValues":{"id":1,"amount":12345678901234567.89,"s":{"x":"col-a\\":"}}}'
     assert logical_files(files, SCHEMA, ["day"], "none") is files
+
+
+def test_a_schema_from_another_mapped_table_gets_its_own_names():
+    """Ids and physical names that came with a schema (another table's) are not kept."""
+    from skiplake.log.column_mapping import MAX_COLUMN_ID, configure, extend
+    from skiplake.log.schema import Field as F
+    from skiplake.log.schema import Schema as S
+    other = {"delta.columnMapping.id": 7, "delta.columnMapping.physicalName": "col-other", "parquet.field.id": 7}
+    nested = {"type": "struct", "fields": [{"name": "a", "type": "integer", "nullable": True, "metadata": dict(other)}]}
+    schema = S((F("x", "long", True, dict(other)), F("st", nested, True, {"comment": "kept"})))
+    mapped, config = configure(schema, {"delta.columnMapping.mode": "name"}, "none", new_table=True)
+    ids = [mapped.fields[0].metadata["delta.columnMapping.id"], mapped.fields[1].metadata["delta.columnMapping.id"],
+           mapped.fields[1].type["fields"][0]["metadata"]["delta.columnMapping.id"]]
+    assert sorted(ids) == [1, 2, 3] and config[MAX_COLUMN_ID] == "3"
+    assert "col-other" not in str(mapped.to_json()) and mapped.fields[1].metadata["comment"] == "kept"
+    # On an existing table taking name mode, the physical name is the column's own.
+    kept, _ = configure(schema, {"delta.columnMapping.mode": "name"}, "none", new_table=False)
+    assert kept.fields[0].metadata["delta.columnMapping.physicalName"] == "x"
+    # New columns get ids past every id in use.
+    grown, config = extend(S(mapped.fields + (F("y", "long"),)), config)
+    assert grown.fields[2].metadata["delta.columnMapping.id"] == 4 and config[MAX_COLUMN_ID] == "4"
