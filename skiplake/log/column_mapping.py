@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+from decimal import Decimal
 from typing import Any, Mapping
 
 import pyarrow as pa
@@ -271,11 +272,23 @@ def logical_files(files: pa.Table, schema: Schema, partition_columns: list[str],
         stats = [None if st is None else _KEY.sub(lambda m: f'"{renames.get(m.group(1), m.group(1))}"{m.group(2)}', st)
                  for st in files.column("stats").to_pylist()]
     else:  # one physical name means different columns at different levels: rename by structure
-        stats = [None if st is None else json.dumps(logical_stats(json.loads(st), schema, mode))
+        stats = [None if st is None else _json(logical_stats(json.loads(st, parse_float=Decimal), schema, mode))
                  for st in files.column("stats").to_pylist()]
     out = files.set_column(files.schema.get_field_index("partitionValues"), files.schema.field("partitionValues"),
                            pa.array(values, files.schema.field("partitionValues").type))
     return out.set_column(out.schema.get_field_index("stats"), out.schema.field("stats"), pa.array(stats, pa.string()))
+
+
+def _json(value: Any) -> str:
+    """`value` (parsed with Decimal numbers) as JSON text, each number with the digits it was read
+    with: json.dumps would need floats, which round a decimal's bounds (and skipping by them)."""
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(k)}:{_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_json(v) for v in value) + "]"
+    if isinstance(value, Decimal) and value.is_finite():
+        return str(value)
+    return json.dumps(value)
 
 
 def _stat_renames(schema: Schema, mode: str) -> dict[str, str] | None:

@@ -125,3 +125,28 @@ def test_a_schema_from_another_mapped_table_gets_its_own_names():
     # New columns get ids past every id in use.
     grown, config = extend(S(mapped.fields + (F("y", "long"),)), config)
     assert grown.fields[2].metadata["delta.columnMapping.id"] == 4 and config[MAX_COLUMN_ID] == "4"
+
+
+def test_stats_renamed_by_structure_keep_every_digit():
+    """When one physical name means two columns (a table that took name mode, with a field `a`
+    at the top and inside a struct), stats are renamed by structure, numbers unrounded."""
+    import json
+
+    import pyarrow as pa
+
+    from skiplake.log.arrow_schema import FILES_SCHEMA
+    from skiplake.log.column_mapping import logical_files
+    from skiplake.log.schema import Field as F
+    from skiplake.log.schema import Schema as S
+
+    def meta(name, i):
+        return {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": name}
+    inner = {"type": "struct", "fields": [{"name": "a", "type": "decimal(38,18)", "nullable": True,
+                                           "metadata": meta("a", 3)}]}
+    schema = S((F("renamed", "decimal(38,18)", True, meta("a", 1)), F("st", inner, True, meta("st", 2))))
+    stats = '{"numRecords":1,"minValues":{"a":1.000000000000000001,"st":{"a":2.000000000000000002}}}'
+    files = pa.Table.from_pylist([{"path": "x.parquet", "partitionValues": [], "size": 1, "modificationTime": 0,
+                                   "dataChange": True, "stats": stats}], schema=FILES_SCHEMA)
+    out = logical_files(files, schema, [], "name").to_pylist()[0]["stats"]
+    assert '"renamed":1.000000000000000001' in out and '"a":2.000000000000000002' in out
+    assert json.loads(out)["minValues"]["st"] == {"a": 2.000000000000000002}
