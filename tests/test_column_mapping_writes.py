@@ -191,6 +191,14 @@ def test_conflict_checks_read_a_winners_physical_stats(lake, spark):
     t.append(spark.sql("SELECT 15L AS id, 'c' AS s"))
     with pytest.raises(ConcurrentAppendException):
         loser.commit()
+    # On a partitioned mapped table the message names the partition by its logical column.
+    p = lake.create_table("ser_p", "id long, g int", partition_by=["g"], properties={
+        "delta.columnMapping.mode": "id", "delta.isolationLevel": "Serializable"})
+    p.append(spark.sql("SELECT id, 1 AS g FROM range(0, 10)"))
+    loser = dml.delete(p.begin(), "g = 1 AND id < 5")
+    p.append(spark.sql("SELECT 3L AS id, 1 AS g"))
+    with pytest.raises(ConcurrentAppendException, match="partition 'g=1'"):
+        loser.commit()
     assert ids_of(t) == sorted([15] + list(range(10, 100)) + list(range(1000, 1010)))
 
 

@@ -64,8 +64,10 @@ class _Winner:
         return f"a concurrent {self.operation} committed version {self.version} of {self.snapshot.table_path}"
 
     def where(self, action: AddFile | RemoveFile) -> str:
-        table, parts = self.snapshot.table_path, self.snapshot.partition_columns
+        table, parts, mode = self.snapshot.table_path, self.snapshot.partition_columns, self.snapshot.column_mapping
         pv = action.partitionValues or {}
+        if mode != "none" and pv:  # a logged action keys them by physical names
+            pv = logical_partition_values(pv, self.snapshot.schema, parts, mode)
         return f"partition {partition_dir(parts, pv)!r} of {table}" if parts and pv else table
 
     def raise_(self, error: type[Exception], message: str) -> None:
