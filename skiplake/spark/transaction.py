@@ -149,10 +149,7 @@ class Transaction:
         keys = [p.path if isinstance(p, AddFile) else p for p in paths]
         if not keys:
             return
-        # Look up only the named paths in the snapshot's Arrow table, not every live file.
-        files = self.snapshot.files
-        found = add_files_from_arrow(files.filter(pc.is_in(files.column("path"), value_set=pa.array(keys))))
-        by_path = {f.path: f for f in found}
+        by_path = _files_at(self.snapshot.files, keys)
         missing = [k for k in keys if k not in by_path]
         if missing:
             raise InvalidArgumentError(
@@ -223,9 +220,7 @@ def _as_logged(snapshot: Snapshot, actions: list[Action]) -> list[Action]:
     paths = {a.path for a in actions if isinstance(a, (AddFile, RemoveFile))}
     if snapshot.log_files is None or not paths:
         return list(actions)
-    log = snapshot.log_files
-    logged = {f.path: f for f in add_files_from_arrow(log.filter(pc.is_in(log.column("path"),
-                                                                          value_set=pa.array(list(paths), pa.string()))))}
+    logged = _files_at(snapshot.log_files, paths)
     out: list[Action] = []
     for a in actions:
         own = logged.get(a.path) if isinstance(a, (AddFile, RemoveFile)) else None
@@ -236,6 +231,13 @@ def _as_logged(snapshot: Snapshot, actions: list[Action]) -> list[Action]:
                         stats=loose_bounds(own.stats) if a.deletionVector else own.stats)
         out.append(a)
     return out
+
+
+def _files_at(files: pa.Table, paths: Sequence[str] | set[str]) -> dict[str, AddFile]:
+    """The files (a snapshot's Arrow table of adds) at `paths`, by path: only those rows become
+    AddFiles, not every live file."""
+    value_set = pa.array(list(paths), pa.string())
+    return {f.path: f for f in add_files_from_arrow(files.filter(pc.is_in(files.column("path"), value_set=value_set)))}
 
 
 def _metrics(actions: list[Action]) -> dict[str, str]:

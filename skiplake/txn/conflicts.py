@@ -64,10 +64,8 @@ class _Winner:
         return f"a concurrent {self.operation} committed version {self.version} of {self.snapshot.table_path}"
 
     def where(self, action: AddFile | RemoveFile) -> str:
-        table, parts, mode = self.snapshot.table_path, self.snapshot.partition_columns, self.snapshot.column_mapping
-        pv = action.partitionValues or {}
-        if mode != "none" and pv:  # a logged action keys them by physical names
-            pv = logical_partition_values(pv, self.snapshot.schema, parts, mode)
+        table, parts = self.snapshot.table_path, self.snapshot.partition_columns
+        pv = _logical_values(self.snapshot, action.partitionValues or {})
         return f"partition {partition_dir(parts, pv)!r} of {table}" if parts and pv else table
 
     def raise_(self, error: type[Exception], message: str) -> None:
@@ -166,11 +164,10 @@ def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, i
     for a in won.actions:
         if not (isinstance(a, AddFile) and a.dataChange) or a.path in marked:
             continue
-        values, stats = a.partitionValues, a.stats
-        if mode != "none":  # the log keys them by physical names; reads name logical columns
-            values = logical_partition_values(values, schema, won.snapshot.partition_columns, mode)
+        values, stats = _logical_values(won.snapshot, a.partitionValues), a.stats
+        if mode != "none" and stats:  # the log keys stats by physical names; reads name logical columns
             # Parsed with Decimal (as file_lookup parses): a float would round a decimal's bounds.
-            stats = logical_stats(json.loads(stats, parse_float=Decimal), schema, mode) if stats else stats
+            stats = logical_stats(json.loads(stats, parse_float=Decimal), schema, mode)
         lookup = file_lookup(schema, values, stats)
         if read_set.whole_table or any(may_match(p, lookup) for p in read_set.predicates):
             seen.append(a)
@@ -183,6 +180,15 @@ def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, i
                f"{isolation}) would have seen. Make the two operations touch disjoint partitions, or "
                "state the partition explicitly in the operation's condition (in MERGE, in the ON "
                f"clause).{hint}")
+
+
+def _logical_values(snapshot: Snapshot, values: dict[str, str | None]) -> dict[str, str | None]:
+    """A logged action's partition values (keyed by physical names with column mapping) keyed by
+    the partition columns' logical names."""
+    mode = snapshot.column_mapping
+    if mode == "none" or not values:
+        return values
+    return logical_partition_values(values, snapshot.schema, snapshot.partition_columns, mode)
 
 
 def _no_row_matches(snapshot: Snapshot, files: list[AddFile], predicates: list) -> bool:
