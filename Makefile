@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 JAVA_HOME_FILE := .java_home
 SF ?= 0.1
 
-.PHONY: all venv java demo lint test test-fast bench clean
+.PHONY: all venv java s3-jars demo lint test test-fast bench clean
 
 all: test
 
@@ -24,6 +24,19 @@ $(JAVA_HOME_FILE):
 
 java: $(JAVA_HOME_FILE)
 
+# Object stores: Hadoop's S3A for PySpark 4.1 (hadoop-aws 3.4.2 and the AWS SDK bundle it pulls),
+# Spark's S3A committer binding, and s3proxy, the S3-compatible server the tests start. Fetched
+# into the local Maven repository once, where Spark's Ivy resolver finds them.
+S3_JARS_STAMP := .tools/.s3-jars
+$(S3_JARS_STAMP):
+	mvn -q dependency:get -Dartifact=org.apache.hadoop:hadoop-aws:3.4.2 -Dtransitive=false
+	mvn -q dependency:get -Dartifact=software.amazon.awssdk:bundle:2.29.52 -Dtransitive=false
+	mvn -q dependency:get -Dartifact=org.apache.spark:spark-hadoop-cloud_2.13:4.1.1 -Dtransitive=false
+	mvn -q dependency:get -Dartifact=org.gaul:s3proxy:4.0.0:jar:jar-with-dependencies -Dtransitive=false
+	mkdir -p .tools && touch $(S3_JARS_STAMP)
+
+s3-jars: $(S3_JARS_STAMP)
+
 demo: venv java
 	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(VENV)/bin/skiplake demo --sf $(SF)
 
@@ -33,11 +46,11 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 
-test: venv java lint
+test: venv java s3-jars lint
 	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q tests
 
 test-fast: venv lint
 	$(PY) -m pytest -q tests/unit
 
 clean:
-	rm -rf $(VENV) $(JAVA_HOME_FILE) warehouse demo-data .pytest_cache
+	rm -rf $(VENV) $(JAVA_HOME_FILE) .tools warehouse demo-data .pytest_cache

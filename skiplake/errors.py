@@ -55,6 +55,38 @@ class TimestampNotFoundError(SkiplakeError):
         )
 
 
+class UnsupportedLocationError(SkiplakeError):
+    """A table or lake location whose scheme skiplake cannot store tables at (never taken for a local path)."""
+
+    def __init__(self, location: str, scheme: str) -> None:
+        self.location = location
+        self.scheme = scheme
+        super().__init__(
+            f"{location!r}: skiplake stores tables on local or network filesystems (a path or file:) and on "
+            f"S3 or S3-compatible stores (s3:// or s3a://), not at {scheme}:// locations. "
+            "Use one of those, or mount the store as a local filesystem.")
+
+
+class StorageError(SkiplakeError):
+    """The object store refused or failed a request; nothing was committed."""
+
+    def __init__(self, location: str, what: str, fix: str = "") -> None:
+        self.location = location
+        super().__init__(f"{location}: {what}" + (f". {fix}" if fix else ""))
+
+
+class StorageAccessError(StorageError):
+    """Credentials missing, wrong, or without permission for the location."""
+
+
+class BucketNotFoundError(StorageError):
+    """The bucket of an s3:// location does not exist."""
+
+
+class ConditionalWritesUnsupportedError(StorageError):
+    """The store does not honour If-None-Match: *, so two writers could both take one version."""
+
+
 class FilesVacuumedError(SkiplakeError):
     """A version is in the log but some of its data files were deleted by VACUUM."""
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from skiplake.errors import EntityNotFoundError, InvalidArgumentError, NotATableError
+from skiplake.errors import EntityNotFoundError, InvalidArgumentError, NotATableError, UnsupportedLocationError
 from skiplake.layout.bucket_spec import BucketSpec
-from skiplake.log.snapshot import LOG_DIR, Snapshot, list_log, log_storage
+from skiplake.log.location import is_remote, join, resolve
+from skiplake.log.snapshot import Snapshot, list_latest, log_storage
+from skiplake.log.stores import has_log, storage_at
 from skiplake.spark.bucket_join import JoinReport, bucket_join
 from skiplake.spark.catalog_tables import CatalogTable
+from skiplake.spark.object_stores import use_location
 from skiplake.spark.query.frames import prune_frame
 from skiplake.spark.query.model import QueryExplain, Source
 from skiplake.spark.query.planner import plan_query, run_query
@@ -31,13 +34,13 @@ class Lake:
     GlueCatalog, a database URL, a server endpoint or a boto3 Glue client) in `database`."""
 
     def __init__(self, spark: "SparkSession", root: str | None = None, catalog: Any = None,
-                 database: str = "default") -> None:
+                 database: str = "default", storage_options: Mapping[str, str] | None = None) -> None:
         if root is None and catalog is None:
             raise InvalidArgumentError("Lake needs a root folder, a catalog, or both")
         ensure_conf(spark)
         self.spark = spark
-        self.root = os.path.abspath(root) if root is not None else None
-        if self.root is not None:
+        self.root = use_location(spark, root, storage_options) if root is not None else None
+        if self.root is not None and not is_remote(self.root):
             os.makedirs(self.root, exist_ok=True)
         self.catalog: "CatalogClient | None" = None
         if catalog is not None:
@@ -55,7 +58,7 @@ class Lake:
             raise InvalidArgumentError(f"this Lake has no root folder for table {name!r}; use catalog_table(...)")
         if not name or "/" in name or name.startswith((".", "_")):
             raise InvalidArgumentError(f"{name!r} is not a valid table name: use letters, digits and _")
-        return os.path.join(self.root, name)
+        return join(self.root, name)
 
     def create_table(self, name: str, schema: "StructType | Schema | str",
                      partition_by: Sequence[str] | None = None, bucket_by: BucketSpec | None = None,
@@ -73,7 +76,7 @@ class Lake:
         """The Delta tables under the root (not the catalog's)."""
         if self.root is None:
             return []
-        return [e for e in sorted(os.listdir(self.root)) if os.path.isdir(os.path.join(self.root, e, LOG_DIR))]
+        return [e for e in sorted(storage_at(self.root).dirs()) if has_log(join(self.root, e))]
 
     def catalog_table(self, name: str) -> Table | CatalogTable:
         """The catalog's table `name` (`db.table` or a table of this lake's database): a skiplake
@@ -90,15 +93,19 @@ class Lake:
             if type(e).__name__ == "EntityNotFoundException":
                 raise NotATableError(f"{database}.{table}", "the catalog has no such table") from None
             raise
-        location = ((spec.get("StorageDescriptor") or {}).get("Location") or "").removeprefix("file:")
-        if location and os.path.isdir(os.path.join(location, LOG_DIR)):
-            return Table.open(self.spark, location)
+        location = (spec.get("StorageDescriptor") or {}).get("Location") or ""
+        try:
+            path = resolve(location) if location else ""
+        except UnsupportedLocationError:
+            path = ""  # a store only Spark reaches (gs://, hdfs://): read as Hive-style Parquet by Spark
+        if path and has_log(path):
+            return Table.open(self.spark, path)
         return CatalogTable(self.spark, self.catalog, database, table, spec)
 
     def _latest(self, path: str) -> Snapshot:
         """The table's latest snapshot; the one loaded before while no commit came since (its
         parsed stats and whole-table views stay valid with it)."""
-        listing = list_log(log_storage(path))
+        listing = list_latest(log_storage(path))
         cached = self._snapshots.get(path)
         if cached is not None and cached.version == listing.latest:
             return cached
@@ -107,7 +114,7 @@ class Lake:
         return snapshot
 
     def _under_root(self, name: str) -> bool:
-        return self.root is not None and os.path.isdir(os.path.join(self.root, name, LOG_DIR))
+        return self.root is not None and has_log(join(self.root, name))
 
     # ------------------------------------------------------------------ SQL
 
@@ -195,5 +202,5 @@ class _LakeTables:
 
     def unknown(self, name: str) -> Exception:
         lake = self.lake
-        where = os.path.join(lake.root, name) if lake.root else f"{lake.database}.{name}"
+        where = join(lake.root, name) if lake.root else f"{lake.database}.{name}"
         return NotATableError(where, f"the query names table {name!r}; the lake has {sorted(self.known.values())}")

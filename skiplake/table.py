@@ -9,7 +9,6 @@ skiplake.txn and skiplake.log commit.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -24,10 +23,12 @@ from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
+from skiplake.log.stores import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.spark import dml, merge
 from skiplake.spark.compaction import OptimizeResult
+from skiplake.spark.object_stores import use_location
 from skiplake.spark.optimize import DEFAULT_TARGET_FILE_SIZE, optimize
 from skiplake.spark.read import read_planned
 from skiplake.spark.session import ensure_conf
@@ -57,8 +58,9 @@ class Table:
 
     @staticmethod
     def open(spark: "SparkSession", path: str, version: int | None = None,
-             timestamp: str | dt.datetime | None = None) -> "Table":
-        path = os.path.abspath(path)
+             timestamp: str | dt.datetime | None = None, storage_options: Mapping[str, str] | None = None) -> "Table":
+        """The table at `path` (a folder, or s3://bucket/key; storage_options as for Lake)."""
+        path = use_location(spark, path, storage_options)
         if version is not None and timestamp is not None:
             raise InvalidArgumentError("give either version= or timestamp=, not both")
         if timestamp is not None:
@@ -70,8 +72,8 @@ class Table:
     def create(spark: "SparkSession", path: str, schema: "StructType | Schema | str",
                partition_by: Sequence[str] | None = None, bucket_by: BucketSpec | None = None,
                properties: Mapping[str, str] | None = None, name: str | None = None,
-               description: str | None = None) -> "Table":
-        path = os.path.abspath(path)
+               description: str | None = None, storage_options: Mapping[str, str] | None = None) -> "Table":
+        path = use_location(spark, path, storage_options)
         sch = as_schema(schema, spark)
         parts = _partition_columns(path, sch, partition_by)
         config = _configuration(path, sch, parts, bucket_by, properties)
@@ -139,9 +141,10 @@ class Table:
             self.spark, self.path, version, timestamp)
         plan = table.scan(where)
         if table._pinned:
-            missing = [f.path for f in plan.files if not os.path.exists(absolute_path(self.path, f.path))]
-            if missing:
-                raise FilesVacuumedError(self.path, table.version, missing)
+            full = {absolute_path(self.path, f.path): f.path for f in plan.files}
+            gone = [full[p] for p in missing(self.path, list(full))]
+            if gone:
+                raise FilesVacuumedError(self.path, table.version, gone)
         return read_planned(self.spark, table.snapshot, plan.files, where, columns)
 
     def to_df(self) -> "DataFrame":

@@ -25,7 +25,8 @@ def spark():
     if home:
         os.environ["JAVA_HOME"] = home
     import skiplake
-    session = skiplake.local_spark(app_name="skiplake-tests", shuffle_partitions=2, driver_memory="3g")
+    # With S3A and its magic committer (tests/test_object_store.py); local tables are unaffected.
+    session = skiplake.local_spark(app_name="skiplake-tests", shuffle_partitions=2, driver_memory="3g", s3=True)
     yield session
     session.stop()
 
@@ -34,6 +35,25 @@ def spark():
 def lake(spark, tmp_path):
     import skiplake
     return skiplake.Lake(spark, str(tmp_path / "warehouse"))
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """An S3-compatible server on loopback (s3proxy, SigV4, atomic conditional PUT)."""
+    home = _java_home()
+    if home:
+        os.environ["JAVA_HOME"] = home
+    from tests.s3_server import start
+    server = start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_lake(spark, s3_server):
+    """A Lake at s3://<new bucket>/warehouse on the test server, credentials passed explicitly."""
+    import skiplake
+    return skiplake.Lake(spark, f"s3://{s3_server.new_bucket()}/warehouse", storage_options=s3_server.options)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,8 @@ starts (and Ivy resolves the package) once:
 The second form starts the session (and resolves the package) at once, prints READY, then reads
 the path of the jobs file from stdin, so a caller can prepare tables while the JVM starts.
 
+Settings for the session beyond these can be given as a JSON object in DELTA_READER_CONF.
+
 JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional dir,
 "jobs": [...]}, each job one of
 
@@ -62,6 +64,9 @@ def _session(package: str, ivy: str | None):
          .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"))
     if ivy:
         b = b.config("spark.jars.ivy", ivy)
+    # Extra settings as JSON, e.g. S3A's endpoint and keys for tables on an object store.
+    for k, v in json.loads(os.environ.get("DELTA_READER_CONF") or "{}").items():
+        b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -10,10 +10,9 @@ import pyarrow.parquet as pq
 
 from skiplake.log.actions import now_ms
 from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, METADATA_TYPE, PROTOCOL_TYPE, REMOVE_TYPE, TXN_TYPE
-from skiplake.log.snapshot import Snapshot, checkpoint_name
+from skiplake.log.snapshot import LAST_CHECKPOINT, Snapshot, checkpoint_name
 from skiplake.log.storage import Storage
 
-LAST_CHECKPOINT = "_last_checkpoint"
 DEFAULT_INTERVAL = 10
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s*(second|minute|hour|day|week)s?\s*$", re.I)

@@ -22,7 +22,6 @@ bitmaps written by this module and a DV file written by delta-spark instead.)
 """
 from __future__ import annotations
 
-import os
 import struct
 import uuid
 import zlib
@@ -32,7 +31,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from skiplake.errors import CorruptDeletionVectorError
+from skiplake.log.location import basename, dirname, join, norm
 from skiplake.log.paths import absolute_path
+from skiplake.log.stores import storage_at
 
 MAGIC = 1681511377
 FORMAT_VERSION = 1
@@ -90,7 +91,7 @@ class DeletionVector:
             raise ValueError(f"deletion vector path {self.path_or_inline!r} is shorter than a Z85 UUID")
         prefix, encoded = self.path_or_inline[:-20], self.path_or_inline[-20:]
         name = f"deletion_vector_{uuid.UUID(bytes=z85_decode(encoded, 16))}.bin"
-        return os.path.join(table_path, prefix, name) if prefix else os.path.join(table_path, name)
+        return join(table_path, prefix, name) if prefix else join(table_path, name)
 
 
 def unique_id(descriptor: dict[str, Any] | None) -> str:
@@ -110,7 +111,7 @@ def dv_files(table_path: str, descriptors: Iterable[dict[str, Any] | None]) -> s
         if d:
             path = DeletionVector.from_json(d).file_path(table_path)
             if path is not None:
-                out.add(os.path.normpath(path))
+                out.add(norm(path))
     return out
 
 
@@ -126,7 +127,7 @@ def read_deleted_rows(table_path: str, dv: DeletionVector) -> np.ndarray:
         path = dv.file_path(table_path)
         assert path is not None
         offset = 1 if dv.offset is None else dv.offset  # byte 0 is the version: no DV starts there
-        with open(path, "rb") as f:
+        with storage_at(dirname(path)).open_input(basename(path)) as f:
             version = f.read(1)
             if version != bytes([FORMAT_VERSION]):
                 raise CorruptDeletionVectorError(path, f"file version {version!r}, expected 1")
@@ -159,9 +160,7 @@ def write_dv_file(table_path: str, bitmaps: Sequence[np.ndarray], prefix: str = 
     """One new DV file under the table root holding one DV per bitmap (row indexes), and their
     descriptors. The name is a fresh UUID and the file is created exclusively: never overwritten."""
     ident = uuid.uuid4()
-    directory = os.path.join(table_path, prefix) if prefix else table_path
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"deletion_vector_{ident}.bin")
+    name = f"deletion_vector_{ident}.bin"
     encoded = prefix + z85_encode(ident.bytes)
     chunks = [bytes([FORMAT_VERSION])]
     out = []
@@ -171,11 +170,8 @@ def write_dv_file(table_path: str, bitmaps: Sequence[np.ndarray], prefix: str = 
         chunks += [struct.pack(">I", len(data)), data, struct.pack(">I", zlib.crc32(data) & 0xFFFFFFFF)]
         out.append(DeletionVector("u", encoded, len(data), len(_sorted_unique(rows)), position))
         position += 8 + len(data)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    with os.fdopen(fd, "wb") as f:
-        f.write(b"".join(chunks))
-        f.flush()
-        os.fsync(f.fileno())
+    if not storage_at(table_path).put_if_absent(join(prefix, name) if prefix else name, b"".join(chunks)):
+        raise FileExistsError(join(table_path, prefix, name))  # a fresh UUID: never expected
     return out
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from urllib.parse import quote, unquote, urlparse
 
+from skiplake.log.location import from_spark_uri, is_remote, join
+
 # Characters left alone when a relative file path becomes a URI (as java.net.URI does).
 _URI_SAFE = "/=:@!$&'()*+,;-._~"
 
@@ -21,8 +23,13 @@ def from_log_path(log_path: str) -> str:
 
 
 def absolute_path(table_path: str, log_path: str) -> str:
-    """The local path of a file named in the log (relative URI, absolute path or file: URI)."""
+    """The full path of a file named in the log (relative URI, absolute path, file: or s3: URI):
+    a local path, or an object-store URI for tables on object stores."""
+    if is_remote(log_path):
+        return from_spark_uri(log_path)
     if "://" in log_path or log_path.startswith("file:"):
         return os.path.normpath(from_log_path(urlparse(log_path).path))
     path = from_log_path(log_path)
+    if is_remote(table_path):
+        return join(table_path, path)
     return os.path.normpath(path if os.path.isabs(path) else os.path.join(table_path, path))

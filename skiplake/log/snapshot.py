@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,8 +22,10 @@ from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
 from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deletion_vectors import unique_id
+from skiplake.log.location import join
 from skiplake.log.schema import Schema
-from skiplake.log.storage import FileInfo, LocalStorage, Storage
+from skiplake.log.storage import FileInfo, Storage
+from skiplake.log.stores import storage_at
 
 log = logging.getLogger("skiplake.snapshot")
 
@@ -37,6 +38,9 @@ SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors", "columnMapping"}
 SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz", "deletionVectors", "columnMapping"}
 
 
+LAST_CHECKPOINT = "_last_checkpoint"
+
+
 def commit_name(version: int) -> str:
     return f"{version:020d}.json"
 
@@ -46,7 +50,7 @@ def checkpoint_name(version: int) -> str:
 
 
 def log_storage(table_path: str) -> Storage:
-    return LocalStorage(os.path.join(table_path, LOG_DIR))
+    return storage_at(join(table_path, LOG_DIR))
 
 
 @dataclass(frozen=True)
@@ -66,10 +70,10 @@ class LogListing:
         return min(self.checkpoints) if self.checkpoints else None
 
 
-def list_log(storage: Storage) -> LogListing:
+def list_log(storage: Storage, start_after: str | None = None) -> LogListing:
     commits: dict[int, FileInfo] = {}
     parts: dict[int, dict[int, list[str]]] = {}
-    for info in storage.list():
+    for info in storage.list(start_after):
         m = COMMIT_RE.match(info.name)
         if m:
             commits[int(m.group(1))] = info
@@ -87,10 +91,22 @@ def list_log(storage: Storage) -> LogListing:
     return LogListing(commits, checkpoints)
 
 
+def list_latest(storage: Storage) -> LogListing:
+    """What the latest version needs: the log from the checkpoint `_last_checkpoint` names on (one
+    page of an object-store listing where the whole log of a long-lived table takes hundreds),
+    or all of it when there is no such checkpoint."""
+    try:
+        version = int(json.loads(storage.read(LAST_CHECKPOINT))["version"])
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        return list_log(storage)
+    listing = list_log(storage, start_after=f"{version:020d}")
+    return listing if version in listing.checkpoints else list_log(storage)
+
+
 def read_commit(storage: Storage, version: int) -> list[Action]:
     """The actions of one commit file; a truncated or unparsable file is a CorruptLogError."""
     name = commit_name(version)
-    where = os.path.join(getattr(storage, "root", ""), name)
+    where = storage.where(name)
     data = storage.read(name)
     if not data.strip():
         raise CorruptLogError(where, "the file is empty")
@@ -134,7 +150,7 @@ def _replay_plan(table_path: str, listing: LogListing, version: int | None) -> t
     if lowest == 0:
         starts.append(-1)
     if not starts:
-        raise CorruptLogError(os.path.join(table_path, LOG_DIR, commit_name(lowest - 1)),
+        raise CorruptLogError(join(table_path, LOG_DIR, commit_name(lowest - 1)),
                               f"commit {lowest - 1} is missing, and no checkpoint at or after it "
                               f"rebuilds version {target}")
     return target, starts
@@ -146,7 +162,7 @@ def read_checkpoint(storage: Storage, names: list[str]) -> pa.Table:
         try:
             parts.append(pq.read_table(pa.BufferReader(storage.read(name))))
         except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptLogError(os.path.join(getattr(storage, "root", ""), name),
+            raise CorruptLogError(storage.where(name),
                                   f"the checkpoint cannot be read ({e})") from None
     return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
 
@@ -279,7 +295,18 @@ class Snapshot:
     def load(table_path: str, version: int | None = None, storage: Storage | None = None,
              listing: LogListing | None = None) -> "Snapshot":
         storage = storage or log_storage(table_path)
-        listing = listing or list_log(storage)
+        if listing is None and version is None:
+            listing = list_latest(storage)
+            if 0 not in listing.commits:
+                try:
+                    return Snapshot._load(table_path, version, storage, listing)
+                except CorruptLogError:
+                    pass  # an unreadable checkpoint: replay from an older one, which needs the whole log
+                listing = list_log(storage)
+        return Snapshot._load(table_path, version, storage, listing or list_log(storage))
+
+    @staticmethod
+    def _load(table_path: str, version: int | None, storage: Storage, listing: LogListing) -> "Snapshot":
         # 1. which version, from which checkpoint
         for attempt in range(LISTING_ATTEMPTS):
             try:
@@ -296,7 +323,7 @@ class Snapshot:
         for v in range(state.version + 1, target + 1):
             state.apply(v, read_commit(storage, v), listing.commits[v].mtime_ms)
         if state.protocol is None or state.metadata is None:
-            raise CorruptLogError(os.path.join(table_path, LOG_DIR),
+            raise CorruptLogError(join(table_path, LOG_DIR),
                                   f"no protocol or metaData action up to version {target}")
         check_readable(table_path, state.protocol)
         files, tombstones = state.tables()

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal
+from skiplake.log.stores import parquet_source
 
 STRING_PREFIX_LENGTH = 32
 MAX_CHAR = "\U0010ffff"
@@ -171,7 +172,7 @@ def _put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 def file_stats(path: str, schema: Schema, partition_columns: Iterable[str],
                num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS) -> str:
-    return stats_from_metadata(pq.read_metadata(path), schema, partition_columns, num_indexed_cols)
+    return stats_from_metadata(pq.read_metadata(parquet_source(path)), schema, partition_columns, num_indexed_cols)
 
 
 def many_file_stats(paths: list[str], schema: Schema, partition_columns: list[str],

@@ -14,7 +14,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Callable
+from typing import BinaryIO, Callable
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,43 @@ class FileInfo:
         return self._size_mtime[1]
 
 
+@dataclass(frozen=True)
+class ObjectInfo:
+    """A file found by a recursive listing: its path relative to the storage root, size, mtime."""
+    name: str
+    size: int
+    mtime_ms: int
+
+
 class Storage(ABC):
-    """The operations the log needs from a file system or object store; paths are relative to the log root."""
+    """The operations tables need from a file system or object store, on paths relative to a
+    root: the log's own (`_delta_log/`), or a table's for its data and deletion-vector files."""
+
+    root: str
 
     @abstractmethod
-    def read(self, name: str) -> bytes: ...
+    def read(self, name: str) -> bytes:
+        """The whole file; FileNotFoundError if there is none."""
+
+    @abstractmethod
+    def open_input(self, name: str, size: int | None = None) -> BinaryIO:
+        """A seekable binary reader of the file (Parquet footers are read from its end)."""
+
+    @abstractmethod
+    def walk(self) -> list[ObjectInfo]:
+        """Every file below the root, at any depth."""
+
+    @abstractmethod
+    def dirs(self) -> list[str]:
+        """The names of the folders (common prefixes) directly under the root."""
+
+    @abstractmethod
+    def delete_many(self, names: list[str]) -> None:
+        """Delete files (missing ones are no error)."""
+
+    def where(self, name: str) -> str:
+        """The full location of `name`, for messages."""
+        return f"{self.root.rstrip('/')}/{name}" if "://" in self.root else os.path.join(self.root, name)
 
     @abstractmethod
     def exists(self, name: str) -> bool: ...
@@ -55,7 +87,8 @@ class Storage(ABC):
         """Write `data` at `name` atomically, replacing what is there (for `_last_checkpoint`)."""
 
     @abstractmethod
-    def list(self) -> list[FileInfo]: ...
+    def list(self, start_after: str | None = None) -> list[FileInfo]:
+        """The files directly under the root (not below), names after `start_after` only if given."""
 
     @abstractmethod
     def delete(self, name: str) -> None: ...
@@ -90,6 +123,8 @@ class LocalStorage(Storage):
         return tmp
 
     def put_if_absent(self, name: str, data: bytes) -> bool:
+        if os.sep in name:
+            os.makedirs(os.path.dirname(self._full(name)), exist_ok=True)
         tmp = self._write_temp(data)
         try:
             os.link(tmp, self._full(name))
@@ -105,14 +140,14 @@ class LocalStorage(Storage):
         tmp = self._write_temp(data)
         os.replace(tmp, self._full(name))
 
-    def list(self) -> list[FileInfo]:
+    def list(self, start_after: str | None = None) -> list[FileInfo]:
         out: list[FileInfo] = []
         try:
             entries = list(os.scandir(self.root))
         except (FileNotFoundError, NotADirectoryError):
             return out
         for e in entries:
-            if not e.name.startswith("."):
+            if not e.name.startswith(".") and (start_after is None or e.name > start_after) and not e.is_dir():
                 out.append(FileInfo(e.name, _stat_of(e)))
         return out
 
@@ -121,6 +156,31 @@ class LocalStorage(Storage):
             os.unlink(self._full(name))
         except FileNotFoundError:
             pass
+
+    def open_input(self, name: str, size: int | None = None) -> BinaryIO:
+        return open(self._full(name), "rb")
+
+    def walk(self) -> list[ObjectInfo]:
+        out = []
+        for root, _dirs, files in os.walk(self.root):
+            for f in files:
+                full = os.path.join(root, f)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:
+                    continue
+                out.append(ObjectInfo(os.path.relpath(full, self.root), st.st_size, int(st.st_mtime * 1000)))
+        return out
+
+    def delete_many(self, names: list[str]) -> None:
+        for name in names:
+            self.delete(name)
+
+    def dirs(self) -> list[str]:
+        try:
+            return [e.name for e in os.scandir(self.root) if e.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
 
 
 def _stat_of(entry: os.DirEntry) -> Callable[[], tuple[int, int]]:

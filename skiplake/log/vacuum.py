@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from skiplake.errors import RetentionTooShortError
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
 from skiplake.log.deletion_vectors import dv_files
+from skiplake.log.location import is_remote, join, norm
 from skiplake.log.paths import absolute_path
 from skiplake.log.snapshot import LOG_DIR, Snapshot
+from skiplake.log.stores import storage_at
 
 # A commit's temporary file lives for milliseconds; one this old belongs to a dead writer.
 LOG_TEMP_MAX_AGE_S = 3600
@@ -49,43 +51,27 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
     # live file or a kept tombstone names them.
     live |= dv_files(table_path, snapshot.files.column("deletionVector").to_pylist())
     live |= dv_files(table_path, (r.deletionVector for r in kept_tombstones))
+    storage = storage_at(table_path)
     doomed: list[tuple[str, int]] = []
-    for root, dirs, files in os.walk(table_path):
-        rel_root = os.path.relpath(root, table_path)
-        if rel_root == ".":
-            dirs[:] = [d for d in dirs if d != LOG_DIR and not d.startswith(".")]
-        for name in files:
-            full = os.path.normpath(os.path.join(root, name))
-            if full in live:
-                continue
-            try:
-                st = os.stat(full)
-            except FileNotFoundError:
-                continue
-            if st.st_mtime < cutoff:
-                doomed.append((full, st.st_size))
-    doomed += _stale_log_temp_files(table_path, min(cutoff, time.time() - LOG_TEMP_MAX_AGE_S))
+    stale_temp_cutoff = min(cutoff, time.time() - LOG_TEMP_MAX_AGE_S)
+    for obj in storage.walk():
+        parts = obj.name.split("/")
+        if parts[0] == LOG_DIR:
+            # Temporary files a killed committer left in _delta_log (never a commit: those are linked).
+            if len(parts) == 2 and parts[1].startswith(".tmp-") and obj.mtime_ms < stale_temp_cutoff * 1000:
+                doomed.append((obj.name, obj.size))
+            continue
+        if len(parts) > 1 and parts[0].startswith("."):
+            continue
+        if norm(join(table_path, obj.name)) in live:
+            continue
+        if obj.mtime_ms < cutoff * 1000:
+            doomed.append((obj.name, obj.size))
     if not dry_run:
-        for full, _ in doomed:
-            try:
-                os.unlink(full)
-            except FileNotFoundError:
-                pass
-        _remove_empty_dirs(table_path)
-    return VacuumResult(dry_run, len(doomed), sum(s for _, s in doomed),
-                        sorted(os.path.relpath(f, table_path) for f, _ in doomed))
-
-
-def _stale_log_temp_files(table_path: str, cutoff: float) -> list[tuple[str, int]]:
-    """Temporary files a killed committer left in _delta_log (never a commit: those are linked)."""
-    log_dir = os.path.join(table_path, LOG_DIR)
-    out = []
-    for entry in os.scandir(log_dir):
-        if entry.name.startswith(".tmp-"):
-            st = entry.stat()
-            if st.st_mtime < cutoff:
-                out.append((entry.path, st.st_size))
-    return out
+        storage.delete_many([name for name, _ in doomed])
+        if not is_remote(table_path):
+            _remove_empty_dirs(table_path)
+    return VacuumResult(dry_run, len(doomed), sum(s for _, s in doomed), sorted(name for name, _ in doomed))
 
 
 def _remove_empty_dirs(table_path: str) -> None:

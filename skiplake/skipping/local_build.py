@@ -23,6 +23,7 @@ from skiplake.expr.visitor import columns_of
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
+from skiplake.log.stores import parquet_source
 from skiplake.log.values import parse_partition_value
 from skiplake.skipping.dynamic import KEY_CAP, BuildKeys
 from skiplake.skipping.rows import NotExact, exact_type, keep_rows
@@ -86,7 +87,7 @@ def _exact_schema(schema: Schema, names: Sequence[str]) -> pa.Schema:
 def _read(path: str, target: pa.Schema) -> pa.Table:
     """The file's columns of `target`, as its types; a column the file lacks (added to the table
     after the file was written) is NULL in every row, as Spark reads it."""
-    f = pq.ParquetFile(path)
+    f = pq.ParquetFile(parquet_source(path))
     present = set(f.schema_arrow.names)
     read = f.read(columns=[n for n in target.names if n in present], use_threads=False)
     columns = []

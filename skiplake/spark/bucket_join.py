@@ -13,7 +13,6 @@ Anything that does not qualify runs as Spark's ordinary join; the report says wh
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from functools import reduce
 from typing import Sequence
@@ -23,6 +22,7 @@ from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of, files_without_bucket_ids
+from skiplake.log.location import basename
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import ScanReport
@@ -260,4 +260,4 @@ def bucket_join(spark: SparkSession, left: Snapshot, right: Snapshot,
 
 
 def _name(snapshot: Snapshot) -> str:
-    return os.path.basename(snapshot.table_path.rstrip("/"))
+    return basename(snapshot.table_path)

@@ -14,7 +14,6 @@ commits as well as the OPTIMIZE, its changes carried over to the rows' new place
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections import defaultdict
 from dataclasses import replace
@@ -26,6 +25,7 @@ from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
+from skiplake.log.location import norm
 from skiplake.log.paths import absolute_path
 from skiplake.spark.compaction import Compaction, check_where
 from skiplake.spark.deletions import as_metadata_path
@@ -114,7 +114,7 @@ def _write_in_order(txn: "Transaction", groups: list[list[AddFile]]) -> list[Add
     files = [f for g in groups for f in g]
     df = txn.read_files(files, with_file_info=True)
     place = {absolute_path(txn.path, f.path): (g, o) for g, group in enumerate(groups) for o, f in enumerate(group)}
-    keys = [(as_metadata_path(p), *place[os.path.normpath(path_from_spark(p))]) for p in df.inputFiles()]
+    keys = [(as_metadata_path(p), *place[norm(path_from_spark(p))]) for p in df.inputFiles()]
     order = txn.spark.createDataFrame(keys, "__file string, __group int, __ordinal int")
     df = df.join(F.broadcast(order), F.col(FILE_COLUMN) == F.col("__file"))
     parts = [F.col(f"`{p}`") for p in txn.partition_columns]

@@ -12,7 +12,6 @@ import os
 from collections import defaultdict
 from dataclasses import replace
 from typing import Sequence
-from urllib.parse import urlparse
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -22,7 +21,8 @@ from skiplake.layout.partitioning import parse_partition_dir
 from skiplake.log.actions import AddFile
 from skiplake.log.column_mapping import physical_names, physical_schema
 from skiplake.log.deletion_vectors import marked_rows
-from skiplake.log.paths import absolute_path, from_log_path
+from skiplake.log.location import dirname, from_spark_uri, is_under, norm, relative, resolve
+from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.values import parse_partition_value
@@ -45,8 +45,8 @@ def _extra_columns(with_file_info: bool, file_column: str | None) -> list:
 
 
 def path_from_spark(file_path: str) -> str:
-    """A local path from the file URI Spark reports for a row (`_metadata.file_path`)."""
-    return from_log_path(urlparse(file_path).path) if file_path.startswith("file:") else file_path
+    """The path (local, or an object-store URI) of a file URI Spark reports (`_metadata.file_path`)."""
+    return from_spark_uri(file_path)
 
 
 def _same_values(from_dir: dict[str, str | None], logged: dict[str, str | None], columns: list[str]) -> bool:
@@ -61,11 +61,16 @@ def hive_layout(table_path: str, partition_columns: list[str], files: Sequence[A
     """Whether every file sits in the Hive-style folder that spells its logged partition values."""
     if not partition_columns:
         return True
-    root = os.path.abspath(table_path)
+    root = resolve(table_path)
     for f in files:
         p = absolute_path(root, f.path)
-        if not p.startswith(root + os.sep) or not _same_values(
-                parse_partition_dir(os.path.relpath(os.path.dirname(p), root)), f.partitionValues, partition_columns):
+        if not is_under(root, p):
+            return False
+        folder = relative(root, dirname(p)).replace(os.sep, "/")
+        # One folder level per partition column, nothing between (object-store writes keep
+        # files under a per-write prefix, which Spark's partition discovery would trip on).
+        if folder.count("/") + 1 != len(partition_columns) or not _same_values(
+                parse_partition_dir(folder), f.partitionValues, partition_columns):
             return False
     return True
 
@@ -97,10 +102,10 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     plain = [f for f in files if not f.deletionVector]
     marked = _read_exactly(spark, table_path, schema, partition_columns, with_dv, None, with_file_info, None,
                            file_column, tag, dv_columns=True, column_mapping=column_mapping)
-    root = os.path.abspath(table_path)
+    root = resolve(table_path)
     by_path = {absolute_path(root, f.path): f for f in with_dv}
     spark_paths = marked.inputFiles()
-    found = [by_path.get(os.path.normpath(path_from_spark(p))) for p in spark_paths]
+    found = [by_path.get(norm(path_from_spark(p))) for p in spark_paths]
     if None in found or len(found) != len(with_dv):
         raise RuntimeError(f"Spark lists {len(spark_paths)} files where {len(with_dv)} with deletion vectors "
                            f"were asked for under {table_path}")
@@ -143,7 +148,7 @@ def _read_exactly(spark: SparkSession, table_path: str, schema: Schema, partitio
         if file_column:
             df = df.withColumn(file_column, F.lit(None).cast("string"))
         return df.select(*columns) if columns else df
-    root = os.path.abspath(table_path)
+    root = resolve(table_path)
     paths = [absolute_path(root, f.path) for f in files]
     if hive_layout(root, partition_columns, files):
         reader = spark.read.schema(full_schema)

@@ -10,6 +10,7 @@ from pyspark.sql import SparkSession
 
 from skiplake.errors import SkiplakeError
 from skiplake.spark.gateway import quick_replies
+from skiplake.spark.object_stores import s3a_session_conf, wants_s3
 
 # Settings skiplake's stats and partition values depend on; applied to any session it is given.
 REQUIRED_CONF = {
@@ -39,8 +40,12 @@ def java_version() -> str:
 
 def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_partitions: int = 4,
                 driver_memory: str = "4g", packages: list[str] | None = None,
-                conf: dict[str, str] | None = None) -> SparkSession:
-    """A local SparkSession: `master` cores, few shuffle partitions, no UI, UTC, micros timestamps."""
+                conf: dict[str, str] | None = None, s3: bool | None = None) -> SparkSession:
+    """A local SparkSession: `master` cores, few shuffle partitions, no UI, UTC, micros timestamps.
+
+    s3=True loads Hadoop's S3A (from Maven Central, once) with its magic committer, and takes the
+    endpoint and region from AWS_ENDPOINT_URL and AWS_REGION; None does so when the environment
+    names an endpoint, keys or a profile (skiplake.spark.object_stores)."""
     _check_java()
     # Python workers (Z-order's mapInArrow) need this interpreter's packages (NumPy, Arrow);
     # PySpark reads the variable when it creates the context.
@@ -59,9 +64,14 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
                .config("spark.sql.bucketing.coalesceBucketsInJoin.enabled", "true"))
     for k, v in REQUIRED_CONF.items():
         builder = builder.config(k, v)
+    settings = dict(conf or {})
+    if s3 or (s3 is None and wants_s3()):
+        s3_conf = s3a_session_conf()
+        packages = [*s3_conf.pop("spark.jars.packages").split(","), *(packages or [])]
+        settings = {**s3_conf, **settings}
     if packages:
         builder = builder.config("spark.jars.packages", ",".join(packages))
-    for k, v in (conf or {}).items():
+    for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

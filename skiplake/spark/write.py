@@ -3,27 +3,39 @@
 Spark writes into a private staging folder under the table root (so concurrent jobs never share
 Spark's `_temporary` folder), then each finished file is renamed into its Hive-style partition
 folder. Nothing is visible to readers until the commit names the files in the log.
+
+On an object store a rename is a copy, so nothing is renamed: Spark writes each job under its
+own prefix `_skiplake_writes/<uuid>/` with S3A's magic committer (which completes multipart
+uploads at job commit instead of renaming task output), and the log names the files where they
+are. Partition folders sit under that prefix (readers take partition values from the log), and
+files keep Spark's names, so a bucketed table's files on an object store carry their bucket in
+their tags only (pruned by bucket, not read as Spark buckets).
 """
 from __future__ import annotations
 
 import json
 import os
+import posixpath
 import shutil
 import uuid
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, DataFrameWriter
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError, PartitionValueError
 from skiplake.layout.bucket_spec import BUCKET_COLUMN, BUCKET_TAG, BucketSpec, bucket_file_name
 from skiplake.layout.partitioning import check_partition_types, parse_partition_dir
 from skiplake.log.actions import AddFile
+from skiplake.log.location import is_remote, join, relative
 from skiplake.log.paths import to_log_path
 from skiplake.log.schema import Schema
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, many_file_stats
+from skiplake.log.stores import storage_at
+from skiplake.spark.object_stores import check_s3a
 
 STAGING_DIR = "_skiplake_staging"
+WRITES_DIR = "_skiplake_writes"
 MAX_NAME_BYTES = 255
 
 
@@ -77,12 +89,36 @@ def write_files(df: DataFrame, table_path: str, schema: Schema, partition_column
     id goes into its name and its tags."""
     options = options or WriteOptions()
     check_partition_types(table_path, schema, partition_columns)
-    staging = os.path.join(table_path, STAGING_DIR, uuid.uuid4().hex)
+    remote = is_remote(table_path)
+    staging = join(table_path, WRITES_DIR if remote else STAGING_DIR, uuid.uuid4().hex)
     max_records = options.max_records_per_file
     if bucket_spec is not None:
         df = bucketed(df, bucket_spec, partition_columns)
         if max_records is None and bytes_per_row:
             max_records = max(1, int(options.target_file_size / bytes_per_row))
+    dirs = list(partition_columns) + ([BUCKET_COLUMN] if bucket_spec is not None else [])
+    writer = _writer(df, options, max_records, dirs)
+    if remote:
+        check_s3a(df.sparkSession, table_path)
+    try:
+        writer.save(staging)
+    except Exception as e:
+        _discard(staging)
+        _explain_write_failure(e, df, table_path, partition_columns)
+        raise
+    if remote:
+        written = _written_in_place(table_path, staging)
+    else:
+        try:
+            written = _move_into_table(staging, table_path)
+        finally:
+            _discard(staging)
+    if not written:
+        return []
+    return _adds(table_path, written, schema, partition_columns, options, data_change, tags)
+
+
+def _writer(df: DataFrame, options: WriteOptions, max_records: int | None, dirs: list[str]) -> DataFrameWriter:
     writer = df.write.mode("errorifexists").format("parquet").option("compression", options.compression)
     if max_records:
         writer = writer.option("maxRecordsPerFile", str(max_records))
@@ -90,50 +126,81 @@ def write_files(df: DataFrame, table_path: str, schema: Schema, partition_column
         writer = writer.option("parquet.block.size", str(options.row_group_size))
     if options.page_rows:
         writer = writer.option("parquet.page.row.count.limit", str(options.page_rows))
-    dirs = list(partition_columns) + ([BUCKET_COLUMN] if bucket_spec is not None else [])
-    if dirs:
-        writer = writer.partitionBy(*dirs)
-    try:
-        writer.save(staging)
-    except Exception as e:
-        shutil.rmtree(staging, ignore_errors=True)
-        _explain_write_failure(e, df, table_path, partition_columns)
-        raise
-    try:
-        moved = _move_into_table(staging, table_path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    if not moved:
-        return []
-    full_paths = [os.path.join(table_path, rel) for rel, _v, _b in moved]
+    return writer.partitionBy(*dirs) if dirs else writer
+
+
+def _adds(table_path: str, written: list["_Written"], schema: Schema, partition_columns: list[str],
+          options: WriteOptions, data_change: bool, tags: dict[str, str] | None) -> list[AddFile]:
+    """The add actions of written files, with their footer stats; empty files are deleted."""
+    full_paths = [join(table_path, w.rel) for w in written]
     stats = many_file_stats(full_paths, schema, partition_columns, options.num_indexed_cols)
-    adds = []
-    for (rel, values, bucket), full, st in zip(moved, full_paths, stats):
+    adds, empty = [], []
+    for w, full, st in zip(written, full_paths, stats):
         if json.loads(st)["numRecords"] == 0:
-            os.unlink(full)  # Spark writes an empty file for an empty DataFrame; the log needs none
+            empty.append(w.rel)  # Spark writes an empty file for an empty DataFrame; the log needs none
             continue
-        info = os.stat(full)
+        size, mtime_ms = w.size_mtime if w.size_mtime is not None else _local_size_mtime(full)
         file_tags = dict(tags or {})
-        if bucket is not None:
-            file_tags[BUCKET_TAG] = str(bucket)
-        adds.append(AddFile(path=to_log_path(rel), partitionValues=values, size=info.st_size,
-                            modificationTime=int(info.st_mtime * 1000), dataChange=data_change,
-                            stats=st, tags=file_tags or None))
+        if w.bucket is not None:
+            file_tags[BUCKET_TAG] = str(w.bucket)
+        adds.append(AddFile(path=to_log_path(w.rel), partitionValues=w.values, size=size,
+                            modificationTime=mtime_ms, dataChange=data_change, stats=st, tags=file_tags or None))
+    if empty:
+        storage_at(table_path).delete_many(empty)
     return adds
 
 
-def _move_into_table(staging: str, table_path: str) -> list[tuple[str, dict[str, str | None], int | None]]:
+@dataclass(frozen=True)
+class _Written:
+    rel: str                                  # path below the table root
+    values: dict[str, str | None]             # partition values from the folder names
+    bucket: int | None
+    size_mtime: tuple[int, int] | None = None  # known from an object-store listing
+
+
+def _local_size_mtime(path: str) -> tuple[int, int]:
+    info = os.stat(path)
+    return info.st_size, int(info.st_mtime * 1000)
+
+
+def _discard(staging: str) -> None:
+    if is_remote(staging):
+        storage = storage_at(staging)
+        storage.delete_many([o.name for o in storage.walk()])
+    else:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _folder_values(rel_dir: str) -> tuple[dict[str, str | None], int | None, str]:
+    """Partition values and bucket id of a folder Spark wrote, and the folder without its bucket level."""
+    values = parse_partition_dir(rel_dir)
+    bucket_value = values.pop(BUCKET_COLUMN, None)
+    bucket = int(bucket_value) if bucket_value is not None else None
+    if bucket is not None:
+        rel_dir = posixpath.dirname(rel_dir)
+    return values, bucket, rel_dir
+
+
+def _written_in_place(table_path: str, staging: str) -> list[_Written]:
+    """The data files Spark wrote under `staging` on an object store, left where they are."""
+    prefix = relative(table_path, staging)
+    out = []
+    for obj in storage_at(staging).walk():
+        name = posixpath.basename(obj.name)
+        if not name.endswith(".parquet") or name.startswith((".", "_")):
+            continue
+        values, bucket, _ = _folder_values(posixpath.dirname(obj.name))
+        out.append(_Written(f"{prefix}/{obj.name}", values, bucket, (obj.size, obj.mtime_ms)))
+    return out
+
+
+def _move_into_table(staging: str, table_path: str) -> list[_Written]:
     """Rename Spark's output into the table's partition folders; a bucket folder level written
     for BUCKET_COLUMN becomes the bucket suffix of the file's name instead."""
-    moved: list[tuple[str, dict[str, str | None], int | None]] = []
+    moved: list[_Written] = []
     for root, _dirs, files in os.walk(staging):
         rel_dir = os.path.relpath(root, staging)
-        rel_dir = "" if rel_dir == "." else rel_dir
-        values = parse_partition_dir(rel_dir)
-        bucket_value = values.pop(BUCKET_COLUMN, None)
-        bucket = int(bucket_value) if bucket_value is not None else None
-        if bucket is not None:
-            rel_dir = os.path.dirname(rel_dir)
+        values, bucket, rel_dir = _folder_values("" if rel_dir == "." else rel_dir)
         for name in files:
             if not name.endswith(".parquet") or name.startswith((".", "_")):
                 continue  # Spark's .crc side files and markers stay behind
@@ -142,7 +209,7 @@ def _move_into_table(staging: str, table_path: str) -> list[tuple[str, dict[str,
             dest = os.path.join(table_path, rel)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             os.rename(os.path.join(root, name), dest)
-            moved.append((rel, values, bucket))
+            moved.append(_Written(rel, values, bucket))
     return moved
 
 

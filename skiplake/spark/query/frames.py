@@ -10,13 +10,13 @@ is the same query over fewer files.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
 from skiplake.log.actions import AddFile
+from skiplake.log.location import norm
 from skiplake.log.paths import absolute_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.spark.query.catalyst import node_at, optimized_plan, relation_tag, tree_text
@@ -84,7 +84,7 @@ def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarr
     if not with_dv.any():
         return None, False
     marked = {absolute_path(snapshot.table_path, p) for p in snapshot.files.column("path").filter(with_dv).to_pylist()}
-    dv_branch = first_root is not None and os.path.normpath(path_from_spark(first_root)) in marked
+    dv_branch = first_root is not None and norm(path_from_spark(first_root)) in marked
     return (with_dv if dv_branch else ~with_dv), dv_branch
 
 

@@ -1,0 +1,43 @@
+"""The Storage for a location: a local folder or an S3 prefix (see skiplake.log.location)."""
+from __future__ import annotations
+
+import os
+from typing import BinaryIO
+
+from skiplake.log.location import basename, dirname, is_remote, join
+from skiplake.log.s3 import S3Storage
+from skiplake.log.storage import LocalStorage, Storage
+
+
+def storage_at(root: str) -> Storage:
+    """Storage rooted at `root`, a canonical location (skiplake.log.location.resolve)."""
+    return S3Storage(root) if is_remote(root) else LocalStorage(root)
+
+
+def parquet_source(path: str, size: int | None = None) -> str | BinaryIO:
+    """What pyarrow reads a file from: the path itself on disks, a ranged reader on object stores
+    (`size`, when known, saves a request)."""
+    if not is_remote(path):
+        return path
+    return S3Storage(dirname(path)).open_input(basename(path), size)
+
+
+def read_bytes(path: str) -> bytes:
+    """A whole file, local or on an object store."""
+    return storage_at(dirname(path)).read(basename(path))
+
+
+def missing(root: str, paths: list[str]) -> list[str]:
+    """The full paths among `paths` (files of the table at `root`) that do not exist; on an object
+    store by one listing of the table rather than a request per file."""
+    if not is_remote(root):
+        return [p for p in paths if not os.path.exists(p)]
+    present = {join(root, o.name) for o in storage_at(root).walk()}
+    return [p for p in paths if p not in present]
+
+
+def has_log(table_path: str) -> bool:
+    """Whether `table_path` holds a Delta log folder with anything in it."""
+    if not is_remote(table_path):
+        return os.path.isdir(join(table_path, "_delta_log"))
+    return bool(storage_at(join(table_path, "_delta_log")).list())

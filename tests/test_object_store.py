@@ -1,0 +1,250 @@
+"""Tables on an S3-compatible store (s3proxy on loopback, started by the s3_server fixture):
+the log by conditional PUT, data through Spark's S3A with the magic committer, delta-rs on the
+same store, and the errors a user meets (bad keys, a missing bucket, a store without
+conditional writes, a scheme skiplake does not support)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import skiplake
+from skiplake.errors import (
+    BucketNotFoundError,
+    ConcurrentModificationError,
+    ConditionalWritesUnsupportedError,
+    StorageAccessError,
+    UnsupportedLocationError,
+)
+from skiplake.log.s3 import S3Storage, set_bucket_options
+from skiplake.log.snapshot import list_log, log_storage
+
+
+def _rows(df):
+    return sorted(tuple(r) for r in df.collect())
+
+
+def test_table_lifecycle_on_s3(spark, s3_lake, s3_server):
+    t = s3_lake.create_table("sales", "id long, p int, v string", partition_by=["p"])
+    assert t.path.startswith("s3://") and t.path.endswith("/warehouse/sales")
+    t.append(spark.range(300).selectExpr("id", "cast(id % 3 as int) p", "cast(id as string) v"))
+    t.append(spark.range(300, 400).selectExpr("id", "cast(id % 3 as int) p", "cast(id as string) v"))
+    assert t.read().count() == 400
+    plan = t.scan("p = 1")
+    assert plan.report.partitions_selected == 1 and plan.report.files_selected < plan.report.files_total
+    assert t.read(where="p = 1").count() == 133
+
+    t.delete("id < 50")
+    t.update("id = 60", set={"v": "'sixty'"})
+    src = spark.range(390, 410).selectExpr("id", "cast(id % 3 as int) p", "'m' v")
+    t.merge(src, on="target.id = source.id", when_matched_update="*", when_not_matched_insert="*")
+    expected = {i: str(i) for i in range(50, 410)}
+    expected[60] = "sixty"
+    expected.update({i: "m" for i in range(390, 410)})
+    assert dict((r.id, r.v) for r in t.read().collect()) == expected
+    t.optimize(zorder_by=["id"])
+    assert dict((r.id, r.v) for r in t.read().collect()) == expected
+    assert [h["operation"] for h in t.history()][:2] == ["OPTIMIZE", "MERGE"]
+    assert t.read(version=1).count() == 300  # time travel reads the files of version 1
+
+    bucket = t.path.split("/")[2]
+    keys = s3_server.keys(bucket)
+    # Data files stay where Spark's magic committer put them: no staging leftovers, no renames.
+    data = [k for k in keys if k.endswith(".parquet") and "/_delta_log/" not in k]
+    assert data and all("/_skiplake_writes/" in k for k in data)
+    assert not [k for k in keys if "__magic" in k or "_temporary" in k or k.endswith("_SUCCESS")]
+    assert s3_lake.tables() == ["sales"]
+
+    result = t.vacuum(retention_hours=0, force=True)
+    assert result.files_deleted > 0
+    live = {f"warehouse/sales/{p}" for p in t.snapshot.files.column("path").to_pylist()}
+    remaining = {k for k in s3_server.keys(bucket) if k.endswith(".parquet") and "/_delta_log/" not in k}
+    assert remaining == live
+    assert dict((r.id, r.v) for r in t.read().collect()) == expected
+
+
+def test_deletion_vectors_and_lake_sql_on_s3(spark, s3_lake, s3_server):
+    t = s3_lake.create_table("events", "id long, k int", properties={"delta.enableDeletionVectors": "true"})
+    t.append(spark.range(2000).selectExpr("id", "cast(id % 7 as int) k"))
+    t.delete("k = 3")
+    assert any(f.deletionVector for f in t.snapshot.add_files)
+    bucket = t.path.split("/")[2]
+    assert [k for k in s3_server.keys(bucket) if "deletion_vector_" in k]
+    assert t.read().count() == 2000 - len([i for i in range(2000) if i % 7 == 3])
+    got = _rows(s3_lake.sql("SELECT k, count(*) FROM events GROUP BY k"))
+    assert got == [(k, len([i for i in range(2000) if i % 7 == k])) for k in range(7) if k != 3]
+
+
+def test_conditional_put_is_atomic_on_the_test_server(s3_server):
+    """The server the suite relies on lets exactly one of 16 concurrent creates of a key win."""
+    bucket = s3_server.new_bucket()
+    set_bucket_options(bucket, s3_server.options)
+    storage = S3Storage(f"s3://{bucket}/race/_delta_log")
+    rounds = 20
+    with ThreadPoolExecutor(16) as pool:
+        for r in range(rounds):
+            name = f"{r:020d}.json"
+            results = list(pool.map(lambda i: storage.put_if_absent(name, str(i).encode()), range(16)))
+            assert sum(results) == 1, f"round {r}: {sum(results)} writers took {name}"
+    assert len(storage.list()) == rounds
+    assert len(storage.list(start_after=f"{rounds - 5:020d}.json")) == 4
+
+
+def test_concurrent_appends_and_conflicts_on_s3(spark, s3_lake):
+    t = s3_lake.create_table("t", "id long, p int", partition_by=["p"])
+    t.append(spark.range(10).selectExpr("id", "cast(id % 2 as int) p"))
+    errors = []
+
+    def append(i):
+        try:
+            table = s3_lake.table("t")
+            table.append(spark.range(100 * (i + 1), 100 * (i + 1) + 10).selectExpr("id", "cast(id % 2 as int) p"))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=append, args=(i,)) for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    t.refresh()
+    assert t.version == 5 and t.read().count() == 50
+    assert sorted(list_log(log_storage(t.path)).commits) == list(range(6))
+
+    # A DELETE that read partition 0 before another DELETE of it committed loses, typed.
+    txn = s3_lake.table("t").begin()
+    files = txn.scan("p = 0").files
+    s3_lake.table("t").delete("p = 0 AND id < 5")
+    txn.remove([f.path for f in files])
+    with pytest.raises(ConcurrentModificationError):
+        txn.commit(operation="DELETE")
+    assert s3_lake.table("t").version == 6
+
+
+def test_delta_rs_reads_and_writes_s3_tables(spark, s3_lake, s3_server):
+    import pyarrow as pa
+    from deltalake import DeltaTable, write_deltalake
+    opts = {**s3_server.options, "AWS_ALLOW_HTTP": "true"}
+    t = s3_lake.create_table("shared", "id long, v string")
+    t.append(spark.range(100).selectExpr("id", "cast(id as string) v"))
+    t.delete("id >= 90")
+    dt = DeltaTable(t.path, storage_options=opts)
+    assert dt.version() == t.version
+    assert sorted(dt.to_pyarrow_table().column("id").to_pylist()) == list(range(90))
+    # delta-rs commits by its own conditional PUT; skiplake reads it and writes on top.
+    write_deltalake(t.path, pa.table({"id": pa.array([1000, 1001], pa.int64()), "v": ["x", "y"]}),
+                    mode="append", storage_options=opts)
+    t.refresh()
+    assert t.read().count() == 92
+    t.update("id = 1000", set={"v": "'updated'"})
+    dt = DeltaTable(t.path, storage_options=opts)
+    rows = dict(zip(*[dt.to_pyarrow_table().column(c).to_pylist() for c in ("id", "v")]))
+    assert rows[1000] == "updated" and len(rows) == 92
+
+
+def test_catalog_table_at_an_s3_location(spark, s3_lake, s3_server, tmp_path):
+    t = s3_lake.create_table("dim", "id long")
+    t.append(spark.range(5).selectExpr("id"))
+    catalog_lake = skiplake.Lake(spark, catalog=f"sqlite:///{tmp_path / 'catalog.db'}")
+    catalog_lake.catalog.call("CreateDatabase", {"DatabaseInput": {"Name": "default"}})
+    catalog_lake.catalog.call("CreateTable", {"DatabaseName": "default", "TableInput": {
+        "Name": "dim", "StorageDescriptor": {"Location": t.path, "Columns": [{"Name": "id", "Type": "bigint"}]}}})
+    opened = catalog_lake.table("dim")
+    assert isinstance(opened, skiplake.Table) and opened.path == t.path
+    assert opened.read().count() == 5
+
+
+def test_bad_credentials_missing_bucket_and_foreign_schemes(spark, s3_server, tmp_path, monkeypatch):
+    bucket = s3_server.new_bucket()
+    with pytest.raises(StorageAccessError, match="credentials"):
+        skiplake.Lake(spark, f"s3://{bucket}/wh", storage_options={**s3_server.options,
+                                                                    "AWS_SECRET_ACCESS_KEY": "wrong"}
+                      ).create_table("t", "id long")
+    assert s3_server.keys(bucket) == []
+    with pytest.raises(BucketNotFoundError, match="does not exist"):
+        skiplake.Lake(spark, "s3://no-such-bucket-here/wh", storage_options=s3_server.options
+                      ).create_table("t", "id long")
+    set_bucket_options(bucket, s3_server.options)
+    monkeypatch.chdir(tmp_path)
+    for location in ("gs://b/wh", "abfss://c@a.dfs.core.windows.net/wh", "hdfs://nn/wh", "s3n://b/wh"):
+        with pytest.raises(UnsupportedLocationError):
+            skiplake.Lake(spark, location)
+        with pytest.raises(UnsupportedLocationError):
+            skiplake.Table.create(spark, location + "/t", "id long")
+    assert os.listdir(tmp_path) == []  # nothing was created as a local folder
+
+
+def test_a_store_without_conditional_writes_is_refused(spark, s3_server):
+    """A store that ignores If-None-Match (a proxy strips it in front of an unsigned s3proxy):
+    the table is not created, and nothing is left in the bucket."""
+    from tests.s3_proxy import StrippingProxy
+    from tests.s3_server import start
+    plain = start(signed=False)
+    try:
+        bucket = "nocond" + os.urandom(4).hex()
+        plain.client().create_bucket(Bucket=bucket)
+        with StrippingProxy(plain.endpoint) as proxy:
+            with pytest.raises(ConditionalWritesUnsupportedError, match="If-None-Match"):
+                skiplake.Table.create(spark, f"s3://{bucket}/t", "id long",
+                                      storage_options={**plain.options, "AWS_ENDPOINT_URL": proxy.endpoint})
+        assert plain.keys(bucket) == []
+    finally:
+        plain.stop()
+
+
+def test_environment_alone_configures_log_and_spark(s3_server, tmp_path):
+    """`Lake(local_spark(), "s3://bucket/warehouse")` with nothing but AWS_* variables set."""
+    bucket = s3_server.new_bucket()
+    script = (
+        "import skiplake\n"
+        "spark = skiplake.local_spark(shuffle_partitions=2, driver_memory='1g')\n"
+        f"lake = skiplake.Lake(spark, 's3://{bucket}/warehouse')\n"
+        "t = lake.create_table('t', 'id long')\n"
+        "t.append(spark.range(42))\n"
+        "print('ROWS', skiplake.Lake(spark, 's3://" + bucket + "/warehouse').table('t').read().count())\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(s3_server.env)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600,
+                         cwd=tmp_path)
+    assert "ROWS 42" in out.stdout, out.stderr[-3000:]
+    assert any(k.endswith("_delta_log/00000000000000000001.json") for k in s3_server.keys(bucket))
+    snapshot_json = [k for k in s3_server.keys(bucket) if k.endswith("00000000000000000000.json")]
+    assert snapshot_json
+    body = s3_server.client().get_object(Bucket=bucket, Key=snapshot_json[0])["Body"].read().decode()
+    assert any("metaData" in json.loads(line) for line in body.splitlines())
+
+
+def test_delta_spark_reads_s3_tables_through_s3a(spark, s3_lake, s3_server, tmp_path):
+    """delta-spark 4.4 (its own JVM, S3A from the same packages) reads a skiplake table on the
+    store, partitioned, after DML with deletion vectors, with identical rows."""
+    from skiplake.spark.object_stores import HADOOP_AWS
+    from tests.test_delta_spark_interop import DELTA_PACKAGE, READER, rows_as_strings
+    t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
+                             properties={"delta.enableDeletionVectors": "true"})
+    t.append(spark.range(500).selectExpr("id", "concat('p', id % 4) p", "cast(id / 3 as double) v"))
+    t.delete("id % 5 = 0")
+    t.update("id = 7", set={"v": "-1.0"})
+    jobs = tmp_path / "jobs.json"
+    result = tmp_path / "result.json"
+    s3a_path = t.path.replace("s3://", "s3a://", 1)  # delta-spark's S3 log store is keyed by scheme
+    jobs.write_text(json.dumps({"package": f"{DELTA_PACKAGE},{HADOOP_AWS}",
+                                "jobs": [{"id": "read", "op": "read", "path": s3a_path}]}))
+    conf = {"spark.hadoop.fs.s3a.endpoint": s3_server.endpoint, "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false", "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
+            "spark.hadoop.fs.s3a.access.key": s3_server.options["AWS_ACCESS_KEY_ID"],
+            "spark.hadoop.fs.s3a.secret.key": s3_server.options["AWS_SECRET_ACCESS_KEY"]}
+    env = {**os.environ, "DELTA_READER_CONF": json.dumps(conf)}
+    out = subprocess.run([sys.executable, str(READER), str(jobs), str(result)], env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(result.read_text())["jobs"]["read"]
+    assert got["ok"], got
+    assert got["version"] == t.version
+    assert got["count"] == 400
+    assert [tuple(r) for r in got["rows"]] == rows_as_strings(t.read(), got["columns"])
