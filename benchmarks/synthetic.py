@@ -80,9 +80,8 @@ class CommitTiming:
 class LogWriter:
     """Commits through `skiplake.txn.commit` as the table's only writer.
 
-    commit() needs of its snapshot only the version to write after, the configuration and the
-    storage (it loads a fresh snapshot itself when it writes a checkpoint). As the only writer,
-    we know the latest version without reloading the whole table each time, so the builder stays
+    As the only writer, it keeps the latest snapshot by applying its own commits to the one it
+    has (Snapshot.advanced) instead of reloading the table after each, so the builder stays
     linear in the number of commits; the checkpoints are written by skiplake exactly as usual.
     """
 
@@ -90,24 +89,25 @@ class LogWriter:
         self.path = path
         self.base = create(path, Metadata.new(SCHEMA, PARTITION_COLUMNS, dict(configuration or {})),
                            operation_parameters={"partitionBy": PARTITION_COLUMNS})
-        self.version = 0
+
+    @property
+    def version(self) -> int:
+        return self.base.version
 
     @staticmethod
     def reopen(path: str) -> "LogWriter":
         w = LogWriter.__new__(LogWriter)
         w.path = path
         w.base = Snapshot.load(path)
-        w.version = w.base.version
         return w
 
     def commit(self, actions: list, operation: str = "WRITE") -> CommitTiming:
-        snap = dataclasses.replace(self.base, version=self.version)
         t0 = time.perf_counter()
-        result: CommitResult = commit(snap, actions, operation, {"mode": "Append"})
+        result: CommitResult = commit(self.base, actions, operation, {"mode": "Append"})
         seconds = time.perf_counter() - t0
         if result.version != self.version + 1:
             raise RuntimeError(f"expected to commit version {self.version + 1}, committed {result.version}")
-        self.version = result.version
+        self.base = self.base.advanced([(result.version, list(result.actions))])
         return CommitTiming(result.version, seconds, result.checkpointed, len(actions))
 
 

@@ -41,14 +41,19 @@ def put_commit(snapshot: Snapshot, info: CommitInfo, actions: list[Action],
     that `check_winner` accepts. `info.timestamp` is stamped at each attempt."""
     storage = snapshot.storage
     attempt = snapshot.version + 1
+    winners: list[tuple[int, list[Action]]] = []  # read while checking: a checkpoint replays them
     for attempts in range(1, max_attempts + 1):
         stamped = dataclasses.replace(info, timestamp=now_ms())
         if storage.put_if_absent(commit_name(attempt), encode_commit([stamped, *actions])):
-            return CommitResult(attempt, attempts, _maybe_checkpoint(snapshot, attempt), tuple(actions))
+            own = (attempt, [stamped, *actions])
+            return CommitResult(attempt, attempts, _maybe_checkpoint(snapshot, attempt, [*winners, own]),
+                                tuple(actions))
         v = attempt
         while storage.exists(commit_name(v)):
             if check_winner is not None:
-                rebased = check_winner(v, read_commit(storage, v))
+                winner = read_commit(storage, v)
+                winners.append((v, winner))
+                rebased = check_winner(v, winner)
                 # An empty list is an answer: every action rebased away (a compaction whose rows
                 # a winner deleted), not "unchanged".
                 actions = actions if rebased is None else rebased
@@ -59,11 +64,15 @@ def put_commit(snapshot: Snapshot, info: CommitInfo, actions: list[Action],
     raise CommitFailedError(f"gave up committing to {snapshot.table_path} after {max_attempts} attempts")
 
 
-def _maybe_checkpoint(snapshot: Snapshot, version: int) -> bool:
+def _maybe_checkpoint(snapshot: Snapshot, version: int, commits: list[tuple[int, list[Action]]]) -> bool:
     if version == 0 or version % checkpoint_interval(snapshot) != 0:
         return False
     try:
-        fresh = Snapshot.load(snapshot.table_path, version, snapshot.storage)
+        # Every commit since the snapshot is at hand when the winners were read for the conflict
+        # check; otherwise (blind retries) the version is loaded.
+        contiguous = [v for v, _ in commits] == list(range(snapshot.version + 1, version + 1))
+        fresh = (snapshot.advanced(commits) if contiguous
+                 else Snapshot.load(snapshot.table_path, version, snapshot.storage))
         return write_checkpoint(snapshot.storage, fresh)
     except Exception as e:  # the commit stands; a missing checkpoint only slows later loads
         log.warning("checkpoint at version %d of %s failed: %s", version, snapshot.table_path, e)

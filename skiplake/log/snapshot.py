@@ -91,16 +91,18 @@ def list_log(storage: Storage, start_after: str | None = None) -> LogListing:
     return LogListing(commits, checkpoints)
 
 
-def list_latest(storage: Storage) -> LogListing:
-    """What the latest version needs: the log from the checkpoint `_last_checkpoint` names on (one
-    page of an object-store listing where the whole log of a long-lived table takes hundreds),
-    or all of it when there is no such checkpoint."""
+def list_latest(storage: Storage, version: int | None = None) -> LogListing:
+    """What the latest version (or `version`, if not older) needs: the log from the checkpoint
+    `_last_checkpoint` names on (one page of an object-store listing where the whole log of a
+    long-lived table takes hundreds), or all of it when there is no such checkpoint."""
     try:
-        version = int(json.loads(storage.read(LAST_CHECKPOINT))["version"])
+        checkpoint = int(json.loads(storage.read(LAST_CHECKPOINT))["version"])
     except (FileNotFoundError, ValueError, KeyError, TypeError):
         return list_log(storage)
-    listing = list_log(storage, start_after=f"{version:020d}")
-    return listing if version in listing.checkpoints else list_log(storage)
+    if version is not None and version < checkpoint:
+        return list_log(storage)
+    listing = list_log(storage, start_after=f"{checkpoint:020d}")
+    return listing if checkpoint in listing.checkpoints else list_log(storage)
 
 
 def read_commit(storage: Storage, version: int) -> list[Action]:
@@ -295,8 +297,8 @@ class Snapshot:
     def load(table_path: str, version: int | None = None, storage: Storage | None = None,
              listing: LogListing | None = None) -> "Snapshot":
         storage = storage or log_storage(table_path)
-        if listing is None and version is None:
-            listing = list_latest(storage)
+        if listing is None:
+            listing = list_latest(storage, version)
             if 0 not in listing.commits:
                 try:
                     return Snapshot._load(table_path, version, storage, listing)
@@ -325,6 +327,11 @@ class Snapshot:
         if state.protocol is None or state.metadata is None:
             raise CorruptLogError(join(table_path, LOG_DIR),
                                   f"no protocol or metaData action up to version {target}")
+        return Snapshot._from_state(table_path, storage, state)
+
+    @staticmethod
+    def _from_state(table_path: str, storage: Storage, state: "_ReplayState") -> "Snapshot":
+        assert state.protocol is not None and state.metadata is not None
         check_readable(table_path, state.protocol)
         files, tombstones = state.tables()
         # Column mapping: partition values and stats under the logical names planning uses (the
@@ -332,8 +339,21 @@ class Snapshot:
         raw = files
         files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns),
                               mapping_mode(state.metadata.configuration, state.protocol))
-        return Snapshot(table_path, target, state.protocol, state.metadata, files, tombstones, state.txns,
+        return Snapshot(table_path, state.version, state.protocol, state.metadata, files, tombstones, state.txns,
                         state.timestamp, storage, raw if raw is not files else None)
+
+    def advanced(self, commits: list[tuple[int, list[Action]]]) -> "Snapshot":
+        """This snapshot with the next commits applied (versions self.version + 1, + 2, ...), as a
+        load would replay them: a committer's view of the version it wrote, without reading back
+        the log it has just read or written."""
+        state = _ReplayState(self.version, self.protocol, self.metadata, dict(self.txns),
+                             self.log_files if self.log_files is not None else self.files, self.tombstones,
+                             timestamp=self.timestamp)
+        for version, actions in commits:
+            if version != state.version + 1:
+                raise ValueError(f"commit {version} does not follow version {state.version}")
+            state.apply(version, actions, state.timestamp)
+        return Snapshot._from_state(self.table_path, self.storage, state)
 
     # -------------------------------------------------------------- views
 

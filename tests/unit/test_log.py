@@ -278,3 +278,37 @@ def test_loads_never_fail_while_other_processes_commit(tmp_path):
     final = Snapshot.load(path)
     assert loads > 50 and final.version > 20
     assert final.num_files == final.version  # one file per commit after version 0, none lost
+
+
+def test_advanced_snapshot_equals_a_load_and_checkpoints_use_it(tmp_path):
+    path = str(tmp_path / "t")
+    snap = new_table(path)
+    base = snap
+    commits = []
+    for i in range(1, 8):
+        actions = [add(f"f{i}", lo=i, hi=i + 1), Txn("app", i)]
+        if i == 3:
+            actions.append(snap.add_files[0].remove(1_700_000_000_000))
+        if i == 5:
+            actions.append(Metadata.new(SCHEMA, [], {"delta.checkpointInterval": "9"}))
+        result = commit(snap, actions, "WRITE")
+        commits.append((result.version, list(result.actions)))
+        snap = Snapshot.load(path)
+    advanced = base.advanced(commits)
+    loaded = Snapshot.load(path)
+    assert advanced.version == loaded.version == 7
+    assert sorted(advanced.add_files, key=lambda f: f.path) == sorted(loaded.add_files, key=lambda f: f.path)
+    assert [r.path for r in advanced.tombstone_list] == [r.path for r in loaded.tombstone_list] == ["f1"]
+    assert advanced.metadata.configuration == loaded.metadata.configuration and advanced.txns == loaded.txns
+    with pytest.raises(ValueError, match="does not follow"):
+        base.advanced(commits[1:])
+    # A commit that races with another reads the winner for its conflict check, and its
+    # checkpoint (interval 9) is written from the advanced snapshot: equal to a replay.
+    stale = Snapshot.load(path)
+    commit(Snapshot.load(path), [add("winner")], "WRITE")
+    result = commit(stale, [add("mine")], "WRITE", read_set=ReadSet(predicates=[]))
+    assert result.version == 9 and result.checkpointed
+    names = {f.name for f in log_storage(path).list()}
+    assert "00000000000000000009.checkpoint.parquet" in names
+    from_cp = Snapshot.load(path)
+    assert {f.path for f in from_cp.add_files} == {f"f{i}" for i in range(2, 8)} | {"winner", "mine"}
