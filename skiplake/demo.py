@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Iterator
 from skiplake.console import esc, human_bytes, metrics_text, params_text, to_json
 from skiplake.errors import InvalidArgumentError
 from skiplake.inspect import describe_table, table_history
+from skiplake.log.location import is_remote, join, resolve
+from skiplake.log.stores import has_log, storage_at
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -165,10 +167,15 @@ def _cell(v: Any, column: str | None = None) -> str:
 
 def _check_table_dir(path: str) -> bool:
     """True if a previous table is at `path` (to be replaced); refuse a folder that is not a table."""
-    if not os.path.exists(path):
-        return False
-    if os.path.isdir(os.path.join(path, "_delta_log")) or (os.path.isdir(path) and not os.listdir(path)):
-        return True
+    if is_remote(path):
+        storage = storage_at(path)
+        if has_log(path) or not (storage.list() or storage.dirs()):
+            return has_log(path)
+    else:
+        if not os.path.exists(path):
+            return False
+        if os.path.isdir(os.path.join(path, "_delta_log")) or (os.path.isdir(path) and not os.listdir(path)):
+            return True
     raise InvalidArgumentError(
         f"{path} exists and is not a skiplake table; the demo will not delete it. "
         "Pass another --warehouse, or move the folder away.")
@@ -176,10 +183,14 @@ def _check_table_dir(path: str) -> bool:
 
 def _reset_table_dir(path: str) -> bool:
     """Remove a previous demo table at `path` (only ever a table folder or an empty one)."""
-    if _check_table_dir(path):
+    if not _check_table_dir(path):
+        return False
+    if is_remote(path):
+        storage = storage_at(path)
+        storage.delete_many([o.name for o in storage.walk()])
+    else:
         shutil.rmtree(path)
-        return True
-    return False
+    return True
 
 
 def _store_sales_files(sf: float) -> int:
@@ -210,11 +221,11 @@ def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-dat
                       width=None if (sys.stderr if as_json else sys.stdout).isatty() else 130)
     progress = _Progress(console)
     started = time.perf_counter()
-    warehouse = os.path.abspath(warehouse)
+    warehouse = resolve(warehouse)
     data_dir = os.path.abspath(data_dir)
     summary: dict[str, Any] = {"sf": sf, "warehouse": warehouse, "data_dir": data_dir}
     for name in TABLES + tuple(BUCKETED):  # fail before the slow stages if the warehouse holds something else
-        _check_table_dir(os.path.join(warehouse, name))
+        _check_table_dir(join(warehouse, name))
 
     # ---- 1. data
     from skiplake import tpcds

@@ -5,12 +5,12 @@ One copy, used by the CLI's describe/history/explain and by the demo.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from skiplake.console import iso_ms
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.history import commits
+from skiplake.log.location import basename
 from skiplake.log.schema import type_name
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
@@ -26,7 +26,7 @@ def describe_table(path: str) -> dict[str, Any]:
     spec = bucket_spec_of(dict(md.configuration))
     return {
         "path": snap.table_path,
-        "name": md.name or os.path.basename(snap.table_path.rstrip(os.sep)),
+        "name": md.name or basename(snap.table_path),
         "description": md.description,
         "id": md.id,
         "version": snap.version,

@@ -7,9 +7,11 @@ arguments), so the test can replay the table's contents from the log alone, even
 whose writer was killed before it could acknowledge them.
 
 Run: python -m tests.concurrency_worker TABLE WORKER_ID SEED N_OPS ACK_FILE [MAX_DELAY_MS]
+(TABLE may be s3://...; its storage options are then read as JSON from SKIPLAKE_TEST_STORE_OPTIONS.)
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -27,10 +29,13 @@ from skiplake.errors import ConcurrentModificationError
 from skiplake.log.actions import AddFile, Metadata, Protocol
 from skiplake.log.deletion_vectors import marked_rows, write_dv_file
 from skiplake.log.features import ENABLE_DELETION_VECTORS, deletion_vectors_enabled, required_protocol
-from skiplake.log.paths import from_log_path, to_log_path
+from skiplake.log.location import bucket_and_key, is_remote, join
+from skiplake.log.paths import absolute_path, to_log_path
+from skiplake.log.s3 import set_bucket_options
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.stats import file_stats
+from skiplake.log.stores import parquet_source, storage_at
 from skiplake.skipping.plan import plan_scan
 from skiplake.txn import ReadSet, commit, create
 from skiplake.txn.compacted import COMPACTED_FROM, compacted_tag
@@ -58,18 +63,24 @@ def append_rows(opid: str, p: int, n: int) -> pa.Table:
 
 
 def write_file(path: str, p: int, rows: pa.Table, data_change: bool = True) -> AddFile:
+    """A new data file of partition p, on a disk or an object store (skiplake's Storage)."""
     rel = f"p={p}/part-{uuid.uuid4().hex}.parquet"
-    full = os.path.join(path, rel)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    pq.write_table(rows, full)
-    st = os.stat(full)
-    return AddFile(to_log_path(rel), {"p": str(p)}, st.st_size, int(st.st_mtime * 1000), data_change,
-                   file_stats(full, SCHEMA, ["p"]))
+    buf = io.BytesIO()
+    pq.write_table(rows, buf)
+    data = buf.getvalue()
+    storage_at(path).put_if_absent(rel, data)
+    return AddFile(to_log_path(rel), {"p": str(p)}, len(data), int(time.time() * 1000), data_change,
+                   file_stats(join(path, rel), SCHEMA, ["p"]))
+
+
+def raw_rows(path: str, add: AddFile) -> pa.Table:
+    """Every row of the file, its deletion vector not applied."""
+    return pq.read_table(parquet_source(absolute_path(path, add.path)))
 
 
 def read_file(path: str, add: AddFile) -> pa.Table:
     """The file's live rows (its deletion vector applied)."""
-    data = pq.read_table(os.path.join(path, from_log_path(add.path)))
+    data = raw_rows(path, add)
     deleted = deleted_rows(path, add)
     if not len(deleted):
         return data
@@ -125,7 +136,7 @@ def run_op(path: str, rnd: random.Random, opid: str) -> Outcome:
         for f in plan.files:
             if marks:
                 # Deletion vectors: mark the matching live rows; an UPDATE writes them anew.
-                raw = pq.read_table(os.path.join(path, from_log_path(f.path)))
+                raw = raw_rows(path, f)
                 live = np.ones(raw.num_rows, dtype=bool)
                 live[deleted_rows(path, f).astype(np.int64)] = False
                 v = raw["v"].to_numpy()
@@ -171,9 +182,19 @@ def _commit(snap: Snapshot, actions: list, operation: str, params: dict, read: R
         return Outcome(opid, kind, params, None, snap.version, type(e).__name__, e.winning_operation, str(e))
 
 
+STORE_OPTIONS_ENV = "SKIPLAKE_TEST_STORE_OPTIONS"
+
+
+def use_store_options(path: str) -> None:
+    """A table on an object store: its bucket's endpoint and keys, from the test's environment."""
+    if is_remote(path):
+        set_bucket_options(bucket_and_key(path)[0], json.loads(os.environ[STORE_OPTIONS_ENV]))
+
+
 def main(argv: list[str]) -> None:
     path, worker, seed, n_ops, ack_file = argv[0], int(argv[1]), int(argv[2]), int(argv[3]), argv[4]
     max_delay = int(argv[5]) if len(argv) > 5 else 30
+    use_store_options(path)
     rnd = random.Random(seed)
     with open(ack_file, "a", buffering=1) as ack:
         for i in range(n_ops):

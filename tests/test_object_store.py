@@ -248,3 +248,66 @@ def test_delta_spark_reads_s3_tables_through_s3a(spark, s3_lake, s3_server, tmp_
     assert got["version"] == t.version
     assert got["count"] == 400
     assert [tuple(r) for r in got["rows"]] == rows_as_strings(t.read(), got["columns"])
+
+
+def test_catalog_hive_style_parquet_table_on_s3(spark, s3_server, tmp_path):
+    """A Glue table of Hive-style Parquet at s3:// locations: partitions pruned by the catalog,
+    files read through S3A."""
+    bucket = s3_server.new_bucket()
+    skiplake.Lake(spark, f"s3://{bucket}/lake", storage_options=s3_server.options)  # the bucket's S3A options
+    root = f"s3://{bucket}/hive/sales"
+    spark.range(60).selectExpr("id", "cast(id % 3 as string) region").write.partitionBy("region").parquet(root)
+    lake = skiplake.Lake(spark, catalog=f"sqlite:///{tmp_path / 'catalog.db'}")
+    lake.catalog.call("CreateDatabase", {"DatabaseInput": {"Name": "default"}})
+    lake.catalog.call("CreateTable", {"DatabaseName": "default", "TableInput": {
+        "Name": "sales", "PartitionKeys": [{"Name": "region", "Type": "string"}],
+        "StorageDescriptor": {"Location": root, "Columns": [{"Name": "id", "Type": "bigint"}]}}})
+    lake.catalog.call("BatchCreatePartition", {"DatabaseName": "default", "TableName": "sales", "PartitionInputList": [
+        {"Values": [str(k)], "StorageDescriptor": {"Location": f"{root}/region={k}"}} for k in range(3)]})
+    table = lake.table("sales")
+    assert not isinstance(table, skiplake.Table)
+    assert sorted(r.id for r in table.read(where="region = '1'").collect()) == list(range(1, 60, 3))
+    assert table.last_partitions == 1
+
+
+def test_a_conflicting_conditional_write_is_retried(s3_server):
+    """409 ConditionalRequestConflict (two conditional writes of one key overlapping) is retried;
+    412 after the retry means the other writer took the version."""
+    from tests.s3_proxy import ConflictingProxy
+    bucket = s3_server.new_bucket()
+    with ConflictingProxy(s3_server.endpoint, conflicts=2) as proxy:
+        set_bucket_options(bucket, {**s3_server.options, "AWS_ENDPOINT_URL": proxy.endpoint})
+        storage = S3Storage(f"s3://{bucket}/t/_delta_log")
+        storage._check_conditional_writes()  # the probe's own writes go through before the conflicts start
+        proxy.armed = True
+        assert storage.put_if_absent("00000000000000000000.json", b"first")
+        assert proxy.conflicts_sent == 2
+        proxy.conflicts = 1
+        assert not storage.put_if_absent("00000000000000000000.json", b"second")
+        assert proxy.conflicts_sent == 3
+    set_bucket_options(bucket, s3_server.options)
+    assert S3Storage(f"s3://{bucket}/t/_delta_log").read("00000000000000000000.json") == b"first"
+
+
+def test_bucketed_tables_on_s3_join_without_a_shuffle(spark, s3_lake, s3_server):
+    """On an object store Spark's bucketed writer names each file with its bucket id (no rename),
+    so two tables bucketed alike still join bucket by bucket."""
+    from tests.test_bucketing import assert_no_shuffle_below_join
+    spec = skiplake.BucketSpec(num_buckets=4, columns=["k"])
+    left = s3_lake.create_table("l", "k long, a string", bucket_by=spec)
+    right = s3_lake.create_table("r", "k long, b string", bucket_by=spec)
+    left.append(spark.range(200).selectExpr("id % 50 as k", "cast(id as string) a"))
+    left.append(spark.range(200, 260).selectExpr("id % 50 as k", "cast(id as string) a"))
+    right.append(spark.range(50).selectExpr("id as k", "concat('b', id) b"))
+    for t in (left, right):
+        files = t.snapshot.add_files
+        assert files and all(f.path.startswith("_skiplake_writes/") for f in files)
+        assert all(f.tags and int(f.tags["BUCKET_ID"]) == int(f.path.rsplit("_", 1)[1].split(".")[0])
+                   for f in files)
+    assert s3_lake.table("l").scan("k = 7").report.buckets_selected == 1
+    report = s3_lake.explain_join("l", "r", "k")
+    assert report.bucketed, report.reason
+    df = s3_lake.bucket_join("l", "r", "k")
+    got = sorted((r.k, r.a, r.b) for r in df.collect())
+    assert got == sorted((i % 50, str(i), f"b{i % 50}") for i in range(260))
+    assert_no_shuffle_below_join(df)

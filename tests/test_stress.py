@@ -16,18 +16,40 @@ from pathlib import Path
 import pytest
 
 from skiplake.log.actions import CommitInfo
-from skiplake.log.paths import from_log_path
+from skiplake.log.location import is_remote, join
+from skiplake.log.paths import absolute_path
+from skiplake.log.s3 import set_bucket_options
 from skiplake.log.snapshot import Snapshot, list_log, log_storage, read_commit
+from skiplake.log.stores import storage_at
 from skiplake.log.vacuum import vacuum
-from tests.concurrency_worker import PARTITIONS, append_rows, create_table, read_file
+from tests.concurrency_worker import PARTITIONS, STORE_OPTIONS_ENV, append_rows, create_table, read_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start_worker(table: str, worker: int, seed: int, n_ops: int, ack: str, max_delay_ms: int) -> subprocess.Popen:
+def start_worker(table: str, worker: int, seed: int, n_ops: int, ack: str, max_delay_ms: int,
+                 env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.concurrency_worker", table, str(worker), str(seed), str(n_ops), ack,
-         str(max_delay_ms)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+         str(max_delay_ms)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        env={**os.environ, **(env or {})})
+
+
+def new_table_location(store: str, tmp_path: Path, request) -> tuple[str, dict[str, str]]:
+    """(a fresh table location, the workers' extra environment): a folder, or a prefix of a new
+    bucket on the test's S3 server."""
+    if store == "local":
+        return str(tmp_path / "t"), {}
+    server = request.getfixturevalue("s3_server")
+    bucket = server.new_bucket()
+    set_bucket_options(bucket, server.options)
+    return f"s3://{bucket}/t", {STORE_OPTIONS_ENV: json.dumps(server.options)}
+
+
+def data_files(table: str) -> set[str]:
+    """Every Parquet file under the table outside its log, as full paths."""
+    return {join(table, o.name) if is_remote(table) else os.path.normpath(join(table, o.name))
+            for o in storage_at(table).walk() if o.name.endswith(".parquet") and not o.name.startswith("_delta_log")}
 
 
 def _param(params: dict, key: str):
@@ -130,13 +152,14 @@ def check_exceptions(acks: list[dict], isolation: str, deletion_vectors: bool = 
     return seen
 
 
-@pytest.mark.parametrize("isolation,deletion_vectors", [("WriteSerializable", False), ("Serializable", False),
-                                                        ("WriteSerializable", True), ("Serializable", True)])
-def test_eight_writers(tmp_path, isolation, deletion_vectors):
-    table = str(tmp_path / "t")
+@pytest.mark.parametrize("isolation,deletion_vectors,store", [
+    ("WriteSerializable", False, "local"), ("Serializable", False, "local"), ("WriteSerializable", True, "local"),
+    ("Serializable", True, "local"), ("WriteSerializable", True, "s3"), ("Serializable", False, "s3")])
+def test_eight_writers(tmp_path, isolation, deletion_vectors, store, request):
+    table, env = new_table_location(store, tmp_path, request)
     create_table(table, isolation, deletion_vectors)
     acks = [str(tmp_path / f"ack{w}.jsonl") for w in range(8)]
-    procs = [start_worker(table, w, 100 + w, 25, acks[w], 40) for w in range(8)]
+    procs = [start_worker(table, w, 100 + w, 25, acks[w], 40, env) for w in range(8)]
     for p in procs:
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err.decode()
@@ -159,8 +182,9 @@ def test_eight_writers(tmp_path, isolation, deletion_vectors):
           f"conflicts {dict(seen)}, rows left alone by WriteSerializable {excluded}")
 
 
-def test_writers_killed_with_sigkill(tmp_path):
-    table = str(tmp_path / "t")
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_writers_killed_with_sigkill(tmp_path, store, request):
+    table, env = new_table_location(store, tmp_path, request)
     create_table(table, "WriteSerializable")
     rnd = random.Random(7)
     acks: list[str] = []
@@ -171,7 +195,7 @@ def test_writers_killed_with_sigkill(tmp_path):
         nonlocal next_id
         ack = str(tmp_path / f"ack{next_id}.jsonl")
         acks.append(ack)
-        running[next_id] = start_worker(table, next_id, 1000 + next_id, 10_000, ack, 5)
+        running[next_id] = start_worker(table, next_id, 1000 + next_id, 10_000, ack, 5, env)
         next_id += 1
 
     for _ in range(5):
@@ -204,12 +228,11 @@ def test_writers_killed_with_sigkill(tmp_path):
     assert committed and all(where[a["opid"]] == a["version"] for a in committed)
     assert physical(table) == model
     # Killed writers left files no commit names; vacuum removes exactly those.
-    live = {os.path.normpath(os.path.join(table, from_log_path(f.path))) for f in Snapshot.load(table).add_files}
-    on_disk = {os.path.normpath(str(p)) for p in Path(table).rglob("*.parquet") if "_delta_log" not in p.parts}
+    live = {absolute_path(table, f.path) for f in Snapshot.load(table).add_files}
+    on_disk = data_files(table)
     result = vacuum(table, retention_hours=0, force=True)
     assert result.files_deleted >= len(on_disk - live)
-    after = {os.path.normpath(str(p)) for p in Path(table).rglob("*.parquet") if "_delta_log" not in p.parts}
-    assert after == live
+    assert data_files(table) == live
     assert physical(table) == model
     print(f"\n{kills} writers killed, {len(versions)} versions, {len(on_disk - live)} orphan files vacuumed")
 

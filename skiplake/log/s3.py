@@ -37,7 +37,8 @@ _ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", 
                  "TokenRefreshRequired", "AuthorizationHeaderMalformed", "InvalidClientTokenId", "403"}
 _CONFLICT_RETRIES = 10
 _DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys per request
-_TAIL = 64 * 1024  # a Parquet footer read fetches this much of the file's end in one request
+_TAIL = 64 * 1024
+PROBE_PREFIX = ".skiplake-probe-"  # the conditional-write check's key in _delta_log/  # a Parquet footer read fetches this much of the file's end in one request
 
 _lock = threading.Lock()
 _bucket_options: dict[str, dict[str, str]] = {}
@@ -227,7 +228,7 @@ class S3Storage(Storage):
         key = (self.bucket, options.get("AWS_ENDPOINT_URL"))
         if key in _checked_conditional:
             return
-        probe = f".skiplake-probe-{uuid.uuid4().hex}"
+        probe = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
         try:
             first = self._put_if_absent(probe, b"")
             second = self._put_if_absent(probe, b"")

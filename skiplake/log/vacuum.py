@@ -15,6 +15,7 @@ from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interv
 from skiplake.log.deletion_vectors import dv_files
 from skiplake.log.location import is_remote, join, norm
 from skiplake.log.paths import absolute_path
+from skiplake.log.s3 import PROBE_PREFIX
 from skiplake.log.snapshot import LOG_DIR, Snapshot
 from skiplake.log.stores import storage_at
 
@@ -57,8 +58,10 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
     for obj in storage.walk():
         parts = obj.name.split("/")
         if parts[0] == LOG_DIR:
-            # Temporary files a killed committer left in _delta_log (never a commit: those are linked).
-            if len(parts) == 2 and parts[1].startswith(".tmp-") and obj.mtime_ms < stale_temp_cutoff * 1000:
+            # Temporary files a killed committer left in _delta_log (never a commit: those are
+            # linked), and an object store's conditional-write probe a killed process left.
+            if len(parts) == 2 and parts[1].startswith((".tmp-", PROBE_PREFIX)) \
+                    and obj.mtime_ms < stale_temp_cutoff * 1000:
                 doomed.append((obj.name, obj.size))
             continue
         if len(parts) > 1 and parts[0].startswith("."):

@@ -10,7 +10,6 @@ partition is fetched and filtered here, as Athena does without partition filteri
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -20,10 +19,12 @@ from pyspark.sql import functions as F
 from skiplake.catalog.client import CatalogClient, all_partitions
 from skiplake.catalog.expression import matches, parse
 from skiplake.catalog.predicates import delta_type, glue_expression
+from skiplake.errors import SkiplakeError
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import conjuncts
 from skiplake.expr.visitor import columns_of
 from skiplake.layout.partitioning import partition_dir
+from skiplake.log.location import join, resolve
 from skiplake.log.schema import Field, Schema
 
 
@@ -108,8 +109,7 @@ class CatalogTable:
         locations = [(p.get("StorageDescriptor") or {}).get("Location", "") for p in parts]
 
         hive = root is not None and all(
-            os.path.normpath(loc.removeprefix("file:")) == os.path.normpath(
-                os.path.join(root.removeprefix("file:"), partition_dir(names, dict(zip(names, p["Values"])))))
+            _canonical(loc) == join(_canonical(root), partition_dir(names, dict(zip(names, p["Values"]))))
             for loc, p in zip(locations, parts))
         if hive:
             return reader.option("basePath", root).parquet(*locations).select(
@@ -126,3 +126,12 @@ class CatalogTable:
         for df in frames[1:]:
             out = out.unionByName(df)
         return out
+
+
+def _canonical(location: str) -> str:
+    """One spelling of a catalog location (a path, file:, s3://); others (gs://, hdfs://) are
+    Spark's business and are compared as written."""
+    try:
+        return resolve(location)
+    except SkiplakeError:
+        return location.rstrip("/")

@@ -7,9 +7,9 @@ folder. Nothing is visible to readers until the commit names the files in the lo
 On an object store a rename is a copy, so nothing is renamed: Spark writes each job under its
 own prefix `_skiplake_writes/<uuid>/` with S3A's magic committer (which completes multipart
 uploads at job commit instead of renaming task output), and the log names the files where they
-are. Partition folders sit under that prefix (readers take partition values from the log), and
-files keep Spark's names, so a bucketed table's files on an object store carry their bucket in
-their tags only (pruned by bucket, not read as Spark buckets).
+are. Partition folders sit under that prefix (readers take partition values from the log); a
+bucketed table's files are written by Spark's bucketed writer, which puts the bucket id in the
+name itself.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, DataFrameWriter
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError, PartitionValueError
-from skiplake.layout.bucket_spec import BUCKET_COLUMN, BUCKET_TAG, BucketSpec, bucket_file_name
+from skiplake.layout.bucket_spec import BUCKET_COLUMN, BUCKET_TAG, BucketSpec, bucket_file_name, bucket_id_from_name
 from skiplake.layout.partitioning import check_partition_types, parse_partition_dir
 from skiplake.log.actions import AddFile
 from skiplake.log.location import is_remote, join, relative
@@ -96,12 +96,14 @@ def write_files(df: DataFrame, table_path: str, schema: Schema, partition_column
         df = bucketed(df, bucket_spec, partition_columns)
         if max_records is None and bytes_per_row:
             max_records = max(1, int(options.target_file_size / bytes_per_row))
-    dirs = list(partition_columns) + ([BUCKET_COLUMN] if bucket_spec is not None else [])
-    writer = _writer(df, options, max_records, dirs)
     if remote:
         check_s3a(df.sparkSession, table_path)
     try:
-        writer.save(staging)
+        if remote and bucket_spec is not None:
+            _save_bucketed(df, staging, options, max_records, partition_columns, bucket_spec)
+        else:
+            dirs = list(partition_columns) + ([BUCKET_COLUMN] if bucket_spec is not None else [])
+            _writer(df, options, max_records, dirs).save(staging)
     except Exception as e:
         _discard(staging)
         _explain_write_failure(e, df, table_path, partition_columns)
@@ -127,6 +129,23 @@ def _writer(df: DataFrame, options: WriteOptions, max_records: int | None, dirs:
     if options.page_rows:
         writer = writer.option("parquet.page.row.count.limit", str(options.page_rows))
     return writer.partitionBy(*dirs) if dirs else writer
+
+
+def _save_bucketed(df: DataFrame, staging: str, options: WriteOptions, max_records: int | None,
+                   partition_columns: list[str], spec: BucketSpec) -> None:
+    """A bucketed write where files cannot be renamed (object stores): Spark's own bucketed
+    writer names each file with its bucket id (`..._00003.c000.snappy.parquet`), through a
+    throwaway external table over `staging` whose entry is dropped at once (the files stay).
+    Its bucket ids are the ones skiplake computes: Spark's hash, the same spec."""
+    name = f"skiplake_write_{uuid.uuid4().hex}"
+    writer = _writer(df.drop(BUCKET_COLUMN), options, max_records, list(partition_columns))
+    writer = writer.bucketBy(spec.num_buckets, *spec.columns)
+    if spec.sort_by:
+        writer = writer.sortBy(*spec.sort_by)
+    try:
+        writer.option("path", staging).saveAsTable(name)
+    finally:
+        df.sparkSession.sql(f"DROP TABLE IF EXISTS `{name}`")
 
 
 def _adds(table_path: str, written: list["_Written"], schema: Schema, partition_columns: list[str],
@@ -190,6 +209,8 @@ def _written_in_place(table_path: str, staging: str) -> list[_Written]:
         if not name.endswith(".parquet") or name.startswith((".", "_")):
             continue
         values, bucket, _ = _folder_values(posixpath.dirname(obj.name))
+        if bucket is None:
+            bucket = bucket_id_from_name(name)  # written by _save_bucketed
         out.append(_Written(f"{prefix}/{obj.name}", values, bucket, (obj.size, obj.mtime_ms)))
     return out
 
