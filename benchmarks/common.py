@@ -107,6 +107,22 @@ def rotated(items: Sequence[Any], rep: int) -> list[Any]:
     return list(items[k:]) + list(items[:k])
 
 
+def alternate(contenders: dict[str, Callable[[], Any]], reps: int,
+              seen: Callable[[str, Any], None] | None = None) -> dict[str, list[float]]:
+    """Time each contender `reps` times after one untimed warm-up run each, taking turns going
+    first; `seen(name, result)` gets every timed run's result."""
+    for fn in contenders.values():
+        fn()
+    samples: dict[str, list[float]] = {k: [] for k in contenders}
+    for rep in range(reps):
+        for name in rotated(list(contenders), rep):
+            secs, out = timed(contenders[name])
+            samples[name].append(secs)
+            if seen is not None:
+                seen(name, out)
+    return samples
+
+
 def summary(samples: Sequence[float]) -> dict[str, Any]:
     s = sorted(samples)
     return {
