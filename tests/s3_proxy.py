@@ -40,6 +40,10 @@ class CountingProxy:
                 conn.request(self.command, self.path, body=body, headers=headers)
                 answer = conn.getresponse()
                 data = answer.read()
+                if proxy.drop_answer_now(self.command, self.headers):
+                    self.close_connection = True  # the write happened; its answer is lost on the way
+                    conn.close()
+                    return
                 self.send_response(answer.status)
                 for k, v in answer.getheaders():
                     if k.lower() not in _HOP and k.lower() != "content-length":
@@ -72,6 +76,9 @@ class CountingProxy:
     def conflict_now(self, method: str, headers) -> bool:
         return False
 
+    def drop_answer_now(self, method: str, headers) -> bool:
+        return False
+
     @property
     def count(self) -> int:
         return sum(self.by_method.values())
@@ -102,5 +109,21 @@ class ConflictingProxy(CountingProxy):
             if self.armed and method == "PUT" and headers.get("If-None-Match") and self.conflicts > 0:
                 self.conflicts -= 1
                 self.conflicts_sent += 1
+                return True
+            return False
+
+
+class LostAnswerProxy(CountingProxy):
+    """Forwards the next conditional PUT (once armed) but drops its answer, as a network failure
+    after the store wrote the object would: the SDK retries, and the retry meets our own object."""
+
+    def __init__(self, upstream: str) -> None:
+        super().__init__(upstream)
+        self.armed, self.dropped = False, 0
+
+    def drop_answer_now(self, method: str, headers) -> bool:
+        with self._lock:
+            if self.armed and method == "PUT" and headers.get("If-None-Match") and not self.dropped:
+                self.dropped += 1
                 return True
             return False

@@ -170,7 +170,11 @@ def test_bad_credentials_missing_bucket_and_foreign_schemes(spark, s3_server, tm
     with pytest.raises(BucketNotFoundError, match="does not exist"):
         skiplake.Lake(spark, "s3://no-such-bucket-here/wh", storage_options=s3_server.options
                       ).create_table("t", "id long")
+    with pytest.raises(BucketNotFoundError):  # a HEAD's bare 404 is told apart from a missing key
+        S3Storage("s3://no-such-bucket-here/wh").size("f.parquet")
     set_bucket_options(bucket, s3_server.options)
+    with pytest.raises(FileNotFoundError):
+        S3Storage(f"s3://{bucket}/wh").size("f.parquet")
     monkeypatch.chdir(tmp_path)
     for location in ("gs://b/wh", "abfss://c@a.dfs.core.windows.net/wh", "hdfs://nn/wh", "s3n://b/wh"):
         with pytest.raises(UnsupportedLocationError):
@@ -311,3 +315,26 @@ def test_bucketed_tables_on_s3_join_without_a_shuffle(spark, s3_lake, s3_server)
     got = sorted((r.k, r.a, r.b) for r in df.collect())
     assert got == sorted((i % 50, str(i), f"b{i % 50}") for i in range(260))
     assert_no_shuffle_below_join(df)
+
+
+def test_a_commit_whose_answer_was_lost_is_still_ours(s3_server):
+    """The store wrote the commit but its answer never arrived; the SDK's retry gets 412 from
+    our own object: that is a commit, not a lost race (nor a conflict with ourselves)."""
+    from tests.s3_proxy import LostAnswerProxy
+    bucket = s3_server.new_bucket()
+    with LostAnswerProxy(s3_server.endpoint) as proxy:
+        set_bucket_options(bucket, {**s3_server.options, "AWS_ENDPOINT_URL": proxy.endpoint})
+        storage = S3Storage(f"s3://{bucket}/t/_delta_log")
+        storage._check_conditional_writes()
+        proxy.armed = True
+        assert storage.put_if_absent("00000000000000000000.json", b"ours")
+        assert proxy.dropped == 1 and proxy.by_method["PUT"] >= 2  # the SDK did retry
+        assert not storage.put_if_absent("00000000000000000000.json", b"someone else")  # a real loss stays one
+    set_bucket_options(bucket, s3_server.options)
+
+
+def test_object_store_writes_skip_committer_leftovers():
+    from skiplake.spark.write import _hidden
+    assert _hidden("__magic_job-1/__base/p=1/part-0.parquet") and _hidden(".tmp/part-0.parquet")
+    assert _hidden("p=1/_SUCCESS") and not _hidden("p=1/part-0.parquet")
+    assert not _hidden("_p=1/part-0.parquet")  # a partition column whose name starts with _

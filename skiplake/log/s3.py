@@ -15,6 +15,7 @@ for the bucket (`set_bucket_options`, what `Lake(..., storage_options=...)` call
 from __future__ import annotations
 
 import io
+import logging
 import threading
 import time
 import uuid
@@ -40,6 +41,7 @@ _DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys per request
 _TAIL = 64 * 1024
 PROBE_PREFIX = ".skiplake-probe-"  # the conditional-write check's key in _delta_log/  # a Parquet footer read fetches this much of the file's end in one request
 
+log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _bucket_options: dict[str, dict[str, str]] = {}
 _clients: dict[tuple, Any] = {}
@@ -157,13 +159,17 @@ class S3Storage(Storage):
     def _key(self, name: str) -> str:
         return self.prefix + name
 
-    def _call(self, doing: str, name: str, fn: Callable[[], Any]) -> Any:
+    def _call(self, doing: str, name: str, fn: Callable[[], Any], missing_may_be_bucket: bool = True) -> Any:
         self.requests += 1
         started = time.perf_counter()
         try:
             return fn()
         except Exception as e:
             if _code(e) in ("NoSuchKey", "404") or (_status(e) == 404 and _code(e) != "NoSuchBucket"):
+                # A HEAD answer names neither the key nor the bucket as missing.
+                if _code(e) == "404" and missing_may_be_bucket and not self._bucket_exists():
+                    raise BucketNotFoundError(self.root, f"bucket {self.bucket!r} does not exist",
+                                              "Create the bucket first, or check its name and the endpoint") from None
                 raise FileNotFoundError(self.where(name)) from None
             raised = translate(e, self.where(name), doing)
             if raised is e:
@@ -171,6 +177,13 @@ class S3Storage(Storage):
             raise raised from e
         finally:
             self.request_seconds += time.perf_counter() - started
+
+    def _bucket_exists(self) -> bool:
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+            return True
+        except Exception as e:
+            return _status(e) != 404
 
     def read(self, name: str) -> bytes:
         return self._call("reading", name,
@@ -186,8 +199,11 @@ class S3Storage(Storage):
                               lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(name)))["ContentLength"])
 
     def exists(self, name: str) -> bool:
+        # Asked after every lost commit race: a missing key is the common answer, not worth a
+        # second request to tell a missing bucket apart (the PUT before it would have said so).
         try:
-            self.size(name)
+            self._call("reading", name, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(name)),
+                       missing_may_be_bucket=False)
             return True
         except FileNotFoundError:
             return False
@@ -209,7 +225,7 @@ class S3Storage(Storage):
                 cause = e.__cause__
                 code, status = _code(cause), _status(cause)  # type: ignore[arg-type]
                 if code == "PreconditionFailed" or status == 412:
-                    return False
+                    return self._ours_after_retry(cause, name, data)
                 if code == "ConditionalRequestConflict" or status == 409:
                     time.sleep(min(0.05 * 2 ** attempt, 1.0))
                     continue
@@ -222,6 +238,18 @@ class S3Storage(Storage):
         raise StorageError(self.where(name), f"{_CONFLICT_RETRIES} conditional writes in a row met a concurrent "
                            "write of the same key (409 ConditionalRequestConflict)", "Retry the operation")
 
+    def _ours_after_retry(self, error: BaseException | None, name: str, data: bytes) -> bool:
+        """Whether a 412 hides our own write: when the SDK retried the PUT (its first answer lost
+        on the way back), the object that refused the retry may be the one we wrote. Commit
+        files carry a fresh txnId, so equal bytes mean ours."""
+        response = getattr(error, "response", None) or {}
+        if not response.get("ResponseMetadata", {}).get("RetryAttempts"):
+            return False
+        try:
+            return self.read(name) == data
+        except FileNotFoundError:
+            return False
+
     def _check_conditional_writes(self) -> None:
         """Once per process and store: a second create of one key must be refused, or no commit is safe."""
         options = _bucket_options.get(self.bucket, {})
@@ -230,10 +258,14 @@ class S3Storage(Storage):
             return
         probe = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
         try:
-            first = self._put_if_absent(probe, b"")
-            second = self._put_if_absent(probe, b"")
+            # Different bytes each time, so a retried PUT is never taken for the first one.
+            first = self._put_if_absent(probe, uuid.uuid4().bytes)
+            second = self._put_if_absent(probe, uuid.uuid4().bytes)
         finally:
-            self.delete(probe)
+            try:
+                self.delete(probe)
+            except StorageError as e:  # e.g. no s3:DeleteObject; VACUUM removes stale probes
+                log.warning("could not delete the conditional-write probe %s: %s", self.where(probe), e)
         if not first or second:
             raise ConditionalWritesUnsupportedError(
                 self.root, "the store accepted a second create of one key with If-None-Match: *, so two writers "

@@ -297,15 +297,14 @@ class Snapshot:
     def load(table_path: str, version: int | None = None, storage: Storage | None = None,
              listing: LogListing | None = None) -> "Snapshot":
         storage = storage or log_storage(table_path)
-        if listing is None:
-            listing = list_latest(storage, version)
-            if 0 not in listing.commits:
-                try:
-                    return Snapshot._load(table_path, version, storage, listing)
-                except CorruptLogError:
-                    pass  # an unreadable checkpoint: replay from an older one, which needs the whole log
-                listing = list_log(storage)
-        return Snapshot._load(table_path, version, storage, listing or list_log(storage))
+        listing = listing if listing is not None else list_latest(storage, version)
+        if 0 not in listing.commits:  # listed from a checkpoint on (list_latest)
+            try:
+                return Snapshot._load(table_path, version, storage, listing)
+            except CorruptLogError:
+                pass  # an unreadable checkpoint: replay from an older one, which needs the whole log
+            listing = list_log(storage)
+        return Snapshot._load(table_path, version, storage, listing)
 
     @staticmethod
     def _load(table_path: str, version: int | None, storage: Storage, listing: LogListing) -> "Snapshot":

@@ -10,6 +10,7 @@ partition is fetched and filtered here, as Athena does without partition filteri
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -130,7 +131,10 @@ class CatalogTable:
 
 def _canonical(location: str) -> str:
     """One spelling of a catalog location (a path, file:, s3://); others (gs://, hdfs://) are
-    Spark's business and are compared as written."""
+    Spark's business and are compared as written. A file: location is not decoded: its folder
+    names are escaped as a partition's folder name is (p=a%3Db), and compared so."""
+    if location.startswith("file:"):
+        return os.path.normpath(location.removeprefix("file:"))
     try:
         return resolve(location)
     except SkiplakeError:

@@ -109,7 +109,7 @@ def write_files(df: DataFrame, table_path: str, schema: Schema, partition_column
         _explain_write_failure(e, df, table_path, partition_columns)
         raise
     if remote:
-        written = _written_in_place(table_path, staging)
+        written = _written_in_place(table_path, staging, bucket_spec is not None)
     else:
         try:
             written = _move_into_table(staging, table_path)
@@ -137,7 +137,9 @@ def _save_bucketed(df: DataFrame, staging: str, options: WriteOptions, max_recor
     writer names each file with its bucket id (`..._00003.c000.snappy.parquet`), through a
     throwaway external table over `staging` whose entry is dropped at once (the files stay).
     Its bucket ids are the ones skiplake computes: Spark's hash, the same spec."""
-    name = f"skiplake_write_{uuid.uuid4().hex}"
+    # In the built-in catalog whatever the session's default catalog is (a Glue or Iceberg one
+    # must not see it).
+    name = f"spark_catalog.default.skiplake_write_{uuid.uuid4().hex}"
     writer = _writer(df.drop(BUCKET_COLUMN), options, max_records, list(partition_columns))
     writer = writer.bucketBy(spec.num_buckets, *spec.columns)
     if spec.sort_by:
@@ -145,7 +147,7 @@ def _save_bucketed(df: DataFrame, staging: str, options: WriteOptions, max_recor
     try:
         writer.option("path", staging).saveAsTable(name)
     finally:
-        df.sparkSession.sql(f"DROP TABLE IF EXISTS `{name}`")
+        df.sparkSession.sql(f"DROP TABLE IF EXISTS {name}")
 
 
 def _adds(table_path: str, written: list["_Written"], schema: Schema, partition_columns: list[str],
@@ -200,16 +202,24 @@ def _folder_values(rel_dir: str) -> tuple[dict[str, str | None], int | None, str
     return values, bucket, rel_dir
 
 
-def _written_in_place(table_path: str, staging: str) -> list[_Written]:
+def _hidden(rel: str) -> bool:
+    """A file Spark's readers would skip: a name or folder starting with . or _ (a committer's
+    leftovers, e.g. S3A's __magic_job-* if a job's cleanup failed), partition folders aside."""
+    parts = rel.split("/")
+    return any(p.startswith(".") or (p.startswith("_") and "=" not in p) for p in parts[:-1]) \
+        or parts[-1].startswith((".", "_"))
+
+
+def _written_in_place(table_path: str, staging: str, bucketed: bool) -> list[_Written]:
     """The data files Spark wrote under `staging` on an object store, left where they are."""
     prefix = relative(table_path, staging)
     out = []
     for obj in storage_at(staging).walk():
         name = posixpath.basename(obj.name)
-        if not name.endswith(".parquet") or name.startswith((".", "_")):
+        if not name.endswith(".parquet") or _hidden(obj.name):
             continue
         values, bucket, _ = _folder_values(posixpath.dirname(obj.name))
-        if bucket is None:
+        if bucket is None and bucketed:
             bucket = bucket_id_from_name(name)  # written by _save_bucketed
         out.append(_Written(f"{prefix}/{obj.name}", values, bucket, (obj.size, obj.mtime_ms)))
     return out
