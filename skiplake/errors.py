@@ -264,3 +264,9 @@ class AlreadyExistsError(CatalogError):
 
 class ResourceNumberLimitExceededError(CatalogError):
     code = "ResourceNumberLimitExceededException"
+
+
+class ValidationError(CatalogError):
+    """A request that breaks Glue's API model (a missing member, a wrong type, a string too long
+    or not of its pattern, ...), refused before it reaches the catalog, as Glue's front end does."""
+    code = "ValidationException"

@@ -6,7 +6,9 @@ the operation and whose body is the request as JSON; the response is JSON
 with `{"__type": "<Glue error type>", "message": ...}` and the same type in
 `x-amzn-ErrorType`, which is what botocore turns into `client.exceptions.<Type>`.
 
-Requests are not signature-checked: the server is meant for loopback and trusted networks.
+Requests are checked against Glue's API model (skiplake.catalog.validation) and refused with
+ValidationException before they reach the catalog. They are not signature-checked: the server is
+meant for loopback and trusted networks.
 
     skiplake catalog serve --db sqlite:///catalog.db --host 127.0.0.1 --port 9700
 """
@@ -19,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from skiplake.catalog.service import GlueCatalog
-from skiplake.errors import CatalogError
+from skiplake.errors import CatalogError, ValidationError
 
 CONTENT_TYPE = "application/x-amz-json-1.1"
 TARGET_PREFIX = "AWSGlue."
@@ -61,12 +63,14 @@ def _handler(catalog: GlueCatalog) -> type[BaseHTTPRequestHandler]:
                 return
             try:
                 params = json.loads(raw or b"{}")
+                if not isinstance(params, dict):
+                    raise ValidationError("1 validation error detected: the request body must be a JSON object")
                 result = catalog.call(target[len(TARGET_PREFIX):], params)
             except CatalogError as e:
                 self._send(400, {"__type": e.code, "message": e.message}, e.code)
                 return
-            except (json.JSONDecodeError, TypeError) as e:
-                self._send(400, {"__type": "InvalidInputException", "message": f"bad request: {e}"},
+            except (ValueError, TypeError, RecursionError) as e:  # not JSON, not UTF-8, nested too deep
+                self._send(400, {"__type": "InvalidInputException", "message": f"bad request: {str(e)[:300]}"},
                            "InvalidInputException")
                 return
             except Exception as e:  # noqa: BLE001 (a server answers, it does not die)

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection, Engine
 from skiplake.catalog import store
 from skiplake.catalog.expression import Expr, Key, matches, parse, type_kind, typed_value
 from skiplake.catalog.index_keys import KeyRange, encode, index_problem, plan_range
+from skiplake.catalog.validation import validate
 from skiplake.errors import (
     AlreadyExistsError,
     CatalogError,
@@ -87,6 +88,7 @@ class GlueCatalog:
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         if operation not in OPERATIONS:
             raise InvalidInputError(f"unknown operation {operation!r}; this catalog serves {', '.join(OPERATIONS)}")
+        validate(operation, params)  # Glue's API model first: types, lengths, patterns, required members
         method: Callable[..., dict[str, Any]] = getattr(self, _snake(operation))
         return method(**params)
 
