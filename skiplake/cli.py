@@ -185,8 +185,13 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     from skiplake.catalog.server import CatalogServer
     from skiplake.catalog.service import GlueCatalog
-    server = CatalogServer(GlueCatalog(args.db), args.host, args.port)
-    sys.stderr.write(f"skiplake catalog: serving AWS Glue's API for {args.db} on {server.endpoint}\n")
+    principals = None
+    if args.credentials:
+        from skiplake.catalog.auth import load_principals
+        principals = load_principals(args.credentials)
+    server = CatalogServer(GlueCatalog(args.db), args.host, args.port, principals=principals)
+    checked = f", SigV4 required ({len(principals)} principals)" if principals else ", requests not signature-checked"
+    sys.stderr.write(f"skiplake catalog: serving AWS Glue's API for {args.db} on {server.endpoint}{checked}\n")
     sys.stderr.flush()
     try:
         server.serve_forever()
@@ -341,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="SQLAlchemy URL: sqlite:///FILE (default %(default)s) or postgresql+psycopg://...")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=9700)
+    serve.add_argument("--credentials", metavar="FILE",
+                       help='JSON {"principals": [{"access_key_id", "secret_access_key", "role": "read-write" or '
+                            '"read-only"}]}: every request must then carry a valid AWS SigV4 signature of one of them')
     sync = catalog_sub.add_parser("sync", help="register the partition folders found under a table's location "
                                   "(like MSCK REPAIR TABLE)",
                                   description="register the partition folders found under a table's location "

@@ -26,8 +26,13 @@ def catalog_client(catalog: Any) -> CatalogClient:
     if isinstance(catalog, str):
         if catalog.startswith(("http://", "https://")):
             import boto3
-            return Boto3Catalog(boto3.client("glue", endpoint_url=catalog, region_name="us-east-1",
-                                             aws_access_key_id="x", aws_secret_access_key="x"))
+            # The standard AWS chain signs the requests (a server with --credentials checks them);
+            # with no credentials anywhere, placeholder keys for a server that checks none.
+            session = boto3.session.Session()
+            keys = {} if session.get_credentials() is not None else {"aws_access_key_id": "x",
+                                                                      "aws_secret_access_key": "x"}
+            return Boto3Catalog(session.client("glue", endpoint_url=catalog,
+                                               region_name=session.region_name or "us-east-1", **keys))
         return GlueCatalog(catalog)
     if hasattr(catalog, "call"):
         return catalog

@@ -7,8 +7,9 @@ with `{"__type": "<Glue error type>", "message": ...}` and the same type in
 `x-amzn-ErrorType`, which is what botocore turns into `client.exceptions.<Type>`.
 
 Requests are checked against Glue's API model (skiplake.catalog.validation) and refused with
-ValidationException before they reach the catalog. They are not signature-checked: the server is
-meant for loopback and trusted networks.
+ValidationException before they reach the catalog. Given principals (`--credentials FILE`), the
+server checks each request's AWS Signature Version 4 (skiplake.catalog.auth) and lets read-only
+principals call Get*/BatchGet* only; without them it trusts every request (loopback use).
 
     skiplake catalog serve --db sqlite:///catalog.db --host 127.0.0.1 --port 9700
 """
@@ -18,8 +19,9 @@ import datetime as dt
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Mapping
 
+from skiplake.catalog.auth import AuthError, Principal, Verifier
 from skiplake.catalog.service import GlueCatalog
 from skiplake.errors import CatalogError, ValidationError
 
@@ -35,7 +37,23 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot encode {type(value).__name__}")
 
 
-def _handler(catalog: GlueCatalog) -> type[BaseHTTPRequestHandler]:
+def _refusal(verifier: Verifier | None, path: str, headers: dict[str, str], body: bytes,
+             operation: str) -> AuthError | None:
+    """Why the request's sender may not make it (bad or no signature, a read-only principal
+    writing), or None; always None on a server without principals."""
+    if verifier is None:
+        return None
+    try:
+        principal = verifier.verify("POST", path, headers, body)
+    except AuthError as e:
+        return e
+    if not principal.may_call(operation):
+        return AuthError("AccessDeniedException", f"principal {principal.access_key_id} is {principal.role} "
+                         f"and may not call {operation}")
+    return None
+
+
+def _handler(catalog: GlueCatalog, verifier: Verifier | None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -61,11 +79,16 @@ def _handler(catalog: GlueCatalog) -> type[BaseHTTPRequestHandler]:
                                  "message": f"X-Amz-Target must be {TARGET_PREFIX}<Operation>, not {target!r}"},
                            "InvalidInputException")
                 return
+            operation = target[len(TARGET_PREFIX):]
+            refused = _refusal(verifier, self.path, dict(self.headers.items()), raw if length else b"", operation)
+            if refused is not None:
+                self._send(refused.status, {"__type": refused.code, "message": refused.message}, refused.code)
+                return
             try:
                 params = json.loads(raw or b"{}")
                 if not isinstance(params, dict):
                     raise ValidationError("1 validation error detected: the request body must be a JSON object")
-                result = catalog.call(target[len(TARGET_PREFIX):], params)
+                result = catalog.call(operation, params)
             except CatalogError as e:
                 self._send(400, {"__type": e.code, "message": e.message}, e.code)
                 return
@@ -85,9 +108,12 @@ def _handler(catalog: GlueCatalog) -> type[BaseHTTPRequestHandler]:
 class CatalogServer:
     """The catalog served over HTTP on (host, port); port 0 picks a free one."""
 
-    def __init__(self, catalog: GlueCatalog, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, catalog: GlueCatalog, host: str = "127.0.0.1", port: int = 0,
+                 principals: Mapping[str, Principal] | None = None) -> None:
+        """With `principals`, every request must carry a valid SigV4 signature of one of them."""
         self.catalog = catalog
-        self.httpd = ThreadingHTTPServer((host, port), _handler(catalog))
+        verifier = Verifier(principals) if principals else None
+        self.httpd = ThreadingHTTPServer((host, port), _handler(catalog, verifier))
         self.httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
