@@ -168,9 +168,11 @@ def _cell(v: Any, column: str | None = None) -> str:
 def _check_table_dir(path: str) -> bool:
     """True if a previous table is at `path` (to be replaced); refuse a folder that is not a table."""
     if is_remote(path):
+        if has_log(path):
+            return True
         storage = storage_at(path)
-        if has_log(path) or not (storage.list() or storage.dirs()):
-            return has_log(path)
+        if not (storage.list() or storage.dirs()):
+            return False
     else:
         if not os.path.exists(path):
             return False

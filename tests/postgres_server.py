@@ -10,11 +10,12 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
 from dataclasses import dataclass
+
+from tests.net import free_port
 
 
 class PostgresUnavailable(Exception):
@@ -37,12 +38,6 @@ def _install() -> None:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         subprocess.run(["apt-get", "install", "-y", "-q", "postgresql"], check=True, env=env,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -78,7 +73,7 @@ def start() -> PostgresServer:
         as_user = ["runuser", "-u", "postgres", "--"]
         shutil.chown(root, "postgres")
     data = os.path.join(root, "data")
-    port = _free_port()
+    port = free_port()
     server = PostgresServer(bin_dir, root, port, as_user)
     server.run(os.path.join(bin_dir, "initdb"), "-D", data, "-A", "trust", "-U", "skiplake", "-E", "UTF8",
                "--locale=C")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,6 +18,8 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.net import free_port
 
 S3PROXY = "org.gaul:s3proxy:4.0.0:jar:jar-with-dependencies"
 ACCESS_KEY = "skiplake-test"
@@ -35,12 +36,6 @@ def s3proxy_jar() -> str:
             return found[-1]
     subprocess.run(["mvn", "-q", "dependency:get", f"-Dartifact={S3PROXY}", "-Dtransitive=false"], check=True)
     return s3proxy_jar()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

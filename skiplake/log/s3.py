@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import threading
 import time
 import uuid
@@ -90,7 +91,8 @@ def _new_client(options: Mapping[str, str]) -> Any:
     import boto3
     from botocore.config import Config
     session = boto3.session.Session(profile_name=options.get("AWS_PROFILE"))
-    endpoint = options.get("AWS_ENDPOINT_URL") or _env_endpoint(session)
+    endpoint = options.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3") \
+        or os.environ.get("AWS_ENDPOINT_URL") or None
     region = options.get("AWS_REGION") or session.region_name or ("us-east-1" if endpoint else None)
     # S3-compatible servers on an address (127.0.0.1:9000) have no per-bucket host names.
     config = Config(s3={"addressing_style": "path"} if endpoint else {},
@@ -99,11 +101,6 @@ def _new_client(options: Mapping[str, str]) -> Any:
                           aws_access_key_id=options.get("AWS_ACCESS_KEY_ID"),
                           aws_secret_access_key=options.get("AWS_SECRET_ACCESS_KEY"),
                           aws_session_token=options.get("AWS_SESSION_TOKEN"), config=config)
-
-
-def _env_endpoint(session: Any) -> str | None:
-    import os
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
 
 
 def _code(error: Exception) -> str:
@@ -194,16 +191,18 @@ class S3Storage(Storage):
         return self._call("reading", name, lambda: self.client.get_object(
             Bucket=self.bucket, Key=self._key(name), Range=f"bytes={start}-{end - 1}")["Body"].read())
 
+    def _head(self, name: str, missing_may_be_bucket: bool = True) -> dict[str, Any]:
+        return self._call("reading", name, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(name)),
+                          missing_may_be_bucket)
+
     def size(self, name: str) -> int:
-        return int(self._call("reading", name,
-                              lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(name)))["ContentLength"])
+        return int(self._head(name)["ContentLength"])
 
     def exists(self, name: str) -> bool:
         # Asked after every lost commit race: a missing key is the common answer, not worth a
         # second request to tell a missing bucket apart (the PUT before it would have said so).
         try:
-            self._call("reading", name, lambda: self.client.head_object(Bucket=self.bucket, Key=self._key(name)),
-                       missing_may_be_bucket=False)
+            self._head(name, missing_may_be_bucket=False)
             return True
         except FileNotFoundError:
             return False

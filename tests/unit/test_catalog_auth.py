@@ -20,6 +20,7 @@ from skiplake.catalog.auth import AuthError, Principal, Verifier, load_principal
 from skiplake.catalog.server import CatalogServer
 from skiplake.catalog.service import GlueCatalog
 from skiplake.errors import InvalidArgumentError
+from tests.net import catalog_serve, retry_while_starting
 
 PRINCIPALS = {"AKWRITER": Principal("AKWRITER", "writer-secret", "read-write"),
               "AKREADER": Principal("AKREADER", "reader-secret", "read-only")}
@@ -126,33 +127,13 @@ def test_an_endpoint_catalog_signs_with_the_standard_aws_chain(server, monkeypat
 
 
 def test_catalog_serve_with_a_credentials_file(tmp_path):
-    import os
-    import socket
-    import subprocess
-    import sys
-    import time
     creds = tmp_path / "creds.json"
     creds.write_text(json.dumps({"principals": [{"access_key_id": "AKCLI", "secret_access_key": "cli-secret"}]}))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "skiplake.cli", "catalog", "serve", "--db",
-                             f"sqlite:///{tmp_path / 'cli.db'}", "--port", str(port), "--credentials", str(creds)],
-                            stderr=subprocess.PIPE, env={**os.environ})
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
+    with catalog_serve(f"sqlite:///{tmp_path / 'cli.db'}", "--credentials", str(creds)) as endpoint:
         good = boto3.client("glue", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="AKCLI",
                             aws_secret_access_key="cli-secret", config=Config(retries={"max_attempts": 1}))
-        for _ in range(100):
-            try:
-                good.create_database(DatabaseInput={"Name": "d"})
-                break
-            except Exception:  # noqa: BLE001 (the server is still starting)
-                time.sleep(0.1)
+        retry_while_starting(lambda: good.create_database(DatabaseInput={"Name": "d"}))
         assert [d["Name"] for d in good.get_databases()["DatabaseList"]] == ["d"]
         bad = boto3.client("glue", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="x",
                            aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}))
         assert _code(lambda: bad.get_databases()) == "UnrecognizedClientException"
-    finally:
-        proc.terminate()
-        proc.wait(10)

@@ -6,6 +6,7 @@ import pytest
 
 from skiplake.catalog.server import CatalogServer
 from skiplake.catalog.service import GlueCatalog
+from tests.net import catalog_serve, retry_while_starting
 
 
 @pytest.fixture()
@@ -51,27 +52,8 @@ def test_boto3_round_trip(glue):
 
 
 def test_cli_serves_the_catalog(tmp_path):
-    import os
-    import socket
-    import subprocess
-    import sys
-    import time
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "skiplake.cli", "catalog", "serve", "--db",
-                             f"sqlite:///{tmp_path / 'cli.db'}", "--port", str(port)],
-                            stderr=subprocess.PIPE, env={**os.environ})
-    try:
-        client = boto3.client("glue", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+    with catalog_serve(f"sqlite:///{tmp_path / 'cli.db'}") as endpoint:
+        client = boto3.client("glue", endpoint_url=endpoint, region_name="us-east-1",
                               aws_access_key_id="x", aws_secret_access_key="x")
-        for _ in range(100):
-            try:
-                client.create_database(DatabaseInput={"Name": "d"})
-                break
-            except Exception:  # noqa: BLE001 (the server is still starting)
-                time.sleep(0.1)
+        retry_while_starting(lambda: client.create_database(DatabaseInput={"Name": "d"}))
         assert [d["Name"] for d in client.get_databases()["DatabaseList"]] == ["d"]
-    finally:
-        proc.terminate()
-        proc.wait(10)
