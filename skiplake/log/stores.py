@@ -22,11 +22,6 @@ def parquet_source(path: str, size: int | None = None) -> str | BinaryIO:
     return S3Storage(dirname(path)).open_input(basename(path), size)
 
 
-def read_bytes(path: str) -> bytes:
-    """A whole file, local or on an object store."""
-    return storage_at(dirname(path)).read(basename(path))
-
-
 def missing(root: str, paths: list[str]) -> list[str]:
     """The full paths among `paths` (files of the table at `root`) that do not exist; on an object
     store by one listing of the table rather than a request per file."""
