@@ -16,10 +16,11 @@ index validated it) makes comparisons on it unknown, so it never matches.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
 from skiplake.errors import InvalidInputError
 
@@ -298,17 +299,21 @@ def like_regex(pattern: str) -> re.Pattern:
 
 
 def parse_date(text: str) -> dt.date:
-    m = re.fullmatch(r"\s*(\d{1,4})-(\d{1,2})-(\d{1,2})\s*", text)
+    m = _DATE.fullmatch(text)
     if m is None:
         raise ValueError(text)
     return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+
+
+_INTEGER = re.compile(r"[-+]?\d+")
+_DATE = re.compile(r"\s*(\d{1,4})-(\d{1,2})-(\d{1,2})\s*")
 
 
 def typed_value(raw: str, kind: str) -> Any:
     """A string (stored partition value or literal) as a value of `kind`; ValueError if it is not one."""
     if kind == "integer":
         text = raw.strip()
-        if not re.fullmatch(r"[-+]?\d+", text):
+        if not _INTEGER.fullmatch(text):
             raise ValueError(raw)
         return int(text)
     if kind == "date":
@@ -343,57 +348,112 @@ def parse(text: str, partition_keys: Sequence[tuple[str, str]]) -> Expr:
 # ------------------------------------------------------------------ evaluation
 
 
-def matches(expr: Expr, values: Mapping[str, str | None]) -> bool:
+Values = Mapping[str, "str | None"]
+
+
+def matches(expr: Expr, values: Values) -> bool:
     """Whether a partition (key name -> stored string value) satisfies `expr`."""
-    return _eval(expr, values) is True
+    return matcher(expr)(values)
 
 
-def _value(key: Key, values: Mapping[str, str | None]) -> Any:
-    raw = values.get(key.name)
-    if raw is None:
+def matcher(expr: Expr) -> Callable[[Values], bool]:
+    """`matches` for one expression and many partitions: the tree is walked once, here, into
+    closures, instead of once per partition."""
+    test = _compile(expr)
+    return lambda values: test(values) is True
+
+
+_OPS = {"=": operator.eq, "<>": operator.ne, ">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le}
+
+
+def residual(expr: Expr, covered: Sequence[Expr]) -> Expr | None:
+    """What of `expr` is left to test once the AND conjuncts in `covered` are known to hold
+    (an index range enforces them); None when nothing is."""
+    rest = [c for c in conjuncts(expr) if not any(c is k for k in covered)]
+    if not rest:
         return None
-    try:
-        return typed_value(raw, key.kind)
-    except ValueError:
-        return None
+    return rest[0] if len(rest) == 1 else And(tuple(rest))
 
 
-_OPS = {"=": lambda a, b: a == b, "<>": lambda a, b: a != b, ">": lambda a, b: a > b,
-        "<": lambda a, b: a < b, ">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b}
+def _reader(key: Key) -> Callable[[Values], Any]:
+    """A partition's value of `key` as its type, None when it is NULL or not of the type."""
+    name, kind = key.name, key.kind
+    if kind == "string":
+        return lambda values: values.get(name)
+
+    def read(values: Values) -> Any:
+        raw = values.get(name)
+        if raw is None:
+            return None
+        try:
+            return typed_value(raw, kind)
+        except ValueError:
+            return None
+    return read
 
 
-def _eval(expr: Expr, values: Mapping[str, str | None]) -> bool | None:
-    """SQL's three-valued result of `expr` on one partition's values (None is NULL)."""
+def _compile(expr: Expr) -> Callable[[Values], "bool | None"]:
+    """SQL's three-valued result of `expr` on one partition's values (None is NULL), as a function."""
     if isinstance(expr, (And, Or)):
-        return _eval_junction(expr, values)
+        return _junction(expr)
     if isinstance(expr, Not):
-        v = _eval(expr.child, values)
-        return None if v is None else not v
+        child = _compile(expr.child)
+
+        def negate(values: Values) -> bool | None:
+            v = child(values)
+            return None if v is None else not v
+        return negate
     if isinstance(expr, IsNull):
-        present = values.get(expr.key.name) is not None
-        return present if expr.negated else not present
-    v = _value(expr.key, values)
-    if v is None:
-        return None
+        name, negated = expr.key.name, expr.negated
+        return lambda values: (values.get(name) is not None) is negated
+    return _test(expr)
+
+
+def _test(expr: Expr) -> Callable[[Values], "bool | None"]:
+    """A comparison of one key's value: NULL when the partition has no value of the key's type."""
+    read = _reader(expr.key)  # type: ignore[union-attr]
     if isinstance(expr, Compare):
-        return _OPS[expr.op](v, expr.value)
+        op, literal = _OPS[expr.op], expr.value
+
+        def compare(values: Values) -> bool | None:
+            v = read(values)
+            return None if v is None else op(v, literal)
+        return compare
     if isinstance(expr, Between):
-        return expr.low <= v <= expr.high
+        low, high = expr.low, expr.high
+
+        def between(values: Values) -> bool | None:
+            v = read(values)
+            return None if v is None else low <= v <= high
+        return between
     if isinstance(expr, In):
-        return v in expr.values
+        members = expr.values
+
+        def within(values: Values) -> bool | None:
+            v = read(values)
+            return None if v is None else v in members
+        return within
     if isinstance(expr, Like):
-        return expr.regex.fullmatch(str(values.get(expr.key.name))) is not None
+        regex, name = expr.regex, expr.key.name
+
+        def like(values: Values) -> bool | None:
+            return None if read(values) is None else regex.fullmatch(str(values.get(name))) is not None
+        return like
     raise TypeError(f"not an expression node: {expr!r}")
 
 
-def _eval_junction(expr: And | Or, values: Mapping[str, str | None]) -> bool | None:
+def _junction(expr: And | Or) -> Callable[[Values], "bool | None"]:
     """AND stops at the first FALSE, OR at the first TRUE; a NULL child makes the rest NULL."""
     decisive = isinstance(expr, Or)
-    out: bool | None = not decisive
-    for c in expr.children:
-        v = _eval(c, values)
-        if v is decisive:
-            return decisive
-        if v is None:
-            out = None
-    return out
+    children = [_compile(c) for c in expr.children]
+
+    def junction(values: Values) -> bool | None:
+        out: bool | None = not decisive
+        for child in children:
+            v = child(values)
+            if v is decisive:
+                return decisive
+            if v is None:
+                out = None
+        return out
+    return junction

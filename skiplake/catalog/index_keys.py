@@ -71,6 +71,9 @@ class KeyRange:
     low: str | None
     high: str | None
     keys_used: tuple[str, ...]   # index keys the range constrains, for explain output
+    # The expression's AND conjuncts that every key in the range satisfies: a candidate the
+    # index returns needs only the other conjuncts tested.
+    covered: tuple[Expr, ...] = ()
 
     def contains(self, s: str) -> bool:
         return (self.low is None or s >= self.low) and (self.high is None or s < self.high)
@@ -109,6 +112,7 @@ def plan_range(expr: Expr, index_keys: Sequence[Key]) -> KeyRange | None:
     parts = conjuncts(expr)
     prefix: list[str] = []
     used: list[str] = []
+    covered: list[Expr] = []
     for key in index_keys:
         mine = [p for p in parts if isinstance(p, (Compare, Between)) and p.key.name == key.name]
         equal = [p for p in mine if isinstance(p, Compare) and p.op == "="]
@@ -118,6 +122,7 @@ def plan_range(expr: Expr, index_keys: Sequence[Key]) -> KeyRange | None:
                 return KeyRange("", "", tuple(used + [key.name]))  # a = 1 AND a = 2: nothing
             prefix.append(encode_component(equal[0].value, key.kind))
             used.append(key.name)
+            covered += equal   # a range on this key besides is not in the key range: not covered
             continue
         ranged = [p for p in mine if isinstance(p, Between) or (isinstance(p, Compare) and p.op in ("<", "<=", ">", ">="))]
         if not ranged:
@@ -133,10 +138,11 @@ def plan_range(expr: Expr, index_keys: Sequence[Key]) -> KeyRange | None:
         else:
             hi = head + encode_component(high[0], key.kind) + (END if high[1] else "")
         used.append(key.name)
-        return KeyRange(lo, hi, tuple(used))
+        return KeyRange(lo, hi, tuple(used), tuple(covered + ranged))
     if not used:
         return None
     fixed = SEP.join(prefix)
     if len(used) == len(index_keys):
-        return KeyRange(fixed, fixed + SEP, tuple(used))  # the whole key is fixed: exactly that string
-    return KeyRange(fixed + SEP, fixed + END, tuple(used))
+        # the whole key is fixed: exactly that string
+        return KeyRange(fixed, fixed + SEP, tuple(used), tuple(covered))
+    return KeyRange(fixed + SEP, fixed + END, tuple(used), tuple(covered))
