@@ -183,20 +183,20 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.catalog_command != "serve":
         sys.stderr.write("skiplake catalog: name a command: serve, sync\n")
         return EXIT_ERROR
-    from skiplake.catalog.server import CatalogServer
-    from skiplake.catalog.service import GlueCatalog
-    principals = None
-    if args.credentials:
-        from skiplake.catalog.auth import load_principals
-        principals = load_principals(args.credentials)
-    server = CatalogServer(GlueCatalog(args.db), args.host, args.port, principals=principals)
-    checked = f", SigV4 required ({len(principals)} principals)" if principals else ", requests not signature-checked"
-    sys.stderr.write(f"skiplake catalog: serving AWS Glue's API for {args.db} on {server.endpoint}{checked}\n")
+    from skiplake.catalog.app import Limits
+    from skiplake.catalog.server import ServeOptions, serve
+    options = ServeOptions(
+        db=args.db, host=args.host, port=args.port, credentials=args.credentials, workers=args.workers,
+        tls_cert=args.tls_cert, tls_key=args.tls_key, access_log=None if args.access_log == "off" else args.access_log,
+        graceful_timeout=args.graceful_timeout, keep_alive=args.keep_alive, max_connections=args.max_connections,
+        limits=Limits(max_body_bytes=args.max_request_bytes, body_timeout=args.body_timeout,
+                      request_timeout=args.request_timeout, threads=args.threads))
+    options.check()
+    checked = "SigV4 required" if args.credentials else "requests not signature-checked"
+    sys.stderr.write(f"skiplake catalog: serving AWS Glue's API for {args.db} on {options.scheme}://{args.host}:"
+                     f"{args.port} ({args.workers} worker{'s' if args.workers > 1 else ''}, {checked})\n")
     sys.stderr.flush()
-    try:
-        server.serve_forever()
-    finally:
-        server.stop()
+    serve(options)
     return EXIT_OK
 
 
@@ -349,6 +349,26 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--credentials", metavar="FILE",
                        help='JSON {"principals": [{"access_key_id", "secret_access_key", "role": "read-write" or '
                             '"read-only"}]}: every request must then carry a valid AWS SigV4 signature of one of them')
+    serve.add_argument("--workers", type=int, default=1, metavar="N",
+                       help="worker processes (default 1); about one per core, each with its own DB connections")
+    serve.add_argument("--threads", type=int, default=4, metavar="N",
+                       help="catalog calls at once per worker (default 4)")
+    serve.add_argument("--tls-cert", metavar="PEM", help="serve HTTPS with this certificate (chain) file")
+    serve.add_argument("--tls-key", metavar="PEM", help="the certificate's private key")
+    serve.add_argument("--access-log", default="-", metavar="FILE",
+                       help="one JSON line per request: - for stderr (default), a file, or off")
+    serve.add_argument("--max-request-bytes", type=int, default=8 * 1024 * 1024, metavar="N",
+                       help="largest request body accepted (default 8 MiB); larger ones get 413")
+    serve.add_argument("--body-timeout", type=float, default=30.0, metavar="S",
+                       help="seconds for a request's body to arrive (default 30); slower ones get 408")
+    serve.add_argument("--request-timeout", type=float, default=60.0, metavar="S",
+                       help="seconds for the catalog to answer (default 60), else OperationTimeoutException")
+    serve.add_argument("--graceful-timeout", type=float, default=30.0, metavar="S",
+                       help="seconds in-flight requests get to finish after SIGTERM (default 30)")
+    serve.add_argument("--keep-alive", type=int, default=5, metavar="S",
+                       help="seconds an idle client connection stays open (default 5)")
+    serve.add_argument("--max-connections", type=int, default=1000, metavar="N",
+                       help="open connections per worker before new requests get 503 (default 1000)")
     sync = catalog_sub.add_parser("sync", help="register the partition folders found under a table's location "
                                   "(like MSCK REPAIR TABLE)",
                                   description="register the partition folders found under a table's location "

@@ -5,7 +5,9 @@ SignedHeaders=<h1;h2;...>, Signature=<hex>` and `X-Amz-Date`. The server rebuild
 request from what it received (method, path, query, the signed headers, the body's SHA-256),
 derives the signing key from the principal's secret and the credential scope, and compares
 signatures in constant time. A request older or newer than 5 minutes is refused (as AWS does), and
-so is one whose signature was already seen in that window (a replay).
+so is a write whose signature was already seen in that window (a replay; an old UpdateTable
+replayed would undo a newer one). Reads are not tracked: boto3 signs an identical read made
+twice in one second identically, and repeating a read changes nothing.
 
 Principals come from a JSON file: `{"principals": [{"access_key_id": ..., "secret_access_key":
 ..., "role": "read-write" | "read-only"}]}`. A read-only principal may call Get* and BatchGet*
@@ -19,9 +21,14 @@ import hmac
 import json
 import threading
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Protocol
 from urllib.parse import parse_qsl, quote
 
+from sqlalchemy import delete, insert, text
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+
+from skiplake.catalog import store
 from skiplake.errors import CatalogError, InvalidArgumentError
 
 MAX_SKEW = dt.timedelta(minutes=5)
@@ -44,7 +51,12 @@ class Principal:
     role: str = "read-write"
 
     def may_call(self, operation: str) -> bool:
-        return self.role == "read-write" or operation.startswith(("Get", "BatchGet"))
+        return self.role == "read-write" or is_read(operation)
+
+
+def is_read(operation: str) -> bool:
+    """Whether `operation` only reads the catalog (Glue's Get* and BatchGet*)."""
+    return operation.startswith(("Get", "BatchGet"))
 
 
 def load_principals(path: str) -> dict[str, Principal]:
@@ -77,16 +89,71 @@ def _canonical_query(query: str) -> str:
     return "&".join(f"{k}={v}" for k, v in pairs)
 
 
-class Verifier:
-    """Checks the signature of each request against `principals`; remembers recent signatures."""
+class SignatureLog(Protocol):
+    def first_time(self, signature: str, stamp: dt.datetime, now: dt.datetime) -> bool:
+        """Record `signature` (signed at `stamp`); False when it was recorded before."""
 
-    def __init__(self, principals: Mapping[str, Principal]) -> None:
-        self.principals = dict(principals)
+
+class MemorySignatures:
+    """Signatures seen by this process: enough for one process serving alone."""
+
+    def __init__(self) -> None:
         self._seen: dict[str, dt.datetime] = {}
         self._lock = threading.Lock()
 
+    def first_time(self, signature: str, stamp: dt.datetime, now: dt.datetime) -> bool:
+        with self._lock:
+            if signature in self._seen:
+                return False
+            self._seen[signature] = stamp
+            if len(self._seen) > 10_000:  # forget signatures past the skew window
+                self._seen = {s: t for s, t in self._seen.items() if abs(now - t) <= MAX_SKEW}
+            return True
+
+
+class DatabaseSignatures:
+    """Signatures recorded in the catalog's database, so every worker process (and a restarted
+    server) sees every other's. A row lives until its request's skew window has passed: after
+    that the timestamp check refuses the request anyway."""
+
+    PRUNE_EVERY = 1000
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def first_time(self, signature: str, stamp: dt.datetime, now: dt.datetime) -> bool:
+        expires = (max(stamp, now) + MAX_SKEW).timestamp()
+        with self._lock:
+            self._count += 1
+            prune = self._count % self.PRUNE_EVERY == 0
+        try:
+            with self.engine.begin() as conn:
+                if conn.dialect.name == "postgresql":
+                    # Losing the last few rows in a crash only reopens a window of seconds.
+                    conn.execute(text("SET LOCAL synchronous_commit = off"))
+                conn.execute(insert(store.request_signatures).values(signature=signature, expires=expires))
+                if prune:
+                    conn.execute(delete(store.request_signatures)
+                                 .where(store.request_signatures.c.expires < now.timestamp()))
+        except IntegrityError:
+            return False
+        return True
+
+
+class Verifier:
+    """Checks the signature of each request against `principals`; refuses a signature seen before."""
+
+    def __init__(self, principals: Mapping[str, Principal], seen: SignatureLog | None = None) -> None:
+        self.principals = dict(principals)
+        self.seen: SignatureLog = seen or MemorySignatures()
+
     def verify(self, method: str, path: str, headers: Mapping[str, str], body: bytes,
-               now: dt.datetime | None = None) -> Principal:
+               now: dt.datetime | None = None, once: bool = True) -> Principal:
+        """The principal who signed the request. `once` refuses a signature seen before: for
+        writes. Reads are not tracked: a client repeating one within the second that the
+        signature's timestamp resolves produces the same signature legitimately."""
         now = now or dt.datetime.now(dt.timezone.utc)
         lower = {k.lower(): v for k, v in headers.items()}
         auth = lower.get("authorization", "")
@@ -127,14 +194,7 @@ class Verifier:
         if not hmac.compare_digest(expected, signature):
             raise AuthError("InvalidSignatureException", "the request signature we calculated does not match the "
                             "signature you provided; check the secret access key and signing method")
-        self._remember(signature, stamp, now)
+        if once and not self.seen.first_time(signature, stamp, now):
+            raise AuthError("InvalidSignatureException", "this signed request was already received (a replay); "
+                            "sign every request anew")
         return principal
-
-    def _remember(self, signature: str, stamp: dt.datetime, now: dt.datetime) -> None:
-        with self._lock:
-            if signature in self._seen:
-                raise AuthError("InvalidSignatureException", "this signed request was already received (a replay); "
-                                "sign every request anew")
-            self._seen[signature] = stamp
-            if len(self._seen) > 10_000:  # forget signatures past the skew window
-                self._seen = {s: t for s, t in self._seen.items() if abs(now - t) <= MAX_SKEW}

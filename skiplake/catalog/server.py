@@ -1,135 +1,181 @@
-"""AWS Glue's wire protocol over HTTP, so boto3's Glue client talks to the catalog.
+"""The catalog served over HTTP by uvicorn, the production ASGI server.
 
-AWS JSON 1.1: every request is a POST whose `X-Amz-Target: AWSGlue.<Operation>` header names
-the operation and whose body is the request as JSON; the response is JSON
-(`application/x-amz-json-1.1`), timestamps as seconds since the epoch. An error is HTTP 400
-with `{"__type": "<Glue error type>", "message": ...}` and the same type in
-`x-amzn-ErrorType`, which is what botocore turns into `client.exceptions.<Type>`.
+Why uvicorn: it serves an ASGI application from inside Python (so tests and embedders run the
+real server in-process on a thread), supervises worker processes itself (a dead worker is
+replaced, SIGTERM drains every worker, SIGHUP replaces them one by one), speaks TLS, and parses
+HTTP with httptools under uvloop. gunicorn, the other candidate, is a master process driven
+from its own command line: it cannot run on a thread, and would need uvicorn's worker class
+anyway to serve ASGI.
 
-Requests are checked against Glue's API model (skiplake.catalog.validation) and refused with
-ValidationException before they reach the catalog. Given principals (`--credentials FILE`), the
-server checks each request's AWS Signature Version 4 (skiplake.catalog.auth) and lets read-only
-principals call Get*/BatchGet* only; without them it trusts every request (loopback use).
+Workers are processes, so each opens its own database connections and builds its own
+application from the `ServeOptions` the parent hands down in an environment variable; the
+parent opens the database once first, so the schema is created or migrated once and a bad URL
+or credentials file fails before any worker starts. Replayed signatures are recorded in the
+catalog's database (skiplake.catalog.auth.DatabaseSignatures), so a replay is caught whichever
+worker it reaches.
 
-    skiplake catalog serve --db sqlite:///catalog.db --host 127.0.0.1 --port 9700
+    skiplake catalog serve --db sqlite:///catalog.db --host 127.0.0.1 --port 9700 --workers 2
 """
 from __future__ import annotations
 
-import datetime as dt
+import dataclasses
 import json
+import logging
+import os
+import socket
+import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Mapping
+from dataclasses import dataclass, field
+from typing import Mapping
 
-from skiplake.catalog.auth import AuthError, Principal, Verifier
+from skiplake.catalog.app import ACCESS_LOG, GlueApp, Limits
+from skiplake.catalog.auth import DatabaseSignatures, Principal, Verifier, load_principals
 from skiplake.catalog.service import GlueCatalog
-from skiplake.errors import CatalogError, ValidationError
+from skiplake.errors import InvalidArgumentError
 
-CONTENT_TYPE = "application/x-amz-json-1.1"
-TARGET_PREFIX = "AWSGlue."
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        return value.timestamp()
-    if isinstance(value, dt.date):
-        return value.isoformat()
-    raise TypeError(f"cannot encode {type(value).__name__}")
+OPTIONS_ENV = "SKIPLAKE_CATALOG_SERVE"
 
 
-def _refusal(verifier: Verifier | None, path: str, headers: dict[str, str], body: bytes,
-             operation: str) -> AuthError | None:
-    """Why the request's sender may not make it (bad or no signature, a read-only principal
-    writing), or None; always None on a server without principals."""
-    if verifier is None:
-        return None
-    try:
-        principal = verifier.verify("POST", path, headers, body)
-    except AuthError as e:
-        return e
-    if not principal.may_call(operation):
-        return AuthError("AccessDeniedException", f"principal {principal.access_key_id} is {principal.role} "
-                         f"and may not call {operation}")
-    return None
+@dataclass(frozen=True)
+class ServeOptions:
+    """Everything `skiplake catalog serve` is told; what each worker rebuilds its app from."""
+    db: str = "sqlite:///catalog.db"
+    host: str = "127.0.0.1"
+    port: int = 9700
+    credentials: str | None = None      # JSON file of principals; None serves unsigned requests
+    workers: int = 1
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    access_log: str | None = "-"        # "-" is stderr, else a file; None logs no requests
+    graceful_timeout: float = 30.0      # seconds in-flight requests get after SIGTERM
+    keep_alive: int = 5                 # seconds an idle connection stays open
+    max_connections: int = 1000         # per worker; beyond it new requests get 503
+    limits: Limits = field(default_factory=Limits)
+
+    def check(self) -> None:
+        if self.workers < 1:
+            raise InvalidArgumentError(f"--workers must be at least 1, not {self.workers}")
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise InvalidArgumentError("TLS needs both --tls-cert and --tls-key")
+        for path in (self.tls_cert, self.tls_key):
+            if path and not os.path.isfile(path):
+                raise InvalidArgumentError(f"TLS file {path} does not exist")
+        if self.limits.max_body_bytes < 1024 or self.limits.body_timeout <= 0 or self.limits.request_timeout <= 0:
+            raise InvalidArgumentError("--max-request-bytes must be at least 1024 and the timeouts positive")
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "ServeOptions":
+        raw = json.loads(text)
+        return cls(**{**raw, "limits": Limits(**raw["limits"])})
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls_cert else "http"
 
 
-def _handler(catalog: GlueCatalog, verifier: Verifier | None) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+def configure_access_log(destination: str | None) -> None:
+    """One JSON line per request to stderr ("-") or a file; nothing for None."""
+    log = logging.getLogger(ACCESS_LOG)
+    log.propagate = False
+    for handler in list(log.handlers):
+        log.removeHandler(handler)
+    if destination is None:
+        log.setLevel(logging.WARNING)
+        return
+    handler = logging.StreamHandler(sys.stderr) if destination == "-" else logging.FileHandler(destination)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
-            pass  # one line per request would drown the server's own output
 
-        def _send(self, status: int, body: dict[str, Any], error_type: str | None = None) -> None:
-            data = json.dumps(body, default=_json_default).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", CONTENT_TYPE)
-            self.send_header("Content-Length", str(len(data)))
-            if error_type:
-                self.send_header("x-amzn-ErrorType", error_type)
-            self.end_headers()
-            self.wfile.write(data)
+def build_app(options: ServeOptions, catalog: GlueCatalog | None = None,
+              principals: Mapping[str, Principal] | None = None) -> GlueApp:
+    catalog = catalog or GlueCatalog(options.db)
+    if principals is None and options.credentials:
+        principals = load_principals(options.credentials)
+    verifier = Verifier(principals, DatabaseSignatures(catalog.engine)) if principals else None
+    return GlueApp(catalog, verifier, options.limits)
 
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b"{}"
-            target = self.headers.get("X-Amz-Target", "")
-            if not target.startswith(TARGET_PREFIX):
-                self._send(400, {"__type": "InvalidInputException",
-                                 "message": f"X-Amz-Target must be {TARGET_PREFIX}<Operation>, not {target!r}"},
-                           "InvalidInputException")
-                return
-            operation = target[len(TARGET_PREFIX):]
-            refused = _refusal(verifier, self.path, dict(self.headers.items()), raw if length else b"", operation)
-            if refused is not None:
-                self._send(refused.status, {"__type": refused.code, "message": refused.message}, refused.code)
-                return
-            try:
-                params = json.loads(raw or b"{}")
-                if not isinstance(params, dict):
-                    raise ValidationError("1 validation error detected: the request body must be a JSON object")
-                result = catalog.call(operation, params)
-            except CatalogError as e:
-                self._send(400, {"__type": e.code, "message": e.message}, e.code)
-                return
-            except (ValueError, TypeError, RecursionError) as e:  # not JSON, not UTF-8, nested too deep
-                self._send(400, {"__type": "InvalidInputException", "message": f"bad request: {str(e)[:300]}"},
-                           "InvalidInputException")
-                return
-            except Exception as e:  # noqa: BLE001 (a server answers, it does not die)
-                self._send(500, {"__type": "InternalServiceException", "message": str(e)[:1000]},
-                           "InternalServiceException")
-                return
-            self._send(200, result)
 
-    return Handler
+def worker_app() -> GlueApp:
+    """uvicorn's factory in each worker process: the app from the options the parent set."""
+    options = ServeOptions.from_json(os.environ[OPTIONS_ENV])
+    configure_access_log(options.access_log)
+    return build_app(options)
+
+
+def _uvicorn_config(options: ServeOptions, app: object, log_level: str = "info") -> "uvicorn.Config":  # noqa: F821
+    import uvicorn
+    return uvicorn.Config(
+        app, host=options.host, port=options.port, workers=options.workers, factory=isinstance(app, str),
+        loop="auto", http="auto", lifespan="on", access_log=False, log_level=log_level, server_header=False,
+        proxy_headers=False, ws="none", timeout_keep_alive=options.keep_alive,
+        timeout_graceful_shutdown=int(options.graceful_timeout), limit_concurrency=options.max_connections,
+        ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key)
+
+
+def serve(options: ServeOptions) -> None:
+    """Serve until SIGTERM or SIGINT, then drain: what `skiplake catalog serve` runs."""
+    options.check()
+    if options.credentials:
+        load_principals(options.credentials)   # a bad file fails here, once, not in every worker
+    GlueCatalog(options.db).engine.dispose()   # create or migrate the schema once
+    os.environ[OPTIONS_ENV] = options.to_json()
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+    config = _uvicorn_config(options, "skiplake.catalog.server:worker_app")
+    if options.workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    else:
+        uvicorn.Server(config).run()
 
 
 class CatalogServer:
-    """The catalog served over HTTP on (host, port); port 0 picks a free one."""
+    """The catalog served in this process on a thread, one worker: for tests and embedding.
+
+    `CatalogServer(catalog).start()` binds (port 0 picks a free one), `.endpoint` is its URL,
+    `.stop()` drains it."""
 
     def __init__(self, catalog: GlueCatalog, host: str = "127.0.0.1", port: int = 0,
-                 principals: Mapping[str, Principal] | None = None) -> None:
+                 principals: Mapping[str, Principal] | None = None, options: ServeOptions | None = None) -> None:
         """With `principals`, every request must carry a valid SigV4 signature of one of them."""
+        import uvicorn
         self.catalog = catalog
-        verifier = Verifier(principals) if principals else None
-        self.httpd = ThreadingHTTPServer((host, port), _handler(catalog, verifier))
-        self.httpd.daemon_threads = True
+        self.options = dataclasses.replace(options or ServeOptions(access_log=None), host=host, port=port,
+                                           workers=1)
+        self.options.check()
+        configure_access_log(self.options.access_log)
+        self.app = build_app(self.options, catalog, principals)
+        self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind((host, port))
+        # Embedded, uvicorn's own start and stop lines would only interleave with the host's output.
+        self._server = uvicorn.Server(_uvicorn_config(self.options, self.app, log_level="warning"))
         self._thread: threading.Thread | None = None
 
     @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._socket.getsockname()[:2]
+        return host, port
+
+    @property
     def endpoint(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        host, port = self.address
+        return f"{self.options.scheme}://{host}:{port}"
 
     def start(self) -> "CatalogServer":
-        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True, name="catalog-server")
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
+                                        daemon=True, name="catalog-server")
         self._thread.start()
+        while not self._server.started and self._thread.is_alive():
+            threading.Event().wait(0.01)
         return self
 
-    def serve_forever(self) -> None:
-        self.httpd.serve_forever()
-
     def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(self.options.graceful_timeout + 5)
+        self._socket.close()

@@ -86,6 +86,14 @@ index_entries = Table(
     Column("key", Text().with_variant(Text(collation="C"), "postgresql"), primary_key=True),
     Column("partition_id", Integer, ForeignKey("partitions.id", ondelete="CASCADE"), primary_key=True),
 )
+# Signed requests already served (replay protection shared by the server's workers), kept
+# until the signature's 5-minute window has passed.
+request_signatures = Table(
+    "request_signatures", metadata,
+    Column("signature", String(64), primary_key=True),
+    Column("expires", Float, nullable=False),
+)
+
 Index("ix_index_entries_partition", index_entries.c.partition_id)
 # A full scan pages through a table's partitions by id: without this the database re-reads the
 # table for every page (quadratic in the number of partitions).

@@ -4,23 +4,19 @@ are refused with AWS's error types, and nothing is written."""
 from __future__ import annotations
 
 import datetime as dt
-import http.client
 import json
 
 import boto3
 import pytest
 from botocore import UNSIGNED
-from botocore.auth import SigV4Auth
-from botocore.awsrequest import AWSRequest
 from botocore.config import Config
-from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from skiplake.catalog.auth import AuthError, Principal, Verifier, load_principals
 from skiplake.catalog.server import CatalogServer
 from skiplake.catalog.service import GlueCatalog
 from skiplake.errors import InvalidArgumentError
-from tests.net import catalog_serve, retry_while_starting
+from tests.net import catalog_serve, glue_post, retry_while_starting, signed_headers
 
 PRINCIPALS = {"AKWRITER": Principal("AKWRITER", "writer-secret", "read-write"),
               "AKREADER": Principal("AKREADER", "reader-secret", "read-only")}
@@ -63,20 +59,12 @@ def test_right_keys_work_and_roles_are_enforced(server):
 
 def _signed(server, body: dict, key: str = "AKWRITER", secret: str = "writer-secret") -> tuple[bytes, dict]:
     data = json.dumps(body).encode()
-    request = AWSRequest(method="POST", url=server.endpoint + "/", data=data, headers={
-        "X-Amz-Target": "AWSGlue.CreateDatabase", "Content-Type": "application/x-amz-json-1.1"})
-    SigV4Auth(Credentials(key, secret), "glue", "us-east-1").add_auth(request)
-    return data, dict(request.headers.items())
+    return data, signed_headers(server.endpoint, "CreateDatabase", data, key, secret)
 
 
 def _send(server, data: bytes, headers: dict) -> tuple[int, dict]:
-    host, port = server.endpoint.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=30)
-    conn.request("POST", "/", body=data, headers=headers)
-    answer = conn.getresponse()
-    out = answer.status, json.loads(answer.read())
-    conn.close()
-    return out
+    status, body, _ = glue_post(server.endpoint, "CreateDatabase", data, headers)
+    return status, body
 
 
 def test_replayed_and_expired_signatures_are_refused(server):
