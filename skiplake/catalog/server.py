@@ -31,7 +31,7 @@ from typing import Mapping
 from skiplake.catalog.app import ACCESS_LOG, GlueApp, Limits
 from skiplake.catalog.auth import DatabaseSignatures, Principal, Verifier, load_principals
 from skiplake.catalog.service import GlueCatalog
-from skiplake.errors import InvalidArgumentError
+from skiplake.errors import CatalogError, InvalidArgumentError
 
 OPTIONS_ENV = "SKIPLAKE_CATALOG_SERVE"
 
@@ -62,6 +62,9 @@ class ServeOptions:
                 raise InvalidArgumentError(f"TLS file {path} does not exist")
         if self.limits.max_body_bytes < 1024 or self.limits.body_timeout <= 0 or self.limits.request_timeout <= 0:
             raise InvalidArgumentError("--max-request-bytes must be at least 1024 and the timeouts positive")
+        if self.limits.threads < 1 or self.max_connections < 1 or self.keep_alive < 0 or self.graceful_timeout < 0:
+            raise InvalidArgumentError("--threads and --max-connections must be at least 1, --keep-alive and "
+                                       "--graceful-timeout not negative")
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self))
@@ -172,6 +175,8 @@ class CatalogServer:
         self._thread.start()
         while not self._server.started and self._thread.is_alive():
             threading.Event().wait(0.01)
+        if not self._server.started:
+            raise CatalogError(f"the catalog server on {self.endpoint} did not start (uvicorn logged why)")
         return self
 
     def stop(self) -> None:

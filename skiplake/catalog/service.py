@@ -12,10 +12,11 @@ import datetime as dt
 import json
 import threading
 import time
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 
 import orjson
-from sqlalchemy import and_, bindparam, delete, insert, select, update
+from sqlalchemy import Select, and_, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from skiplake.catalog import store
@@ -59,6 +60,22 @@ _TABLE_WITH_INDEXES = (
         store.partition_indexes.c.table_id == store.tables.c.id, store.partition_indexes.c.status == "ACTIVE")))
     .where(and_(store.tables.c.database == bindparam("database"), store.tables.c.name == bindparam("name")))
     .order_by(store.partition_indexes.c.id))
+
+
+@lru_cache(maxsize=None)
+def _index_scan(low: bool, high: bool, after: bool) -> Select:
+    """An index range scan joined to the partitions, in key order, for each shape of range."""
+    e, p = store.index_entries, store.partitions
+    q = select(e.c.key, e.c.partition_id, p).join(p, p.c.id == e.c.partition_id).where(
+        e.c.index_id == bindparam("index_id"))
+    if low:
+        q = q.where(e.c.key >= bindparam("low"))
+    if high:
+        q = q.where(e.c.key < bindparam("high"))
+    if after:
+        q = q.where((e.c.key > bindparam("after_key"))
+                    | and_(e.c.key == bindparam("after_key"), e.c.partition_id > bindparam("after_pid")))
+    return q.order_by(e.c.key, e.c.partition_id).limit(bindparam("batch"))
 
 
 def _now() -> float:
@@ -498,17 +515,12 @@ class GlueCatalog:
                     return
                 last_id = rows[-1].id
         _, rng, index_id = chosen
-        e = store.index_entries
         cur_key, cur_pid = (after if isinstance(after, list) else (None, None))
         while True:
-            q = select(e.c.key, e.c.partition_id, p).join(p, p.c.id == e.c.partition_id).where(e.c.index_id == index_id)
-            if rng.low is not None:
-                q = q.where(e.c.key >= rng.low)
-            if rng.high is not None:
-                q = q.where(e.c.key < rng.high)
-            if cur_key is not None:
-                q = q.where((e.c.key > cur_key) | and_(e.c.key == cur_key, e.c.partition_id > cur_pid))
-            rows = conn.execute(q.order_by(e.c.key, e.c.partition_id).limit(batch)).all()
+            params = {"index_id": index_id, "low": rng.low, "high": rng.high, "after_key": cur_key,
+                      "after_pid": cur_pid, "batch": batch}
+            shape = (rng.low is not None, rng.high is not None, cur_key is not None)
+            rows = conn.execute(_index_scan(*shape), params).all()
             for r in rows:
                 yield [r.key, r.partition_id], r
             if len(rows) < batch:

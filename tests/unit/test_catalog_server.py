@@ -25,7 +25,7 @@ from skiplake.catalog.app import Limits
 from skiplake.catalog.auth import DatabaseSignatures, Principal
 from skiplake.catalog.server import CatalogServer, ServeOptions
 from skiplake.catalog.service import GlueCatalog
-from skiplake.errors import InvalidArgumentError
+from skiplake.errors import CatalogError, InvalidArgumentError
 from tests.net import catalog_process, glue_post, signed_headers
 
 KEYS = {"AKSERVER": Principal("AKSERVER", "server-secret")}
@@ -184,8 +184,14 @@ def test_bad_serve_options_are_refused_before_serving(tmp_path):
         ServeOptions(tls_cert=str(tmp_path / "no.pem"), tls_key=str(tmp_path / "no.key")).check()
     with pytest.raises(InvalidArgumentError, match="--workers"):
         ServeOptions(workers=0).check()
+    with pytest.raises(InvalidArgumentError, match="--threads"):
+        ServeOptions(limits=Limits(threads=0)).check()
     options = ServeOptions(db="sqlite:///x.db", workers=3, limits=Limits(max_body_bytes=4096))
     assert ServeOptions.from_json(options.to_json()) == options
+    # Files that exist but hold no certificate: the server does not start, and says so.
+    (tmp_path / "bad.pem").write_text("not a certificate")
+    with pytest.raises(CatalogError, match="did not start"):
+        _serve(tmp_path, tls_cert=str(tmp_path / "bad.pem"), tls_key=str(tmp_path / "bad.pem"))
 
 
 def test_replay_records_are_shared_through_the_database(tmp_path):
