@@ -78,12 +78,16 @@ def error(status: int, code: str, message: str, operation: str = "", principal: 
 class GlueApp:
     """The ASGI application: `GlueApp(catalog, verifier)` is what uvicorn serves."""
 
-    def __init__(self, catalog: GlueCatalog, verifier: Verifier | None = None, limits: Limits = Limits()) -> None:
+    def __init__(self, catalog: GlueCatalog, verifier: Verifier | None = None, limits: Limits = Limits(),
+                 log: logging.Logger | None = None) -> None:
+        """`log` gets one JSON line per request at INFO; None logs nothing."""
         self.catalog = catalog
         self.verifier = verifier
         self.limits = limits
-        self.log = logging.getLogger(ACCESS_LOG)
+        self.log = log
         self._pool = ThreadPoolExecutor(limits.threads, thread_name_prefix="catalog")
+        # Health checks get their own thread, so a busy server is not reported as down.
+        self._health_pool = ThreadPoolExecutor(1, thread_name_prefix="catalog-health")
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -104,7 +108,9 @@ class GlueApp:
                 return
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True)
+        # Calls still queued were cancelled with their requests; only running ones are awaited.
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._health_pool.shutdown(wait=True, cancel_futures=True)
         self.catalog.engine.dispose()
 
     async def _http(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -166,7 +172,9 @@ class GlueApp:
         loop = asyncio.get_running_loop()
         work = loop.run_in_executor(self._pool, self.handle, path, headers, body)
         try:
-            return await asyncio.wait_for(asyncio.shield(work), self.limits.request_timeout)
+            # On timeout the call is cancelled if it has not started; one already running
+            # finishes on its thread (a database call cannot be interrupted) and is dropped.
+            return await asyncio.wait_for(work, self.limits.request_timeout)
         except asyncio.TimeoutError:
             target = headers.get("x-amz-target", "")
             return error(400, "OperationTimeoutException", f"the catalog did not answer within "
@@ -174,7 +182,13 @@ class GlueApp:
                          "(catalog serve --request-timeout)", target.removeprefix(TARGET_PREFIX))
 
     def handle(self, path: str, headers: dict[str, str], body: bytes) -> Answer:
-        """One request, start to finish, in a worker thread."""
+        """One request, start to finish, in a worker thread; always an answer in Glue's shape."""
+        try:
+            return self._handle(path, headers, body)
+        except Exception as e:  # noqa: BLE001 (a server answers, it does not die: e.g. the database went away)
+            return error(500, "InternalServiceException", f"{type(e).__name__}: {str(e)[:1000]}")
+
+    def _handle(self, path: str, headers: dict[str, str], body: bytes) -> Answer:
         target = headers.get("x-amz-target", "")
         if not target.startswith(TARGET_PREFIX):
             return error(400, "InvalidInputException", f"X-Amz-Target must be {TARGET_PREFIX}<Operation>, "
@@ -211,7 +225,7 @@ class GlueApp:
 
         loop = asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(loop.run_in_executor(self._pool, ping), 5.0)
+            await asyncio.wait_for(loop.run_in_executor(self._health_pool, ping), 5.0)
         except Exception as e:  # noqa: BLE001 (any failure means: do not send traffic here)
             return Answer(503, json.dumps({"status": "unavailable", "message": str(e)[:300] or type(e).__name__,
                                            "pid": os.getpid()}).encode(), "ServiceUnavailable")
@@ -228,7 +242,7 @@ class GlueApp:
         await send({"type": "http.response.body", "body": b"" if head_only else answer.body})
 
     def _log(self, scope: dict[str, Any], answer: Answer, request_id: str, size: int, started: float) -> None:
-        if not self.log.isEnabledFor(logging.INFO):
+        if self.log is None:
             return
         client = scope.get("client") or ("", 0)
         self.log.info(json.dumps({

@@ -145,9 +145,13 @@ class DatabaseSignatures:
 class Verifier:
     """Checks the signature of each request against `principals`; refuses a signature seen before."""
 
-    def __init__(self, principals: Mapping[str, Principal], seen: SignatureLog | None = None) -> None:
+    def __init__(self, principals: Mapping[str, Principal], seen: SignatureLog | None = None,
+                 signed: tuple[str, ...] = ("host", "x-amz-target")) -> None:
+        """`signed`: headers every signature must cover. X-Amz-Target names the operation, so
+        an unsigned one would let a captured read be replayed as a write."""
         self.principals = dict(principals)
         self.seen: SignatureLog = seen or MemorySignatures()
+        self.signed = signed
 
     def verify(self, method: str, path: str, headers: Mapping[str, str], body: bytes,
                now: dt.datetime | None = None, once: bool = True) -> Principal:
@@ -176,8 +180,9 @@ class Verifier:
         if principal is None:
             raise AuthError("UnrecognizedClientException", "the security token included in the request is invalid "
                             f"(no principal has access key {key_id!r})")
-        if "host" not in signed_headers:
-            raise AuthError("IncompleteSignatureException", "the Host header must be signed", 400)
+        for needed in self.signed:
+            if needed not in signed_headers:
+                raise AuthError("IncompleteSignatureException", f"the {needed} header must be signed", 400)
         if abs(now - stamp) > MAX_SKEW:
             raise AuthError("InvalidSignatureException", f"Signature expired: {lower['x-amz-date']} is more than 5 "
                             f"minutes from the server's time {now.strftime('%Y%m%dT%H%M%SZ')}")

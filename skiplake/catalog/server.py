@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import socket
+import ssl
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -60,6 +61,12 @@ class ServeOptions:
         for path in (self.tls_cert, self.tls_key):
             if path and not os.path.isfile(path):
                 raise InvalidArgumentError(f"TLS file {path} does not exist")
+        if self.tls_cert and self.tls_key:
+            try:
+                ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(self.tls_cert, self.tls_key)
+            except (ssl.SSLError, OSError) as e:
+                raise InvalidArgumentError(f"--tls-cert {self.tls_cert} and --tls-key {self.tls_key} do not load as a "
+                                           f"PEM certificate chain and its private key: {e}") from None
         if self.limits.max_body_bytes < 1024 or self.limits.body_timeout <= 0 or self.limits.request_timeout <= 0:
             raise InvalidArgumentError("--max-request-bytes must be at least 1024 and the timeouts positive")
         if self.limits.threads < 1 or self.max_connections < 1 or self.keep_alive < 0 or self.graceful_timeout < 0:
@@ -79,35 +86,35 @@ class ServeOptions:
         return "https" if self.tls_cert else "http"
 
 
-def configure_access_log(destination: str | None) -> None:
-    """One JSON line per request to stderr ("-") or a file; nothing for None."""
-    log = logging.getLogger(ACCESS_LOG)
+def access_log(destination: str | None, name: str = "") -> logging.Logger | None:
+    """A logger writing one JSON line per request to stderr ("-") or a file; None for None.
+    Each server gets its own (`name`), so servers in one process do not share a destination."""
+    if destination is None:
+        return None
+    log = logging.getLogger(f"{ACCESS_LOG}.{name}" if name else ACCESS_LOG)
     log.propagate = False
     for handler in list(log.handlers):
         log.removeHandler(handler)
-    if destination is None:
-        log.setLevel(logging.WARNING)
-        return
+        handler.close()
     handler = logging.StreamHandler(sys.stderr) if destination == "-" else logging.FileHandler(destination)
     handler.setFormatter(logging.Formatter("%(message)s"))
     log.addHandler(handler)
     log.setLevel(logging.INFO)
+    return log
 
 
 def build_app(options: ServeOptions, catalog: GlueCatalog | None = None,
-              principals: Mapping[str, Principal] | None = None) -> GlueApp:
+              principals: Mapping[str, Principal] | None = None, log_name: str = "") -> GlueApp:
     catalog = catalog or GlueCatalog(options.db)
     if principals is None and options.credentials:
         principals = load_principals(options.credentials)
     verifier = Verifier(principals, DatabaseSignatures(catalog.engine)) if principals else None
-    return GlueApp(catalog, verifier, options.limits)
+    return GlueApp(catalog, verifier, options.limits, access_log(options.access_log, log_name))
 
 
 def worker_app() -> GlueApp:
     """uvicorn's factory in each worker process: the app from the options the parent set."""
-    options = ServeOptions.from_json(os.environ[OPTIONS_ENV])
-    configure_access_log(options.access_log)
-    return build_app(options)
+    return build_app(ServeOptions.from_json(os.environ[OPTIONS_ENV]))
 
 
 def _uvicorn_config(options: ServeOptions, app: object, log_level: str = "info") -> "uvicorn.Config":  # noqa: F821
@@ -116,7 +123,8 @@ def _uvicorn_config(options: ServeOptions, app: object, log_level: str = "info")
         app, host=options.host, port=options.port, workers=options.workers, factory=isinstance(app, str),
         loop="auto", http="auto", lifespan="on", access_log=False, log_level=log_level, server_header=False,
         proxy_headers=False, ws="none", timeout_keep_alive=options.keep_alive,
-        timeout_graceful_shutdown=int(options.graceful_timeout), limit_concurrency=options.max_connections,
+        timeout_graceful_shutdown=options.graceful_timeout,  # type: ignore[arg-type] (uvicorn awaits it as seconds)
+        limit_concurrency=options.max_connections,
         ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key)
 
 
@@ -150,8 +158,7 @@ class CatalogServer:
         self.options = dataclasses.replace(options or ServeOptions(access_log=None), host=host, port=port,
                                            workers=1)
         self.options.check()
-        configure_access_log(self.options.access_log)
-        self.app = build_app(self.options, catalog, principals)
+        self.app = build_app(self.options, catalog, principals, log_name=f"server{id(self)}")
         self._socket = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._socket.bind((host, port))
@@ -167,16 +174,26 @@ class CatalogServer:
     @property
     def endpoint(self) -> str:
         host, port = self.address
-        return f"{self.options.scheme}://{host}:{port}"
+        return f"{self.options.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+    def _run(self) -> None:
+        try:
+            self._server.run(sockets=[self._socket])
+        except Exception as e:  # noqa: BLE001 (kept for start() to report, e.g. a certificate that does not load)
+            self._failure = e
 
     def start(self) -> "CatalogServer":
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._socket]},
-                                        daemon=True, name="catalog-server")
+        self._failure: Exception | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True, name="catalog-server")
         self._thread.start()
         while not self._server.started and self._thread.is_alive():
             threading.Event().wait(0.01)
         if not self._server.started:
-            raise CatalogError(f"the catalog server on {self.endpoint} did not start (uvicorn logged why)")
+            endpoint = self.endpoint
+            self._socket.close()
+            self.app.close()
+            why = f"{type(self._failure).__name__}: {self._failure}" if self._failure else "uvicorn logged why"
+            raise CatalogError(f"the catalog server on {endpoint} did not start ({why})")
         return self
 
     def stop(self) -> None:

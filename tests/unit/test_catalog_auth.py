@@ -9,7 +9,10 @@ import json
 import boto3
 import pytest
 from botocore import UNSIGNED
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
 from botocore.config import Config
+from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from skiplake.catalog.auth import AuthError, Principal, Verifier, load_principals
@@ -86,6 +89,18 @@ def test_replayed_and_expired_signatures_are_refused(server):
     assert verifier.verify("POST", "/", headers3, data3).role == "read-write"
     names = [d["Name"] for d in _client(server, "AKREADER", "reader-secret").get_databases()["DatabaseList"]]
     assert names == ["once"]
+
+
+def test_the_operation_header_must_be_signed(server):
+    """X-Amz-Target names the operation: a signature that leaves it out could be replayed as
+    another operation."""
+    data = json.dumps({"Name": "x"}).encode()
+    request = AWSRequest(method="POST", url=server.endpoint + "/", data=data,
+                         headers={"Content-Type": "application/x-amz-json-1.1"})
+    SigV4Auth(Credentials("AKWRITER", "writer-secret"), "glue", "us-east-1").add_auth(request)
+    headers = {**dict(request.headers.items()), "X-Amz-Target": "AWSGlue.DeleteDatabase"}
+    status, body = _send(server, data, headers)
+    assert status == 400 and body["__type"] == "IncompleteSignatureException" and "x-amz-target" in body["message"]
 
 
 def test_credentials_file(tmp_path):
