@@ -106,16 +106,6 @@ def _bounds(preds: list[Expr]) -> tuple[tuple[Any, bool] | None, tuple[Any, bool
     return low, high
 
 
-def _indexable(value: Any, kind: str) -> bool:
-    """Whether a literal has an index string that sorts as the value does (as index_problem
-    asks of stored values): a literal outside that domain cannot shape a key range."""
-    if kind == "integer":
-        return -_INT_OFFSET <= value < _INT_OFFSET
-    if kind == "string":
-        return not any(ch in str(value) for ch in FORBIDDEN)
-    return True
-
-
 def _literals(p: Expr) -> tuple[Any, ...]:
     return (p.low, p.high) if isinstance(p, Between) else (p.value,)  # type: ignore[union-attr]
 
@@ -131,7 +121,7 @@ def plan_range(expr: Expr, index_keys: Sequence[Key]) -> KeyRange | None:
         # Conjuncts whose literal has no index string (an integer past 64 bits, a string with a
         # separator character) stay out of the range, so they are tested on each candidate.
         mine = [p for p in parts if isinstance(p, (Compare, Between)) and p.key.name == key.name
-                and all(_indexable(v, key.kind) for v in _literals(p))]
+                and all(index_problem(str(v), key.kind) is None for v in _literals(p))]
         equal = [p for p in mine if isinstance(p, Compare) and p.op == "="]
         if equal:
             values = {p.value for p in equal}

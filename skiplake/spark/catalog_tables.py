@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from skiplake.catalog.client import CatalogClient, all_partitions
-from skiplake.catalog.expression import matches, parse
+from skiplake.catalog.expression import matcher, parse
 from skiplake.catalog.predicates import delta_type, glue_expression
 from skiplake.errors import SkiplakeError
 from skiplake.expr.parse import bind
@@ -90,7 +90,8 @@ class CatalogTable:
         if expression and not self.filtering_enabled:
             expr = parse(expression, self.partition_keys)
             names = [n for n, _ in self.partition_keys]
-            found = [p for p in found if matches(expr, dict(zip(names, p["Values"])))]
+            test = matcher(expr)
+            found = [p for p in found if test(dict(zip(names, p["Values"])))]
         return found
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None) -> DataFrame:
