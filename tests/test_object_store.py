@@ -338,3 +338,31 @@ def test_object_store_writes_skip_committer_leftovers():
     assert _hidden("__magic_job-1/__base/p=1/part-0.parquet") and _hidden(".tmp/part-0.parquet")
     assert _hidden("p=1/_SUCCESS") and not _hidden("p=1/part-0.parquet")
     assert not _hidden("_p=1/part-0.parquet")  # a partition column whose name starts with _
+
+
+@pytest.mark.parametrize("written, opened", [("s3a", "s3"), ("s3", "s3a")])
+def test_vacuum_keeps_files_the_log_names_under_the_other_scheme(s3_server, written, opened):
+    """A log may name files by absolute URIs in either scheme (Spark reaches both through S3A):
+    VACUUM of the table opened under the other one must not take them for strays."""
+    from skiplake.log.stores import storage_at
+    from skiplake.log.vacuum import vacuum
+    bucket = s3_server.new_bucket()
+    set_bucket_options(bucket, s3_server.options)
+    table = storage_at(f"s3://{bucket}/t")
+    for name in ("relative.parquet", "absolute.parquet", "p=1/absolute.parquet", "stray.parquet"):
+        table.put(name, b"not read by VACUUM")
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    add = {"partitionValues": {}, "size": 18, "modificationTime": 0, "dataChange": True}
+    actions = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+               {"metaData": {"id": "t", "format": {"provider": "parquet", "options": {}},
+                             "schemaString": json.dumps(schema), "partitionColumns": [], "configuration": {},
+                             "createdTime": 0}},
+               {"add": {"path": "relative.parquet", **add}},
+               {"add": {"path": f"{written}://{bucket}/t/absolute.parquet", **add}},
+               {"add": {"path": f"{written}://{bucket}/t/p%3D1/absolute.parquet", **add}}]
+    table.put("_delta_log/00000000000000000000.json", "\n".join(json.dumps(a) for a in actions).encode())
+
+    result = vacuum(f"{opened}://{bucket}/t", retention_hours=0, force=True)
+    assert result.files == ["stray.parquet"]
+    assert sorted(k for k in s3_server.keys(bucket) if k.endswith(".parquet")) == [
+        "t/absolute.parquet", "t/p=1/absolute.parquet", "t/relative.parquet"]

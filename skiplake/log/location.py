@@ -4,8 +4,9 @@ A table root is either an absolute local path (`/data/lake/sales`) or `s3://buck
 (`s3a://` too, kept as written: Spark maps both to S3A). Every other scheme is refused with
 UnsupportedLocationError: taking `gs://b/t` for a relative folder named `gs:` would create the
 table on the local disk without a word. Paths below a root are joined with `/` on object stores
-and with the OS separator on disks; `norm` never touches a URI (normpath would fold `s3://` into
-`s3:/`).
+and with the OS separator on disks. `norm` gives the spelling to compare files by: it never
+runs normpath over a URI (that would fold `s3://` into `s3:/`), and it compares `s3a://` and
+`s3://` as one.
 """
 from __future__ import annotations
 
@@ -68,8 +69,14 @@ def join(root: str, *parts: str) -> str:
 
 
 def norm(path: str) -> str:
-    """A path's one spelling for comparisons: normpath on disks, the URI as it is on object stores."""
-    return path if is_remote(path) else os.path.normpath(path)
+    """A path's one spelling for comparisons: normpath on disks; on object stores the URI with
+    `s3a://` spelled `s3://`. Spark reaches both schemes through S3A, so they name the same
+    object, and a log may name its files with either whatever the table was opened as (VACUUM
+    would otherwise take such a table's live files for strays)."""
+    if not is_remote(path):
+        return os.path.normpath(path)
+    scheme, rest = path.split(":", 1)
+    return "s3:" + rest if scheme.lower() == "s3a" else path
 
 
 def relative(root: str, path: str) -> str:

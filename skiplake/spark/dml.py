@@ -17,6 +17,7 @@ from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
+from skiplake.log.location import norm
 from skiplake.log.paths import absolute_path
 from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.spark.read import FILE_COLUMN, path_from_spark
@@ -60,9 +61,9 @@ def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str
     if not candidates:
         return [], 0
     df = txn.read_files(candidates, with_file_info=True)
-    counts = {path_from_spark(r[0]): r[1]
+    counts = {norm(path_from_spark(r[0])): r[1]
               for r in df.filter(matches(where)).groupBy(FILE_COLUMN).count().collect()}
-    return [f for f in candidates if absolute_path(txn.path, f.path) in counts], sum(counts.values())
+    return [f for f in candidates if norm(absolute_path(txn.path, f.path)) in counts], sum(counts.values())
 
 
 def _split_by_proof(txn: "Transaction", files: Sequence[AddFile], node: Node) -> tuple[list[AddFile], list[AddFile]]:

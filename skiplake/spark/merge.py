@@ -28,6 +28,7 @@ from skiplake.expr.parse import bind, parse_sql
 from skiplake.expr.tree import And, Col, Node
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
+from skiplake.log.location import norm
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import INTEGER_TYPES, is_primitive
 from skiplake.spark.build_keys import distinct_keys
@@ -196,8 +197,8 @@ def _matched_files(txn: "Transaction", source: DataFrame, c: MergeClauses, files
     dup = matched.groupBy(FILE_COLUMN, ROW_COLUMN).count().filter("count > 1").limit(1).collect()
     if dup:
         raise MergeConflictError(txn.path, path_from_spark(dup[0][FILE_COLUMN]))
-    hits = {path_from_spark(r[0]) for r in matched.select(FILE_COLUMN).distinct().collect()}
-    return [f for f in files if absolute_path(txn.path, f.path) in hits]
+    hits = {norm(path_from_spark(r[0])) for r in matched.select(FILE_COLUMN).distinct().collect()}
+    return [f for f in files if norm(absolute_path(txn.path, f.path)) in hits]
 
 
 @dataclass

@@ -113,7 +113,7 @@ def _write_in_order(txn: "Transaction", groups: list[list[AddFile]]) -> list[Add
     job), and tag each file with its inputs (COMPACTED_FROM) when its row count bears it out."""
     files = [f for g in groups for f in g]
     df = txn.read_files(files, with_file_info=True)
-    place = {absolute_path(txn.path, f.path): (g, o) for g, group in enumerate(groups) for o, f in enumerate(group)}
+    place = {norm(absolute_path(txn.path, f.path)): (g, o) for g, group in enumerate(groups) for o, f in enumerate(group)}
     keys = [(as_metadata_path(p), *place[norm(path_from_spark(p))]) for p in df.inputFiles()]
     order = txn.spark.createDataFrame(keys, "__file string, __group int, __ordinal int")
     df = df.join(F.broadcast(order), F.col(FILE_COLUMN) == F.col("__file"))

@@ -103,7 +103,7 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     marked = _read_exactly(spark, table_path, schema, partition_columns, with_dv, None, with_file_info, None,
                            file_column, tag, dv_columns=True, column_mapping=column_mapping)
     root = resolve(table_path)
-    by_path = {absolute_path(root, f.path): f for f in with_dv}
+    by_path = {norm(absolute_path(root, f.path)): f for f in with_dv}
     spark_paths = marked.inputFiles()
     found = [by_path.get(norm(path_from_spark(p))) for p in spark_paths]
     if None in found or len(found) != len(with_dv):

@@ -27,6 +27,9 @@ def test_object_store_uris_are_canonical():
     assert relative("s3://b/wh", "s3://b/wh/p=1/f.parquet") == "p=1/f.parquet"
     assert is_under("s3://b/wh", "s3://b/wh/f") and not is_under("s3://b/wh", "s3://b/wh2/f")
     assert norm("s3://b/wh/x") == "s3://b/wh/x"  # normpath would fold s3:// into s3:/
+    # One object whichever scheme names it (Spark reaches both through S3A); other URIs untouched.
+    assert norm("s3a://b/wh/x") == norm("S3A://b/wh/x") == norm("s3://b/wh/x")
+    assert norm("s3a://b/wh/x") != norm("s3a://b2/wh/x") and norm("/t/./a") == "/t/a"
 
 
 @pytest.mark.parametrize("location", ["gs://b/t", "abfss://c@a.dfs.core.windows.net/t", "hdfs://nn:8020/t",

@@ -83,7 +83,7 @@ def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarr
     with_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
     if not with_dv.any():
         return None, False
-    marked = {absolute_path(snapshot.table_path, p) for p in snapshot.files.column("path").filter(with_dv).to_pylist()}
+    marked = {norm(absolute_path(snapshot.table_path, p)) for p in snapshot.files.column("path").filter(with_dv).to_pylist()}
     dv_branch = first_root is not None and norm(path_from_spark(first_root)) in marked
     return (with_dv if dv_branch else ~with_dv), dv_branch
 
