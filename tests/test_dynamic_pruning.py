@@ -230,7 +230,7 @@ def test_settings_are_read_from_the_session_conf(spark):
     """Every setting, read in one pass over the conf, as `spark.conf.get` would give it."""
     given = {dfp.SIZE_THRESHOLD: "3GB", dfp.FILES_THRESHOLD: "77", dfp.MAX_VALUES: "123",
              dfp.MAX_RANGES: "9", dfp.JOIN_TYPES: "inner, left_semi", dfp.BUILD_SIZE_THRESHOLD: "5m",
-             dfp.MAX_FILE_OVERLAP: "0.25", dfp.LOCAL_BUILD_THRESHOLD: "0",
+             dfp.MAX_FILE_OVERLAP: "0.25", dfp.LOCAL_BUILD_THRESHOLD: "0", dfp.UNCLUSTERED_ROW_FILTER: "false",
              "spark.skiplake.unrelated": "a=b\u0002, c"}
     previous = {k: spark.conf.get(k, None) for k in given}
     for k, v in given.items():
@@ -240,13 +240,42 @@ def test_settings_are_read_from_the_session_conf(spark):
         assert got == dfp.DynamicPruningSettings(
             enabled=True, size_threshold=3 << 30, files_threshold=77, max_values=123, max_ranges=9,
             join_types=("Inner", "LeftSemi"), build_size_threshold=5 << 20, max_file_overlap=0.25,
-            local_build_threshold=0)
+            local_build_threshold=0, unclustered_row_filter=False)
         spark.conf.set(dfp.ENABLED, "off")
         assert dfp.DynamicPruningSettings.of(spark) == dfp.DynamicPruningSettings(enabled=False)
     finally:
         spark.conf.set(dfp.ENABLED, "true")
         for k, v in previous.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
+def test_unclustered_files_take_few_keys_as_a_row_filter(spark, star):
+    """Files not clustered by the key prune no file; a build read in the driver with at most 10
+    keys still filters the probe's rows, above the scan (Spark cannot push array_contains into
+    Parquet, whose dictionary checks cost more than they save on such files); more keys, or
+    unclusteredRowFilter off, and the join says why not."""
+    few = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.m = d.k_int WHERE d.a = 7 AND d.k_int < 120"
+    explained = star.explain(few)
+    [d] = [d for d in explained.dynamic if "fact_clustered" in d.probe]
+    assert d.applied and d.build_local and "row filter" in d.reason and d.key_count == 3, explained.text()
+    [scan] = [r for r in explained if r.label.startswith("fact_clustered")]
+    assert any(f.endswith("on rows only") for f in scan.dynamic_filters), explained.text()
+    assert scan.files_selected == scan.files_total  # no file pruned by it
+    df = star.sql(few)
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    fact_scan = next(line for line in plan.splitlines() if "FileScan" in line and "m#" in line and "k_int" not in line)
+    assert "array_contains" in plan and "In(m" not in fact_scan, plan
+    with_dfp, without, plain = _answers(spark, star, few)
+    assert with_dfp == without == plain and with_dfp[0][0] > 0
+    spark.conf.set(dfp.UNCLUSTERED_ROW_FILTER, "false")
+    try:
+        [off] = [d for d in star.explain(few).dynamic if "fact_clustered" in d.probe]
+        assert not off.applied and "not clustered" in off.reason
+    finally:
+        spark.conf.unset(dfp.UNCLUSTERED_ROW_FILTER)
+    many = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.m = d.k_int WHERE d.a = 7"
+    [d] = [d for d in star.explain(many).dynamic if "fact_clustered" in d.probe]
+    assert not d.applied and "not clustered" in d.reason and "more than a row filter takes" in d.reason
 
 
 def test_many_keys_are_sent_as_ranges(spark, star):

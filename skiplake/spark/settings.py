@@ -23,6 +23,7 @@ JOIN_TYPES = PREFIX + "dynamicFilePruning.joinTypes"
 BUILD_SIZE_THRESHOLD = PREFIX + "dynamicFilePruning.buildSizeThreshold"
 MAX_FILE_OVERLAP = PREFIX + "dynamicFilePruning.maxFileOverlap"
 LOCAL_BUILD_THRESHOLD = PREFIX + "dynamicFilePruning.localBuildThreshold"
+UNCLUSTERED_ROW_FILTER = PREFIX + "dynamicFilePruning.unclusteredRowFilter"
 
 # Spark's names of the join types the rule may apply to (the seed: inner and left semi; outer
 # joins on their side that is not preserved).
@@ -40,6 +41,7 @@ class DynamicPruningSettings:
     build_size_threshold: int = 10 * 1024 * 1024  # Spark's estimate of the build side (its broadcast default)
     max_file_overlap: float = 0.5               # skip probes whose files are not clustered by the key
     local_build_threshold: int = 64 * 1024 * 1024  # a one-table build side read in the driver up to this
+    unclustered_row_filter: bool = True         # a probe not clustered by the key still gets a short key list as a row filter
 
     @staticmethod
     def of(spark: "SparkSession") -> "DynamicPruningSettings":
@@ -59,6 +61,7 @@ class DynamicPruningSettings:
             build_size_threshold=_bytes(conf.get(BUILD_SIZE_THRESHOLD), d.build_size_threshold),
             max_file_overlap=float(conf.get(MAX_FILE_OVERLAP) or d.max_file_overlap),
             local_build_threshold=_bytes(conf.get(LOCAL_BUILD_THRESHOLD), d.local_build_threshold),
+            unclustered_row_filter=_bool(conf.get(UNCLUSTERED_ROW_FILTER, "true")),
         )
 
 
@@ -75,7 +78,7 @@ def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
         text = str(jvm.org.apache.commons.lang3.StringUtils.join(entries, _SEPARATOR))
     except Exception:  # a session without the classic JVM conf (Spark Connect): one call each
         keys = (ENABLED, SIZE_THRESHOLD, FILES_THRESHOLD, MAX_VALUES, MAX_RANGES, JOIN_TYPES,
-                BUILD_SIZE_THRESHOLD, MAX_FILE_OVERLAP, LOCAL_BUILD_THRESHOLD)
+                BUILD_SIZE_THRESHOLD, MAX_FILE_OVERLAP, LOCAL_BUILD_THRESHOLD, UNCLUSTERED_ROW_FILTER)
         return {k: v for k in keys if (v := spark.conf.get(k, None)) is not None}
     out: dict[str, str] = {}
     for entry in text.split(_SEPARATOR):
