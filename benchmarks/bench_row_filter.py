@@ -1,0 +1,117 @@
+"""Benchmark 17: build keys as a row filter on files not clustered by the key, on and off (issue 12).
+
+Dynamic pruning used to leave a probe alone when its files are not clustered by the join key (a
+key value falls in most of its files, so no file can be skipped). Now, when the build is read in
+the driver and gives at most 10 keys, they filter the probe's rows above its scan, before the
+joins (`spark.skiplake.optimizer.dynamicFilePruning.unclusteredRowFilter`, default true). This
+measures what that buys and costs, with the setting on and off in one process:
+
+  1. Over benchmark 9's lake (store_sales Z-ordered by date and item keys), every query of the
+     100 (the seed's Q2 and the 99) where the filter applies, found by lake.explain.
+  2. Over benchmark 14's date-major store_sales (files of about two days, rows sorted by item),
+     the seed's Q2: item keys do not cluster those files, so its keys become a row filter there.
+
+With --quick (sf=0.1) the size thresholds are lowered so that the small tables qualify.
+Each query runs once per setting to warm up, then --reps times, the settings taking turns going
+first; the answers must be equal (a check). Rows are what the file scans returned.
+
+    .venv/bin/python -m benchmarks.bench_row_filter [--quick] [--sf N] [--files N] [--reps N] [--json] [--out FILE]
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated
+from benchmarks.tpcds_lake import add_lake_arguments, lake_scale
+
+SETTINGS = ("on", "off")
+
+
+def applies(lake: Any, text: str) -> bool:
+    """Whether some scan of the query takes build keys as a row filter only."""
+    return any(f.endswith("on rows only") for r in lake.explain(text) for f in r.dynamic_filters)
+
+
+def measure(spark: Any, lake: Any, name: str, text: str, reps: int) -> dict[str, Any]:
+    from benchmarks.bench_dfp import scan_metrics
+    from benchmarks.tpcds_answers import canonical
+    from skiplake.spark.settings import UNCLUSTERED_ROW_FILTER
+    seconds: dict[str, list[float]] = {s: [] for s in SETTINGS}
+    rows: dict[str, int] = {}
+    answers: dict[str, Any] = {}
+    for rep in range(reps + 1):
+        for setting in rotated(SETTINGS, rep + sum(map(ord, name))):
+            spark.conf.set(UNCLUSTERED_ROW_FILTER, "true" if setting == "on" else "false")
+            t0 = time.perf_counter()
+            df = lake.sql(text)
+            got = df.collect()
+            elapsed = time.perf_counter() - t0
+            answers[setting] = canonical(got)
+            if rep:
+                seconds[setting].append(elapsed)
+                rows[setting] = scan_metrics(df)[2]
+    spark.conf.unset(UNCLUSTERED_ROW_FILTER)
+    filters = sorted({f for r in lake.explain(text) for f in r.dynamic_filters if f.endswith("on rows only")})
+    return {"name": name, "seconds": seconds, "rows": rows, "same": answers["on"] == answers["off"],
+            "filters": filters}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(__doc__.splitlines()[0])
+    add_lake_arguments(parser, sf=(10.0, 0.1), files=(1024, 16), data_help="where the lake of benchmark 9 is kept")
+    parser.add_argument("--queries", default=None,
+                        help="comma-separated query numbers and/or q2 (default: every query where it applies)")
+    args = parser.parse_args(argv)
+    args.sf, args.files = lake_scale(args)
+    reps = args.reps if args.reps is not None else (1 if args.quick else 3)
+    progress = Progress("bench_row_filter")
+    from benchmarks.common import setup_java
+    setup_java()
+    import skiplake
+    from benchmarks.bench_dfp import SEED_Q2
+    from benchmarks.bench_dfp_layout import build_datemajor
+    from benchmarks.tpcds_answers import spark_queries
+    from benchmarks.tpcds_lake import build_lake
+    spark = skiplake.local_spark(app_name="bench-row-filter", shuffle_partitions=8, driver_memory="4g")
+    root = build_lake(spark, Path(args.data), args.sf, args.files, progress=progress)
+    datemajor = build_datemajor(spark, root, progress)
+    lake, by_date = skiplake.Lake(spark, str(root)), skiplake.Lake(spark, str(datemajor))
+    if args.quick:  # the small lake's tables are under the default size thresholds
+        from skiplake.spark.settings import FILES_THRESHOLD, SIZE_THRESHOLD
+        spark.conf.set(SIZE_THRESHOLD, "0")
+        spark.conf.set(FILES_THRESHOLD, "2")
+    texts = {"q2": SEED_Q2, **{f"q{n}": t for n, t in spark_queries(list(range(1, 100))).items()}}
+    if args.queries:
+        wanted = [q if q.startswith("q") else f"q{q}" for q in args.queries.split(",")]
+        texts = {q: texts[q] for q in wanted}
+    cases = [(f"{name} (Z-order)", lake, text) for name, text in texts.items() if applies(lake, text)]
+    progress(f"the row filter applies to {len(cases)} of {len(texts)} queries over the Z-ordered lake")
+    if applies(by_date, SEED_Q2):
+        cases.append(("q2 (date-major)", by_date, SEED_Q2))
+    report = Report("bench_row_filter", "Benchmark 17: build keys as a row filter on unclustered files, on and off",
+                    command_line("bench_row_filter", args, [f"--sf {args.sf:g}", f"--files {args.files}"] +
+                                 ([f"--queries {args.queries}"] if args.queries else [])),
+                    {"sf": args.sf, "store_sales_files": args.files, "reps": reps, "queries": len(cases)})
+    results = []
+    for label, on_lake, text in cases:
+        r = measure(spark, on_lake, label, text, reps)
+        r["name"] = label
+        results.append(r)
+        on, off = median(r["seconds"]["on"]), median(r["seconds"]["off"])
+        progress(f"{label}: on {on:.2f} s, off {off:.2f} s ({off / on:.2f}x); {'; '.join(r['filters'])}")
+        for setting in SETTINGS:
+            report.timing(label, setting, r["seconds"][setting], "; ".join(r["filters"]) if setting == "on" else "")
+        report.ratio(f"{label}: off / on", off / on)
+        report.check(f"{label}: the same answer", r["same"])
+    total_on = sum(median(r["seconds"]["on"]) for r in results)
+    total_off = sum(median(r["seconds"]["off"]) for r in results)
+    if results:
+        report.ratio("total, off / on", total_off / total_on, f"{total_off:.1f} s against {total_on:.1f} s")
+    report.extra["queries"] = results
+    return finish(report, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
