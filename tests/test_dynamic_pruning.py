@@ -185,6 +185,8 @@ def test_joins_it_must_not_prune_say_why(spark, star):
         "FROM fact_clustered f LEFT ANTI JOIN (SELECT * FROM dim WHERE a = 7) d ON f.k_int = d.k_int": "ANTI",
         # Spark casts the fact's string key to a number: its string stats do not apply.
         "FROM fact_clustered f JOIN dim d ON f.k_str = d.k_int WHERE d.a = 7": "cast(",
+        # Decimals of different scales: Spark compares the fact's key cast to the wider scale.
+        "FROM fact_clustered f JOIN dim d ON f.k_dec = CAST(d.k_dec AS DECIMAL(10,3)) WHERE d.a = 7": "cast(",
         "FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int": "no selective filter",
         "FROM fact_clustered f JOIN dim d ON f.m = d.k_big WHERE d.a = 7": "not clustered",
     }
@@ -208,7 +210,43 @@ def test_floating_point_keys_are_not_pruned(spark, star):
              "WHERE d.a = 7")
     explained = star.explain(query)
     assert not any(d.applied for d in explained.dynamic)
+    assert any("cast(" in d.reason for d in explained.dynamic), explained.text()
     assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+    # A floating-point key column itself (no cast) is refused for its type.
+    from skiplake.spark.query.dynamic import _type_problem
+    assert "floating-point" in _type_problem("x", "double", None)
+    assert "floating-point" in _type_problem("x", "float", None) and _type_problem("x", "long", None) == ""
+
+
+@pytest.mark.parametrize("join", ["LEFT", "RIGHT"])
+def test_outer_joins_prune_the_side_they_do_not_preserve(spark, star, join):
+    """The fact on the side an outer join does not preserve is pruned by the preserved side's keys."""
+    dim = "(SELECT * FROM dim WHERE a = 7) d"
+    tail = (f"FROM {dim} LEFT JOIN fact_clustered f ON f.k_int = d.k_int" if join == "LEFT"
+            else f"FROM fact_clustered f RIGHT JOIN {dim} ON f.k_int = d.k_int")
+    query = f"SELECT d.k_int, count(f.m) AS n, sum(f.m) AS s {tail} GROUP BY d.k_int"
+    explained = star.explain(query)
+    [d] = [d for d in explained.dynamic if "fact_clustered" in d.probe]
+    assert d.applied and d.join_type == f"{join.title()}Outer", explained.text()
+    [scan] = [r for r in explained if r.label.startswith("fact_clustered")]
+    assert scan.files_selected < scan.files_total
+    with_dfp, without, plain = _answers(spark, star, query)
+    assert with_dfp == without == plain and any(row[1] == 0 for row in with_dfp)  # unmatched rows kept
+
+
+def test_cli_explains_a_query_over_a_lake_root(spark, star, capsys):
+    import json
+
+    from skiplake.cli import main
+    query = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int WHERE d.a = 7"
+    assert main(["explain", star.root, "--sql", query, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    [fact] = [s for s in doc["scans"] if s["label"].startswith("fact_clustered")]
+    assert fact["files_selected"] < fact["files_total"] and fact["dynamic_filters"]
+    [d] = [d for d in doc["dynamic"] if "fact_clustered" in d["probe"]]
+    assert d["applied"] and d["key_count"] > 0 and d["build_seconds"] is not None
+    assert main(["explain", star.root, "--sql", query]) == 0
+    assert "DynamicFilters: [k_int IN" in capsys.readouterr().out
 
 
 def test_switched_off_and_thresholds(spark, star):
