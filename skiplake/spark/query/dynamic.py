@@ -174,7 +174,7 @@ def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
     probe_node, build_node = join.children[sides[0]], join.children[sides[1]]
     pairs = _oriented_keys(join, probe_node, build_node)
     if not pairs:
-        return _Verdict()
+        return _no_key_pairs(plan, join, probe_node, build_node, occurrences)
     traced: list[tuple[list[_Target], Operand]] = []
     reasons: list[str] = []
     for probe_op, build_op in pairs:
@@ -188,8 +188,7 @@ def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
               "build": _describe(plan, build_node), "join_type": join.join_type,
               "keys": [(p.attr.name, b.attr.name) for p, b in pairs]}
     # The direction worth explaining is the one whose probe side reads more.
-    probe_bytes = sum(occurrences[n.number][0].static.report.bytes_selected  # type: ignore[union-attr]
-                      for n in probe_node.walk() if n.number in occurrences)
+    probe_bytes = _bytes_read(probe_node, occurrences)
     if not traced:
         return _Verdict(reason=reasons[0] if reasons else "", probe_bytes=probe_bytes,
                         report_fields=fields if reasons else {})
@@ -199,6 +198,30 @@ def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
     keys = [(ts[0].column.name, b.attr.name) for ts, b in traced]
     candidate = _Candidate(join, build_node, traced, keys, fields["probe"], fields["build"])
     return _Verdict(candidate, probe_bytes=probe_bytes, report_fields=fields)
+
+
+def _no_key_pairs(plan: QueryPlan, join: PlanNode, probe: PlanNode, build: PlanNode,
+                  occurrences: dict[int, tuple[TableReference, Occurrence]]) -> _Verdict:
+    """Why an equi-join over a lake table has no key to prune by (nothing to say for a join
+    without equalities, or one that reads no lake table on the probe side)."""
+    cond = join.join_condition
+    lake = [n for n in probe.walk() if n.number in occurrences]
+    if cond is None or " = " not in cond or not lake:
+        return _Verdict()
+    if "normalizenanandzero(" in cond:
+        reason = ("the join compares floating-point values, which Spark normalizes first (NaN, -0.0): "
+                  "min/max stats do not show what it compares")
+    else:
+        reason = "the join's equalities compare computed values, not a column of each side"
+    fields = {"probe": _relations(plan, probe, occurrences), "build": _describe(plan, build),
+              "join_type": join.join_type, "keys": []}
+    return _Verdict(reason=reason, probe_bytes=_bytes_read(probe, occurrences), report_fields=fields)
+
+
+def _bytes_read(node: PlanNode, occurrences: dict[int, tuple[TableReference, Occurrence]]) -> int:
+    """The bytes the lake tables under `node` read after static pruning."""
+    return sum(occurrences[n.number][0].static.report.bytes_selected  # type: ignore[union-attr]
+               for n in node.walk() if n.number in occurrences)
 
 
 def _oriented_keys(join: PlanNode, probe: PlanNode, build: PlanNode) -> list[tuple[Operand, Operand]]:
