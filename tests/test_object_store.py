@@ -362,6 +362,10 @@ def test_vacuum_keeps_files_the_log_names_under_the_other_scheme(s3_server, writ
                {"add": {"path": f"{written}://{bucket}/t/p%3D1/absolute.parquet", **add}}]
     table.put("_delta_log/00000000000000000000.json", "\n".join(json.dumps(a) for a in actions).encode())
 
+    # Time travel's check that a version's files still exist sees them under either spelling.
+    from skiplake.log.stores import missing
+    gone = f"{written}://{bucket}/t/gone.parquet"
+    assert missing(f"{opened}://{bucket}/t", [f"{written}://{bucket}/t/absolute.parquet", gone]) == [gone]
     result = vacuum(f"{opened}://{bucket}/t", retention_hours=0, force=True)
     assert result.files == ["stray.parquet"]
     assert sorted(k for k in s3_server.keys(bucket) if k.endswith(".parquet")) == [

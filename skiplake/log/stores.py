@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from typing import BinaryIO
 
-from skiplake.log.location import basename, dirname, is_remote, join
+from skiplake.log.location import basename, dirname, is_remote, join, norm
 from skiplake.log.s3 import S3Storage
 from skiplake.log.storage import LocalStorage, Storage
 
@@ -27,8 +27,8 @@ def missing(root: str, paths: list[str]) -> list[str]:
     store by one listing of the table rather than a request per file."""
     if not is_remote(root):
         return [p for p in paths if not os.path.exists(p)]
-    present = {join(root, o.name) for o in storage_at(root).walk()}
-    return [p for p in paths if p not in present]
+    present = {norm(join(root, o.name)) for o in storage_at(root).walk()}
+    return [p for p in paths if norm(p) not in present]
 
 
 def has_log(table_path: str) -> bool:

@@ -46,8 +46,9 @@ from skiplake.expr.parse import bind_conjuncts
 from skiplake.expr.sql import to_sql
 from skiplake.expr.tree import And, Col, Const, InList, IsNull, Node, Not, conjuncts
 from skiplake.layout.bucket_spec import bucket_spec_of
-from skiplake.log.schema import INTEGER_TYPES, is_primitive
-from skiplake.skipping.dynamic import BuildKeys, file_overlap
+from skiplake.log.schema import INTEGER_TYPES, is_decimal, is_primitive
+from skiplake.log.values import TIMESTAMP_TYPES
+from skiplake.skipping.dynamic import BuildKeys, KeyFilter, file_overlap
 from skiplake.skipping.local_build import local_keys
 from skiplake.skipping.plan import stats_table
 from skiplake.skipping.report import DynamicPruningReport
@@ -55,7 +56,7 @@ from skiplake.skipping.rows import NotExact
 from skiplake.spark.build_keys import distinct_keys
 from skiplake.spark.query.catalyst import condition_sql, frame_of, size_in_bytes
 from skiplake.spark.query.model import ROW_FILTER_MAX_VALUES, Occurrence, QueryPlan, Resolver, TableReference
-from skiplake.spark.query.plan_text import FILTER_COMMUTES, Attr, Operand, PlanNode
+from skiplake.spark.query.plan_text import FILTER_COMMUTES, Attr, Operand, PlanNode, split_top
 from skiplake.spark.query.plan_text import conjuncts as text_conjuncts
 from skiplake.spark.settings import JOIN_TYPES
 
@@ -71,6 +72,8 @@ _PRESERVED = {"Inner": (0, 1), "Cross": (0, 1), "LeftOuter": (0,), "RightOuter":
 _WIDER = {"byte": ("short", "int", "integer", "bigint", "long"), "short": ("int", "integer", "bigint", "long"),
           "integer": ("bigint", "long"), "long": ()}
 _EXPR_ID = re.compile(r"#\d+")
+# Key column types besides integers and decimals whose values dynamic pruning compares with stats.
+_KEY_TYPES = ("string", "date", "boolean", *TIMESTAMP_TYPES)
 
 
 @dataclass
@@ -205,10 +208,10 @@ def _no_key_pairs(plan: QueryPlan, join: PlanNode, probe: PlanNode, build: PlanN
     """Why an equi-join over a lake table has no key to prune by (nothing to say for a join
     without equalities, or one that reads no lake table on the probe side)."""
     cond = join.join_condition
-    lake = [n for n in probe.walk() if n.number in occurrences]
-    if cond is None or " = " not in cond or not lake:
+    equalities = [c for c in text_conjuncts(cond) if len(split_top(c, " = ")) == 2] if cond else []
+    if not equalities or not any(n.number in occurrences for n in probe.walk()):
         return _Verdict()
-    if "normalizenanandzero(" in cond:
+    if any("normalizenanandzero(" in c for c in equalities):
         reason = ("the join compares floating-point values, which Spark normalizes first (NaN, -0.0): "
                   "min/max stats do not show what it compares")
     else:
@@ -282,6 +285,9 @@ def _type_problem(column: str, type_: Any, cast: str | None) -> str:
     if type_ in ("float", "double"):
         return (f"{column} is {type_}: Spark joins floating-point keys on normalized values (NaN, -0.0), "
                 "which min/max stats do not show")
+    if not (type_ in INTEGER_TYPES or is_decimal(type_) or type_ in _KEY_TYPES):
+        # skiplake.skipping.dynamic.probe_value turns build keys into these types' values only.
+        return f"{column} is {type_}: its keys are not compared with file statistics"
     if cast is None:
         return ""
     wider = _WIDER.get(type_) if type_ in INTEGER_TYPES else None
@@ -487,41 +493,55 @@ def _apply(plan: QueryPlan, candidates: list[_Candidate]) -> None:
             plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False,
                                                      reason))
             continue
-        filters = []
-        counts = []
-        declined = []
-        on_rows = False
+        filters: list[str] = []
+        counts: list[int] = []
+        declined: list[str] = []
         for i, (targets, _op) in enumerate(c.pairs):
+            used = False
             for t in targets:
                 kf = c.result.key_filter(i, t.column, s.max_values, s.max_ranges)
-                short = isinstance(kf.predicate, InList) and len(kf.predicate.values) <= ROW_FILTER_MAX_VALUES
-                if t.unclustered and not short and not isinstance(kf.predicate, Const):
-                    declined.append(f"{t.unclustered}; its {kf.keys:,} keys are more than a row filter takes "
-                                    f"({ROW_FILTER_MAX_VALUES})")
+                text, why = _place(t, kf, c.build_label)
+                if why:
+                    declined.append(why)
                     continue
-                if t.unclustered and short:
-                    t.occ.kept.append(kf.predicate)  # type: ignore[arg-type]
-                    on_rows = True
-                else:
-                    t.occ.dynamic.append(kf.predicate)  # (no key at all selects no file, clustered or not)
-                text = kf.text(c.build_label) + (" on rows only" if t.unclustered and short else "")
-                if text not in t.ref.dynamic_filters:
-                    t.ref.dynamic_filters.append(text)
                 filters.append(text)
                 touched[id(t.ref)] = t.ref
-            counts.append(kf.keys)
+                used = True
+            if used:
+                counts.append(kf.keys)
         if not filters:
             plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False,
                                                      declined[0]))
             continue
         how = ", ".join(f"{n:,} keys" for n in counts)
-        if on_rows:
+        if any(f.endswith(_ON_ROWS) for f in filters):
             how += " (a row filter where the files are not clustered by the key)"
         plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, True,
                                                  how, round(c.seconds, 4), max(counts, default=0),
                                                  list(dict.fromkeys(filters)), build_local=c.result.local))
     for ref in touched.values():
         ref.plan_dynamic()
+
+
+_ON_ROWS = " on rows only"
+
+
+def _place(t: _Target, kf: KeyFilter, build: str) -> tuple[str, str]:
+    """Give one probe target its key filter: (the filter as the report shows it, '') or ('', why
+    not). A clustered target prunes its files by it; an unclustered one takes a short key list as
+    a row filter only (Occurrence.kept), and longer ones not at all."""
+    short = isinstance(kf.predicate, InList) and len(kf.predicate.values) <= ROW_FILTER_MAX_VALUES
+    if t.unclustered and not short and not isinstance(kf.predicate, Const):
+        return "", f"{t.unclustered}; its {kf.keys:,} keys are more than a row filter takes ({ROW_FILTER_MAX_VALUES})"
+    if t.unclustered and short:
+        t.occ.kept.append(kf.predicate)  # type: ignore[arg-type]
+        text = kf.text(build) + _ON_ROWS
+    else:
+        t.occ.dynamic.append(kf.predicate)  # (no key at all selects no file, clustered or not)
+        text = kf.text(build)
+    if text not in t.ref.dynamic_filters:
+        t.ref.dynamic_filters.append(text)
+    return text, ""
 
 
 # ---------------------------------------------------------------- describing

@@ -38,7 +38,8 @@ SnapshotOf = Callable[[str, int], Snapshot]
 def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
                 views: "SlotViews") -> tuple["DataFrame", QueryPlan]:
     """`df` reading only the files its filters and joins allow, and the plan that says so."""
-    plan = QueryPlan("", None, views, DynamicPruningSettings.of(spark))
+    # Only file lists are swapped here: a probe that takes keys as a row filter only would gain nothing.
+    plan = QueryPlan("", None, views, replace(DynamicPruningSettings.of(spark), unclustered_row_filter=False))
     plan.analysis = df
     plan.optimized = optimized_plan(df)
     plan.root = parse_plan(tree_text(plan.optimized))
