@@ -241,6 +241,33 @@ def test_outer_joins_prune_the_side_they_do_not_preserve(spark, star, join):
     assert with_dfp == without == plain and any(row[1] == 0 for row in with_dfp)  # unmatched rows kept
 
 
+def test_one_build_feeds_every_probe_once(spark, star, monkeypatch):
+    """Two joins with the same build side (as TPC-DS repeats `date_dim WHERE ...` per channel):
+    the build is evaluated once (here as a Spark job) and prunes both probes; the report shows
+    its time and key count for each join."""
+    from skiplake.spark.query import dynamic
+    calls = []
+    real = dynamic._keys_of
+    monkeypatch.setattr(dynamic, "_keys_of", lambda *a: calls.append(a[2].build_label) or real(*a))
+    spark.conf.set(dfp.LOCAL_BUILD_THRESHOLD, "0")
+    try:
+        query = ("SELECT count(*) AS n, sum(x.m) AS s FROM ("
+                 "SELECT f.m FROM fact_clustered f JOIN (SELECT * FROM dim WHERE a = 7) d ON f.k_int = d.k_int "
+                 "UNION ALL "
+                 "SELECT g.m FROM fact_clustered2 g JOIN (SELECT * FROM dim WHERE a = 7) e ON g.k_int = e.k_int ) x")
+        explained = star.explain(query)
+    finally:
+        spark.conf.unset(dfp.LOCAL_BUILD_THRESHOLD)
+    assert len(calls) == 1, calls
+    applied = [d for d in explained.dynamic if d.applied]
+    assert sorted(d.probe for d in applied) == ["fact_clustered AS f", "fact_clustered2 AS g"], explained.text()
+    assert len({(d.build_seconds, d.key_count) for d in applied}) == 1 and applied[0].key_count
+    assert not applied[0].build_local and explained.build_seconds > 0
+    scans = [r for r in explained if r.label.startswith("fact_clustered")]
+    assert len(scans) == 2 and all(r.files_selected < r.files_total for r in scans)
+    assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+
+
 def test_cli_explains_a_query_over_a_lake_root(spark, star, capsys):
     import json
 
