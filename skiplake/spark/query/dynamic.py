@@ -17,7 +17,7 @@ its predicate (partition values, min/max stats and bucket ids all prune by it). 
   or it is bucketed by the key. A probe whose files are not clustered by the key prunes no file,
   but when the build is read in the driver (milliseconds) and gives at most ROW_FILTER_MAX_VALUES
   keys, they still filter the probe's rows before its joins (unclusteredRowFilter; TPC-DS q24
-  3.7x faster at sf=10, filtering store_sales by its store keys before a shuffle).
+  3.6x faster at sf=10, filtering store_sales by its store keys before a shuffle).
 - the build: it has a selective filter (not only `IS NOT NULL`), and it reads little
   (buildSizeThreshold, Spark's broadcast threshold by default: the bytes skiplake plans to read of
   its lake tables, Spark's estimate of any other relation), as the seed's broadcast hash join.

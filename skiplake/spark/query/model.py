@@ -168,7 +168,7 @@ class TableReference:
         A kept list (files not clustered by its key) is written so that Spark cannot push it:
         Parquet would read every row group's dictionary to test it, which cost TPC-DS's Q2 over
         784 files sorted by date 0.5 s more than it saved, where the filter kept above the scan
-        costs nothing measurable (and made q24 3.7x faster, filtering before its shuffles)."""
+        costs nothing measurable (and made q24 3.6x faster, filtering before its shuffles)."""
         per_occurrence = [[d for d in occ.dynamic if isinstance(d, InList) and len(d.values) <= ROW_FILTER_MAX_VALUES]
                           + [_not_pushed(k) for k in occ.kept] for occ in self.occurrences]
         if not per_occurrence or any(not d for d in per_occurrence):
