@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from urllib.parse import quote, unquote, urlparse
 
-from skiplake.log.location import from_spark_uri, is_remote, join
+from skiplake.log.location import from_spark_uri, is_remote, join, norm
 
 # Characters left alone when a relative file path becomes a URI (as java.net.URI does).
 _URI_SAFE = "/=:@!$&'()*+,;-._~"
@@ -33,3 +33,9 @@ def absolute_path(table_path: str, log_path: str) -> str:
     if is_remote(table_path):
         return join(table_path, path)
     return os.path.normpath(path if os.path.isabs(path) else os.path.join(table_path, path))
+
+
+def file_key(table_path: str, log_path: str) -> str:
+    """What a file the log names is compared by, with listed files or the ones Spark reports
+    (their path through location.norm as well): its full path in norm's spelling."""
+    return norm(absolute_path(table_path, log_path))

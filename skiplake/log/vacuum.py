@@ -14,7 +14,7 @@ from skiplake.errors import RetentionTooShortError
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
 from skiplake.log.deletion_vectors import dv_files
 from skiplake.log.location import is_remote, join, norm
-from skiplake.log.paths import absolute_path
+from skiplake.log.paths import file_key
 from skiplake.log.s3 import PROBE_PREFIX
 from skiplake.log.snapshot import LOG_DIR, Snapshot
 from skiplake.log.stores import storage_at
@@ -44,10 +44,10 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
     cutoff = time.time() - retention_hours * 3600
     # Kept: every file of the current version, and every file removed within the retention
     # (time travel and running readers may still need it), whatever its modification time.
-    live = {norm(absolute_path(table_path, p)) for p in snapshot.files.column("path").to_pylist()}
+    live = {file_key(table_path, p) for p in snapshot.files.column("path").to_pylist()}
     kept_tombstones = [r for r in snapshot.tombstone_list
                        if r.deletionTimestamp is None or r.deletionTimestamp >= cutoff * 1000]
-    live |= {norm(absolute_path(table_path, r.path)) for r in kept_tombstones}
+    live |= {file_key(table_path, r.path) for r in kept_tombstones}
     # Deletion vector files (at the table root, or under a prefix folder) live as long as a
     # live file or a kept tombstone names them.
     live |= dv_files(table_path, snapshot.files.column("deletionVector").to_pylist())

@@ -17,10 +17,9 @@ from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
-from skiplake.log.location import norm
-from skiplake.log.paths import absolute_path
+from skiplake.log.paths import file_key
 from skiplake.skipping.metrics import evaluate, file_lookup
-from skiplake.spark.read import FILE_COLUMN, path_from_spark
+from skiplake.spark.read import FILE_COLUMN, spark_file_key
 from skiplake.spark.row_marks import logical_rows, mark_rows, matching_rows
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions
@@ -61,9 +60,9 @@ def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str
     if not candidates:
         return [], 0
     df = txn.read_files(candidates, with_file_info=True)
-    counts = {norm(path_from_spark(r[0])): r[1]
+    counts = {spark_file_key(r[0]): r[1]
               for r in df.filter(matches(where)).groupBy(FILE_COLUMN).count().collect()}
-    return [f for f in candidates if norm(absolute_path(txn.path, f.path)) in counts], sum(counts.values())
+    return [f for f in candidates if file_key(txn.path, f.path) in counts], sum(counts.values())
 
 
 def _split_by_proof(txn: "Transaction", files: Sequence[AddFile], node: Node) -> tuple[list[AddFile], list[AddFile]]:

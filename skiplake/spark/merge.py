@@ -28,12 +28,11 @@ from skiplake.expr.parse import bind, parse_sql
 from skiplake.expr.tree import And, Col, Node
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
-from skiplake.log.location import norm
-from skiplake.log.paths import absolute_path
+from skiplake.log.paths import file_key
 from skiplake.log.schema import INTEGER_TYPES, is_primitive
 from skiplake.spark.build_keys import distinct_keys
 from skiplake.spark.dml import matches
-from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark, spark_file_key
 from skiplake.spark.row_marks import mark_rows, rows_by_file
 from skiplake.spark.settings import DynamicPruningSettings
 from skiplake.spark.types import conform, spark_type
@@ -197,8 +196,8 @@ def _matched_files(txn: "Transaction", source: DataFrame, c: MergeClauses, files
     dup = matched.groupBy(FILE_COLUMN, ROW_COLUMN).count().filter("count > 1").limit(1).collect()
     if dup:
         raise MergeConflictError(txn.path, path_from_spark(dup[0][FILE_COLUMN]))
-    hits = {norm(path_from_spark(r[0])) for r in matched.select(FILE_COLUMN).distinct().collect()}
-    return [f for f in files if norm(absolute_path(txn.path, f.path)) in hits]
+    hits = {spark_file_key(r[0]) for r in matched.select(FILE_COLUMN).distinct().collect()}
+    return [f for f in files if file_key(txn.path, f.path) in hits]
 
 
 @dataclass

@@ -25,11 +25,10 @@ from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
-from skiplake.log.location import norm
-from skiplake.log.paths import absolute_path
+from skiplake.log.paths import file_key
 from skiplake.spark.compaction import Compaction, check_where
 from skiplake.spark.deletions import as_metadata_path
-from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, spark_file_key
 from skiplake.spark.row_marks import logical_rows
 from skiplake.spark.write import WriteOptions
 from skiplake.spark.zorder import zorder
@@ -113,8 +112,8 @@ def _write_in_order(txn: "Transaction", groups: list[list[AddFile]]) -> list[Add
     job), and tag each file with its inputs (COMPACTED_FROM) when its row count bears it out."""
     files = [f for g in groups for f in g]
     df = txn.read_files(files, with_file_info=True)
-    place = {norm(absolute_path(txn.path, f.path)): (g, o) for g, group in enumerate(groups) for o, f in enumerate(group)}
-    keys = [(as_metadata_path(p), *place[norm(path_from_spark(p))]) for p in df.inputFiles()]
+    place = {file_key(txn.path, f.path): (g, o) for g, group in enumerate(groups) for o, f in enumerate(group)}
+    keys = [(as_metadata_path(p), *place[spark_file_key(p)]) for p in df.inputFiles()]
     order = txn.spark.createDataFrame(keys, "__file string, __group int, __ordinal int")
     df = df.join(F.broadcast(order), F.col(FILE_COLUMN) == F.col("__file"))
     parts = [F.col(f"`{p}`") for p in txn.partition_columns]

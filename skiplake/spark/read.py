@@ -22,7 +22,7 @@ from skiplake.log.actions import AddFile
 from skiplake.log.column_mapping import physical_names, physical_schema
 from skiplake.log.deletion_vectors import marked_rows
 from skiplake.log.location import dirname, from_spark_uri, is_under, norm, relative, resolve
-from skiplake.log.paths import absolute_path
+from skiplake.log.paths import absolute_path, file_key
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.values import parse_partition_value
@@ -47,6 +47,11 @@ def _extra_columns(with_file_info: bool, file_column: str | None) -> list:
 def path_from_spark(file_path: str) -> str:
     """The path (local, or an object-store URI) of a file URI Spark reports (`_metadata.file_path`)."""
     return from_spark_uri(file_path)
+
+
+def spark_file_key(file_path: str) -> str:
+    """What a file Spark reports is compared by with the log's files (paths.file_key)."""
+    return norm(path_from_spark(file_path))
 
 
 def _same_values(from_dir: dict[str, str | None], logged: dict[str, str | None], columns: list[str]) -> bool:
@@ -103,9 +108,9 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     marked = _read_exactly(spark, table_path, schema, partition_columns, with_dv, None, with_file_info, None,
                            file_column, tag, dv_columns=True, column_mapping=column_mapping)
     root = resolve(table_path)
-    by_path = {norm(absolute_path(root, f.path)): f for f in with_dv}
+    by_path = {file_key(root, f.path): f for f in with_dv}
     spark_paths = marked.inputFiles()
-    found = [by_path.get(norm(path_from_spark(p))) for p in spark_paths]
+    found = [by_path.get(spark_file_key(p)) for p in spark_paths]
     if None in found or len(found) != len(with_dv):
         raise RuntimeError(f"Spark lists {len(spark_paths)} files where {len(with_dv)} with deletion vectors "
                            f"were asked for under {table_path}")

@@ -23,10 +23,9 @@ from pyspark.sql import functions as F
 
 from skiplake.log.actions import AddFile
 from skiplake.log.deletion_vectors import marked_rows, write_dv_file
-from skiplake.log.location import norm
-from skiplake.log.paths import absolute_path
+from skiplake.log.paths import file_key
 from skiplake.log.stats import loose_bounds
-from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, spark_file_key
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -67,11 +66,11 @@ def rows_by_file(table_path: str, files: Sequence[AddFile], df: "DataFrame", fil
     """The row indexes of `df`'s rows (sorted, unique) per log path of `files`, and each such
     file's path as Spark names it in `file_column`; one Spark job."""
     found = df.groupBy(file_column.alias("f")).agg(F.collect_list(row_column).alias("rows")).toArrow()
-    by_path = {norm(absolute_path(table_path, f.path)): f.path for f in files}
+    by_path = {file_key(table_path, f.path): f.path for f in files}
     hits: dict[str, np.ndarray] = {}
     spark_paths: dict[str, str] = {}
     for spark_path, rows in zip(found.column(0).to_pylist(), found.column(1).to_pylist()):
-        path = by_path[norm(path_from_spark(spark_path))]
+        path = by_path[spark_file_key(spark_path)]
         hits[path] = np.unique(np.asarray(rows, dtype=np.uint64))
         spark_paths[path] = spark_path
     return hits, spark_paths

@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from skiplake.log.actions import AddFile
-from skiplake.log.location import norm
-from skiplake.log.paths import absolute_path
+from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.spark.query.catalyst import node_at, optimized_plan, relation_tag, tree_text
 from skiplake.spark.query.dynamic import prune_dynamically
 from skiplake.spark.query.model import Occurrence, QueryPlan, TableReference
 from skiplake.spark.query.plan_text import parse_plan
 from skiplake.spark.query.pushdown import filters_above
-from skiplake.spark.read import READ_TAG, parse_read_tag, path_from_spark, read_planned
+from skiplake.spark.read import READ_TAG, parse_read_tag, read_planned, spark_file_key
 from skiplake.spark.settings import DynamicPruningSettings
 
 if TYPE_CHECKING:
@@ -84,8 +83,8 @@ def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarr
     with_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
     if not with_dv.any():
         return None, False
-    marked = {norm(absolute_path(snapshot.table_path, p)) for p in snapshot.files.column("path").filter(with_dv).to_pylist()}
-    dv_branch = first_root is not None and norm(path_from_spark(first_root)) in marked
+    marked = {file_key(snapshot.table_path, p) for p in snapshot.files.column("path").filter(with_dv).to_pylist()}
+    dv_branch = first_root is not None and spark_file_key(first_root) in marked
     return (with_dv if dv_branch else ~with_dv), dv_branch
 
 
