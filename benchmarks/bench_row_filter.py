@@ -19,43 +19,41 @@ first; the answers must be equal (a check). Rows are what the file scans returne
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated
+from benchmarks.common import Progress, Report, alternate, base_parser, command_line, finish, median
 from benchmarks.tpcds_lake import add_lake_arguments, lake_scale
 
 SETTINGS = ("on", "off")
 
 
-def applies(lake: Any, text: str) -> bool:
-    """Whether some scan of the query takes build keys as a row filter only."""
-    return any(f.endswith("on rows only") for r in lake.explain(text) for f in r.dynamic_filters)
+def row_filters(lake: Any, text: str) -> list[str]:
+    """The filters some scan of the query takes as a row filter only (none: it does not apply)."""
+    return sorted({f for r in lake.explain(text) for f in r.dynamic_filters if f.endswith("on rows only")})
 
 
-def measure(spark: Any, lake: Any, name: str, text: str, reps: int) -> dict[str, Any]:
+def measure(spark: Any, lake: Any, text: str, reps: int) -> dict[str, Any]:
     from benchmarks.bench_dfp import scan_metrics
     from benchmarks.tpcds_answers import canonical
     from skiplake.spark.settings import UNCLUSTERED_ROW_FILTER
-    seconds: dict[str, list[float]] = {s: [] for s in SETTINGS}
     rows: dict[str, int] = {}
     answers: dict[str, Any] = {}
-    for rep in range(reps + 1):
-        for setting in rotated(SETTINGS, rep + sum(map(ord, name))):
+
+    def run(setting: str) -> Callable[[], Any]:
+        def once() -> Any:
             spark.conf.set(UNCLUSTERED_ROW_FILTER, "true" if setting == "on" else "false")
-            t0 = time.perf_counter()
             df = lake.sql(text)
-            got = df.collect()
-            elapsed = time.perf_counter() - t0
-            answers[setting] = canonical(got)
-            if rep:
-                seconds[setting].append(elapsed)
-                rows[setting] = scan_metrics(df)[2]
+            return df, df.collect()
+        return once
+
+    def seen(setting: str, out: Any) -> None:
+        rows[setting] = scan_metrics(out[0])[2]
+        answers[setting] = canonical(out[1])
+
+    seconds = alternate({s: run(s) for s in SETTINGS}, reps, seen)
     spark.conf.unset(UNCLUSTERED_ROW_FILTER)
-    filters = sorted({f for r in lake.explain(text) for f in r.dynamic_filters if f.endswith("on rows only")})
-    return {"name": name, "seconds": seconds, "rows": rows, "same": answers["on"] == answers["off"],
-            "filters": filters}
+    return {"seconds": seconds, "rows": rows, "same": answers["on"] == answers["off"]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,18 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     texts = {"q2": SEED_Q2, **{str(n): t for n, t in spark_queries(list(range(1, 100))).items()}}
     if args.queries:
         texts = {q: texts[q] for q in args.queries.split(",")}
-    cases = [(f"{'seed Q2' if name == 'q2' else 'q' + name} (Z-order)", lake, text) for name, text in texts.items() if applies(lake, text)]
+    cases = [(f"{'seed Q2' if name == 'q2' else 'q' + name} (Z-order)", lake, text, filters)
+             for name, text in texts.items() if (filters := row_filters(lake, text))]
     progress(f"the row filter applies to {len(cases)} of {len(texts)} queries over the Z-ordered lake")
-    if applies(by_date, SEED_Q2):
-        cases.append(("seed Q2 (date-major)", by_date, SEED_Q2))
+    if filters := row_filters(by_date, SEED_Q2):
+        cases.append(("seed Q2 (date-major)", by_date, SEED_Q2, filters))
     report = Report("bench_row_filter", "Benchmark 17: build keys as a row filter on unclustered files, on and off",
                     command_line("bench_row_filter", args, [f"--sf {args.sf:g}", f"--files {args.files}"] +
                                  ([f"--queries {args.queries}"] if args.queries else [])),
                     {"sf": args.sf, "store_sales_files": args.files, "reps": reps, "queries": len(cases)})
     results = []
-    for label, on_lake, text in cases:
-        r = measure(spark, on_lake, label, text, reps)
-        r["name"] = label
+    for label, on_lake, text, filters in cases:
+        r = {"name": label, **measure(spark, on_lake, text, reps), "filters": filters}
         results.append(r)
         on, off = median(r["seconds"]["on"]), median(r["seconds"]["off"])
         progress(f"{label}: on {on:.2f} s, off {off:.2f} s ({off / on:.2f}x); {'; '.join(r['filters'])}")
