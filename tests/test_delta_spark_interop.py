@@ -1,7 +1,7 @@
 """delta-spark (the reference Delta Lake implementation) reads and writes skiplake tables.
 
 The suite's SparkSession has no Delta jars, so delta-spark runs in a subprocess with its own JVM
-(tests/delta_spark_reader.py), started ONCE for the whole module: the module fixture builds every
+(tests/delta_spark.py), started ONCE for the whole module: the module fixture builds every
 skiplake table first, hands delta-spark one list of jobs (reads at the latest version and at
 older versions, an append and a DELETE, the isolation-level probe) and the tests then compare.
 
@@ -16,11 +16,8 @@ Rows cross the process boundary as strings cast by Spark in UTC on both sides (s
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,20 +26,9 @@ import pytest
 
 from skiplake.log.actions import AddFile
 from skiplake.log.snapshot import log_storage, read_commit
+from tests.delta_spark import DeltaSpark, reader, rows_as_strings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
-
-HERE = Path(__file__).resolve().parent
-READER = HERE / "delta_spark_reader.py"
-DELTA_PACKAGE = os.environ.get("SKIPLAKE_DELTA_SPARK_PACKAGE", "io.delta:delta-spark_4.1_2.13:4.4.0")
-RESOLUTION_ERRORS = ("unresolved dependency", "could not resolve", "download failed",
-                     "resolvemavencoordinates", "unknownhostexception")
-
-_spec = importlib.util.spec_from_file_location("delta_spark_reader", READER)
-assert _spec is not None and _spec.loader is not None
-reader = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(reader)
-rows_as_strings = reader.rows_as_strings
 
 SCHEMA = ("id BIGINT, qty INT, price DOUBLE, amount DECIMAL(7,2), name STRING, d DATE, "
           "ts TIMESTAMP, flag BOOLEAN, region STRING")
@@ -131,58 +117,6 @@ def _build_main(spark, lake) -> dict[str, int]:
     v["update_after_checkpoint"] = t.update("flag IS NULL", {"flag": "true", "ts": "ts + INTERVAL 1 SECOND"})
     v["append6"] = t.append(_frame(spark, range(200, 215)))
     return v
-
-
-class DeltaSpark:
-    """The delta-spark subprocess: started at once (the JVM starts and Ivy resolves the package
-    while skiplake builds the tables), then given one jobs file."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.result_file = root / "result.json"
-        self.out = open(root / "delta_spark.out", "w+")
-        env = dict(os.environ)
-        env.pop("PYSPARK_SUBMIT_ARGS", None)
-        self.started = time.time()
-        self.proc = subprocess.Popen(
-            [sys.executable, str(READER), "-", str(self.result_file), DELTA_PACKAGE,
-             os.environ.get("SKIPLAKE_IVY_DIR", "")],
-            stdin=subprocess.PIPE, stdout=self.out, stderr=subprocess.STDOUT, text=True, env=env)
-
-    def check(self) -> None:
-        """Skip (package unresolvable) or fail now if the subprocess already died."""
-        if self.proc.poll() is not None:
-            self._give_up()
-
-    def run(self, jobs: list[dict]) -> dict:
-        jobs_file = self.root / "jobs.json"
-        jobs_file.write_text(json.dumps({"package": DELTA_PACKAGE, "jobs": jobs}))
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(f"{jobs_file}\n")
-            self.proc.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # it died: the wait below reports why
-        self.proc.wait(timeout=1800)
-        if self.proc.returncode != 0 or not self.result_file.exists():
-            self._give_up()
-        return json.loads(self.result_file.read_text())
-
-    def _give_up(self) -> None:
-        self.out.flush()
-        output = (self.root / "delta_spark.out").read_text()
-        if any(marker in output.lower() for marker in RESOLUTION_ERRORS):
-            line = next((ln for ln in output.splitlines() if "unresolved dependency" in ln.lower()),
-                        output.strip().splitlines()[-1] if output.strip() else "")
-            pytest.skip(f"delta-spark package {DELTA_PACKAGE} could not be resolved from Maven Central "
-                        f"(offline?): {line.strip()[:300]}")
-        pytest.fail(f"the delta-spark subprocess failed (exit {self.proc.returncode}):\n{output[-6000:]}")
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.out.close()
 
 
 @pytest.fixture(scope="module")

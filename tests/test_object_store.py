@@ -228,7 +228,7 @@ def test_delta_spark_reads_s3_tables_through_s3a(spark, s3_lake, s3_server, tmp_
     """delta-spark 4.4 (its own JVM, S3A from the same packages) reads a skiplake table on the
     store, partitioned, after DML with deletion vectors, with identical rows."""
     from skiplake.spark.object_stores import HADOOP_AWS
-    from tests.test_delta_spark_interop import DELTA_PACKAGE, READER, rows_as_strings
+    from tests.delta_spark import DELTA_PACKAGE, READER, rows_as_strings
     t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
                              properties={"delta.enableDeletionVectors": "true"})
     t.append(spark.range(500).selectExpr("id", "concat('p', id % 4) p", "cast(id / 3 as double) v"))
