@@ -1,6 +1,6 @@
-"""The `skiplake` command line: describe, history, explain, optimize, vacuum, demo.
+"""The `skiplake` command line: describe, history, explain, optimize, vacuum, restore, demo.
 
-describe, history, explain and vacuum read the Delta log directly and never start Spark, so they
+describe, history, explain, vacuum and restore read the Delta log directly and never start Spark, so they
 answer in well under a second; optimize and demo start a local SparkSession (pyspark is imported
 only by those two). Every command takes --json and then prints exactly one JSON document on
 stdout. A SkiplakeError (or an OS error about the path) is printed as one line on stderr and the
@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import asdict
 from typing import Callable, Sequence
 
 from skiplake.console import console, esc, human_bytes, metrics_text, one_line, params_text, print_json
@@ -265,6 +266,25 @@ def _cmd_vacuum(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------- restore
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    from skiplake.txn.restore import restore
+    path = _table_path(args.path)
+    result = restore(path, args.to_version, args.to_timestamp)
+    doc = {"path": path, **asdict(result)}
+    if args.json:
+        print_json(doc)
+        return EXIT_OK
+    console().print(
+        f"RESTORE {esc(path)} to version {result.restored_version}: committed version {result.version}; "
+        f"{result.num_restored_files} files restored ({human_bytes(result.restored_files_size)}), "
+        f"{result.num_removed_files} removed ({human_bytes(result.removed_files_size)}); now "
+        f"{result.num_of_files_after_restore} files, {human_bytes(result.table_size_after_restore)}")
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- demo
 
 
@@ -329,6 +349,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="list the files without deleting them")
     p.add_argument("--force", action="store_true",
                    help="allow a retention shorter than the table's minimum (only when nothing else runs)")
+    p.add_argument("--json", action="store_true")
+
+    p = add("restore", _cmd_restore, "bring a table back to an earlier version, as a new commit (RESTORE)")
+    p.add_argument("path", metavar="PATH")
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--to-version", type=int, default=None, metavar="V", help="the version to go back to")
+    when.add_argument("--to-timestamp", default=None, metavar="TS",
+                      help="go back to the version current at this time (UTC), e.g. '2026-11-20 08:00:00'")
     p.add_argument("--json", action="store_true")
 
     p = add("demo", _cmd_demo, "TPC-DS through skiplake tables: generate, load, query, maintain (starts Spark)")

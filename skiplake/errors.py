@@ -101,6 +101,20 @@ class FilesVacuumedError(SkiplakeError):
         )
 
 
+class RestoreFilesMissingError(FilesVacuumedError):
+    """RESTORE to a version some of whose files are gone (VACUUM, or deleted by hand)."""
+
+    def __init__(self, path: str, version: int, missing: list[str]) -> None:
+        SkiplakeError.__init__(
+            self, f"cannot restore {path} to version {version}: {len(missing)} of the files that version "
+            f"needs no longer exist (removed by VACUUM or by hand): {', '.join(missing[:100])}"
+            f"{' ...' if len(missing) > 100 else ''}. Restore a newer version whose files are all still there; "
+            "nothing was changed.")
+        self.path = path
+        self.version = version
+        self.missing = missing
+
+
 class CorruptLogError(SkiplakeError):
     def __init__(self, file: str, detail: str) -> None:
         self.file = file
@@ -231,6 +245,10 @@ class ConcurrentTransactionException(ConcurrentModificationError):
 
 class ProtocolChangedException(ConcurrentModificationError):
     pass
+
+
+class ConcurrentWriteException(ConcurrentModificationError):
+    """A commit that must follow its snapshot directly (RESTORE) found another commit there."""
 
 
 class CommitFailedError(SkiplakeError):

@@ -4,11 +4,14 @@ One copy, used by the CLI's describe/history/explain and by the demo.
 """
 from __future__ import annotations
 
+import datetime as dt
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from skiplake.console import iso_ms
 from skiplake.layout.bucket_spec import bucket_spec_of
+from skiplake.log.features import table_features
 from skiplake.log.history import commits
 from skiplake.log.location import basename
 from skiplake.log.schema import type_name
@@ -50,7 +53,69 @@ def describe_table(path: str) -> dict[str, Any]:
         },
         "created_time": iso_ms(md.createdTime),
         "last_commit_time": iso_ms(snap.timestamp or None),
+        "detail": table_detail(snap).to_dict(),
     }
+
+
+@dataclass(frozen=True)
+class TableDetail:
+    """DESCRIBE DETAIL of a table: Delta's fields, in snake case (`to_dict` gives Delta's names)."""
+    format: str
+    id: str
+    name: str | None
+    description: str | None
+    location: str
+    created_at: dt.datetime | None
+    last_modified: dt.datetime | None
+    partition_columns: list[str]
+    clustering_columns: list[str]
+    num_files: int
+    size_in_bytes: int
+    properties: dict[str, str]
+    min_reader_version: int
+    min_writer_version: int
+    table_features: list[str]
+    num_deletion_vectors: int
+    num_rows_deleted_by_deletion_vectors: int
+    version: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """DESCRIBE DETAIL's columns under its names (timestamps as ISO-8601 text), plus the version."""
+        return {
+            "format": self.format, "id": self.id, "name": self.name, "description": self.description,
+            "location": self.location, "createdAt": _iso(self.created_at), "lastModified": _iso(self.last_modified),
+            "partitionColumns": list(self.partition_columns), "clusteringColumns": list(self.clustering_columns),
+            "numFiles": self.num_files, "sizeInBytes": self.size_in_bytes, "properties": dict(self.properties),
+            "minReaderVersion": self.min_reader_version, "minWriterVersion": self.min_writer_version,
+            "tableFeatures": list(self.table_features),
+            "statistics": {"numDeletionVectors": self.num_deletion_vectors,
+                           "numRowsDeletedByDeletionVectors": self.num_rows_deleted_by_deletion_vectors},
+            "version": self.version,
+        }
+
+
+def table_detail(snap: Snapshot) -> TableDetail:
+    """DESCRIBE DETAIL of the table at `snap`'s version."""
+    md, proto = snap.metadata, snap.protocol
+    deleted = snap.deleted_rows
+    return TableDetail(
+        format="delta", id=md.id, name=md.name, description=md.description, location=snap.table_path,
+        created_at=_utc(md.createdTime), last_modified=_utc(snap.timestamp or None),
+        partition_columns=list(md.partitionColumns), clustering_columns=[],
+        num_files=snap.num_files, size_in_bytes=snap.size_bytes, properties=dict(md.configuration),
+        min_reader_version=proto.minReaderVersion, min_writer_version=proto.minWriterVersion,
+        table_features=table_features(proto),
+        num_deletion_vectors=int(snap.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False).sum())
+        if snap.num_files else 0,
+        num_rows_deleted_by_deletion_vectors=int(deleted.sum()), version=snap.version)
+
+
+def _utc(ms: int | None) -> dt.datetime | None:
+    return None if ms is None else dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+
+def _iso(when: dt.datetime | None) -> str | None:
+    return None if when is None else when.isoformat(timespec="milliseconds")
 
 
 def _row_count(snap: Snapshot) -> tuple[int | None, int]:

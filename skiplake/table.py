@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from skiplake.errors import FilesVacuumedError, InvalidArgumentError, SchemaMismatchError
+from skiplake.inspect import TableDetail, table_detail
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.partitioning import check_partition_types
 from skiplake.layout.schema_changes import SchemaChangeError, dropped, renamed
@@ -37,12 +38,13 @@ from skiplake.spark.types import as_schema, to_spark
 from skiplake.spark.write import WriteOptions
 from skiplake.txn import create
 from skiplake.txn.isolation import check_isolation_property, isolation_level
+from skiplake.txn.restore import RestoreResult, restore
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-__all__ = ["BucketSpec", "Table", "Transaction"]
+__all__ = ["BucketSpec", "RestoreResult", "Table", "TableDetail", "Transaction"]
 
 
 class Table:
@@ -150,6 +152,11 @@ class Table:
     def to_df(self) -> "DataFrame":
         return self.read()
 
+    def detail(self) -> TableDetail:
+        """DESCRIBE DETAIL: format, id, name, location, partitioning, files, size, properties,
+        protocol and table features, deletion vector statistics (`.to_dict()`: Delta's names)."""
+        return table_detail(self.snapshot)
+
     def history(self, limit: int | None = None) -> list[dict[str, Any]]:
         """commitInfo of each version, newest first."""
         out = []
@@ -163,11 +170,14 @@ class Table:
 
     # ------------------------------------------------------------------ writes
 
-    def begin(self) -> Transaction:
+    def _check_writable(self) -> None:
         if self._pinned:
             raise InvalidArgumentError(
                 f"{self.path} was opened at version {self.version} for time travel and is read-only; "
                 "open it without version=/timestamp= to write.")
+
+    def begin(self) -> Transaction:
+        self._check_writable()
         return Transaction(self.spark, Snapshot.load(self.path), on_commit=self._moved_to)
 
     def _moved_to(self, version: int) -> None:
@@ -213,6 +223,16 @@ class Table:
         receives one line per stage of a long rewrite."""
         return optimize(self.begin(), where, zorder_by, target_file_size, min_files, progress,
                         sort_within, row_group_size, page_rows).commit()
+
+    def restore(self, version: int | None = None, timestamp: str | dt.datetime | None = None) -> RestoreResult:
+        """RESTORE the table to an earlier `version` (or the version current at `timestamp`, UTC
+        when naive), as one new commit with its own history entry: that version's files come back,
+        the others are removed (the data files stay until VACUUM), and its schema and properties
+        return. Refused, with nothing written, when VACUUM already deleted files it needs."""
+        self._check_writable()
+        result = restore(self.path, version, timestamp)
+        self._moved_to(result.version)
+        return result
 
     def vacuum(self, retention_hours: float = 168, dry_run: bool = False, force: bool = False) -> VacuumResult:
         return vacuum(self.path, retention_hours, dry_run, force)

@@ -212,11 +212,27 @@ def test_optimize(lake, spark, capsys):
     assert code == 2 and "partition" in err
 
 
+# ---------------------------------------------------------------- restore
+
+
+def test_restore(sales, capsys):
+    doc = run_json(capsys, "restore", sales.path, "--to-version", "1")
+    assert (doc["version"], doc["restored_version"]) == (4, 1)
+    assert doc["num_of_files_after_restore"] == len(sales.refresh().snapshot.add_files) == 3
+    assert sales.read().count() == 30
+    code, out, err = run_cli(capsys, "restore", sales.path, "--to-version", "2")
+    assert code == 0 and "RESTORE" in out and "version 2" in out and sales.refresh().read().count() == 60
+    code, out, err = run_cli(capsys, "restore", sales.path, "--to-version", "9")
+    assert code == 2 and "older than the latest" in err
+    detail = run_json(capsys, "describe", sales.path)["detail"]
+    assert detail["numFiles"] == 6 and detail["format"] == "delta" and detail["partitionColumns"] == ["region"]
+
+
 # ---------------------------------------------------------------- errors and plumbing
 
 
 @pytest.mark.parametrize("command", [["describe"], ["history"], ["explain", "--where", "a = 1"],
-                                     ["vacuum", "--dry-run"], ["optimize"]])
+                                     ["vacuum", "--dry-run"], ["optimize"], ["restore", "--to-version", "0"]])
 def test_not_a_table_exits_2(tmp_path, capsys, command):
     missing = str(tmp_path / "nowhere")
     code, out, err = run_cli(capsys, command[0], missing, *command[1:])
@@ -235,13 +251,13 @@ def test_usage_errors(capsys):
 
 
 def test_read_only_commands_do_not_start_spark(sales):
-    """describe/history/explain/vacuum read the log: pyspark is never imported (they run in a second)."""
+    """describe/history/explain/vacuum/restore read the log: pyspark is never imported (they run in a second)."""
     code = (
         "import sys, json\n"
         "from skiplake.cli import main\n"
         "p = sys.argv[1]\n"
         "for argv in (['describe', p], ['history', p], ['explain', p, '--where', 'id = 7'],\n"
-        "             ['vacuum', p, '--dry-run'], ['describe', p, '--json']):\n"
+        "             ['vacuum', p, '--dry-run'], ['describe', p, '--json'], ['restore', p, '--to-version', '1']):\n"
         "    assert main(argv) == 0, argv\n"
         "assert 'pyspark' not in sys.modules, 'pyspark was imported'\n"
     )

@@ -45,19 +45,47 @@ def wanted_features(configuration: Mapping[str, str]) -> list[str]:
     return wanted
 
 
+def features_of(protocol: Protocol) -> tuple[set[str], set[str]]:
+    """The (reader, writer) features a protocol supports: its lists, or what its legacy versions imply."""
+    reader = set(protocol.readerFeatures or ())
+    writer = set(protocol.writerFeatures or ())
+    if protocol.minWriterVersion < 7:
+        for version, features in _LEGACY_WRITER.items():
+            if protocol.minWriterVersion >= version:
+                writer.update(features)
+    if protocol.minReaderVersion == 2:
+        reader.add(COLUMN_MAPPING)
+    return reader, writer
+
+
+def table_features(protocol: Protocol) -> list[str]:
+    """Every feature the protocol supports, by name, sorted (DESCRIBE DETAIL's tableFeatures)."""
+    reader, writer = features_of(protocol)
+    return sorted(reader | writer)
+
+
 def required_protocol(current: Protocol, configuration: Mapping[str, str]) -> Protocol:
     """`current`, or the (3,7) protocol that adds what `configuration` turns on."""
     missing = [f for f in wanted_features(configuration) if not supports(current, f)]
     if not missing:
         return current
-    reader = set(current.readerFeatures or ())
-    writer = set(current.writerFeatures or ())
-    if current.minWriterVersion < 7:
-        for version, features in _LEGACY_WRITER.items():
-            if current.minWriterVersion >= version:
-                writer.update(features)
-    if current.minReaderVersion == 2:
-        reader.add(COLUMN_MAPPING)
+    reader, writer = features_of(current)
     reader.update(missing)
     writer.update(missing)
     return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(writer)))
+
+
+def merged_protocol(a: Protocol, b: Protocol) -> Protocol:
+    """The least protocol that supports everything `a` and `b` do (RESTORE never downgrades).
+    Two legacy protocols merge by version; otherwise the result lists its features, the legacy
+    side's implied ones included, as PROTOCOL.md asks of a table-features protocol."""
+    if a == b:
+        return a
+    uses_lists = [p for p in (a, b) if p.minWriterVersion >= 7 or p.minReaderVersion >= 3]
+    if not uses_lists:
+        return Protocol(max(a.minReaderVersion, b.minReaderVersion), max(a.minWriterVersion, b.minWriterVersion))
+    (ra, wa), (rb, wb) = features_of(a), features_of(b)
+    writer = tuple(sorted(wa | wb))
+    if any(p.minReaderVersion >= 3 for p in (a, b)):
+        return Protocol(3, 7, tuple(sorted(ra | rb)), writer)
+    return Protocol(max(a.minReaderVersion, b.minReaderVersion), 7, None, writer)

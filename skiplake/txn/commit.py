@@ -5,24 +5,30 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from skiplake.errors import ConcurrentWriteException
 from skiplake.log.actions import Action, CommitInfo, Metadata, Protocol, RemoveFile, now_ms
 from skiplake.log.commit import ENGINE_INFO, CommitResult, put_commit, put_first_commit
 from skiplake.log.snapshot import Snapshot
 from skiplake.txn.conflicts import check_winner
-from skiplake.txn.isolation import SNAPSHOT_ISOLATION, is_rearrangement, isolation_level
+from skiplake.txn.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION, is_rearrangement, isolation_level
 from skiplake.txn.read_set import ReadSet
 
 
 def commit(snapshot: Snapshot, actions: list[Action], operation: str,
            operation_parameters: dict[str, Any] | None = None, read_set: ReadSet | None = None,
            operation_metrics: dict[str, str] | None = None, isolation: str | None = None,
-           max_attempts: int = 10_000) -> CommitResult:
+           max_attempts: int = 10_000, exclusive: bool = False) -> CommitResult:
     """Commit `actions` on top of `snapshot`, retrying past winners that do not conflict with
-    what `read_set` says this transaction read (at the table's isolation level)."""
+    what `read_set` says this transaction read (at the table's isolation level). An `exclusive`
+    commit (RESTORE, as Delta's large commits) must directly follow `snapshot`: any commit made
+    since is a ConcurrentWriteException, and it commits as Serializable."""
     read_set = read_set or ReadSet()
     config = next((a.configuration for a in actions if isinstance(a, Metadata)), snapshot.configuration)
     level = isolation or (SNAPSHOT_ISOLATION if is_rearrangement(actions) else isolation_level(config))
-    blind = read_set.empty and not any(isinstance(a, (RemoveFile, Metadata, Protocol)) for a in actions)
+    if exclusive:
+        level = SERIALIZABLE
+    blind = not exclusive and read_set.empty and not any(
+        isinstance(a, (RemoveFile, Metadata, Protocol)) for a in actions)
     info = CommitInfo(
         timestamp=0, operation=operation, operationParameters=dict(operation_parameters or {}),
         readVersion=snapshot.version, isolationLevel=level, isBlindAppend=blind,
@@ -32,11 +38,21 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     current = list(actions)
 
     def check(version: int, winner: list[Action]) -> list[Action]:
+        if exclusive:
+            raise ConcurrentWriteException(
+                f"a concurrent {_operation(winner)} committed version {version} of {snapshot.table_path} after "
+                f"version {snapshot.version}, which this {operation} read. Nothing was written: run it again.",
+                winning_version=version, winning_operation=_operation(winner))
         # Each winner is checked against the actions as rebased on the winners before it.
         current[:] = check_winner(snapshot, version, winner, current, read_set, level)
         return current
 
     return put_commit(snapshot, info, actions, check, max_attempts)
+
+
+def _operation(actions: list[Action]) -> str:
+    info = next((a for a in actions if isinstance(a, CommitInfo)), None)
+    return info.operation if info else "commit"
 
 
 def create(table_path: str, metadata: Metadata, protocol: Protocol | None = None,
