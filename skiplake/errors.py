@@ -181,6 +181,17 @@ class InvalidArgumentError(SkiplakeError):
     pass
 
 
+class AppendOnlyTableError(SkiplakeError):
+    """A commit would remove or change rows of a table whose `delta.appendOnly` is true."""
+
+    def __init__(self, path: str, operation: str) -> None:
+        self.path = path
+        super().__init__(
+            f"{path} only allows appends (delta.appendOnly=true), and {operation} would remove or change rows; "
+            "nothing was written. To permit it, set the property to false first: "
+            "t.set_properties({'delta.appendOnly': 'false'}).")
+
+
 class MergeConflictError(SkiplakeError):
     """Several source rows of a MERGE matched the same target row."""
 

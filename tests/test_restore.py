@@ -116,3 +116,16 @@ def _iso(ms_or_text) -> str:
     if isinstance(ms_or_text, str):
         return ms_or_text
     return dt.datetime.fromtimestamp(ms_or_text / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def test_append_only_table_refuses_delete_update_and_restore(lake, spark):
+    from skiplake.errors import AppendOnlyTableError
+    t = lake.create_table("ledger", "id long", properties={"delta.appendOnly": "true"})
+    t.append(spark.range(5))
+    t.append(spark.range(5, 8))
+    version = t.version
+    for change in (lambda: t.delete("id = 1"), lambda: t.update("id = 1", {"id": "id + 100"}),
+                   lambda: t.restore(version=1)):
+        with pytest.raises(AppendOnlyTableError, match="delta.appendOnly"):
+            change()
+    assert Snapshot.load(t.path).version == version and t.read().count() == 8

@@ -5,13 +5,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from skiplake.errors import ConcurrentWriteException
+from skiplake.errors import AppendOnlyTableError, ConcurrentWriteException
 from skiplake.log.actions import Action, CommitInfo, Metadata, Protocol, RemoveFile, now_ms
 from skiplake.log.commit import ENGINE_INFO, CommitResult, put_commit, put_first_commit
 from skiplake.log.snapshot import Snapshot
 from skiplake.txn.conflicts import check_winner
 from skiplake.txn.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION, is_rearrangement, isolation_level
 from skiplake.txn.read_set import ReadSet
+
+APPEND_ONLY = "delta.appendOnly"
 
 
 def commit(snapshot: Snapshot, actions: list[Action], operation: str,
@@ -22,6 +24,8 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     what `read_set` says this transaction read (at the table's isolation level). An `exclusive`
     commit (RESTORE, as Delta's large commits) must directly follow `snapshot`: any commit made
     since is a ConcurrentWriteException, and it commits as Serializable."""
+    if _removes_data(actions) and str(snapshot.configuration.get(APPEND_ONLY, "false")).lower() == "true":
+        raise AppendOnlyTableError(snapshot.table_path, operation)
     read_set = read_set or ReadSet()
     config = next((a.configuration for a in actions if isinstance(a, Metadata)), snapshot.configuration)
     level = isolation or (SNAPSHOT_ISOLATION if is_rearrangement(actions) else isolation_level(config))
@@ -48,6 +52,12 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
         return current
 
     return put_commit(snapshot, info, actions, check, max_attempts)
+
+
+def _removes_data(actions: list[Action]) -> bool:
+    """Whether a commit logically deletes rows: a data-changing remove (a file marked by a
+    deletion vector is removed and added again, so it counts too)."""
+    return any(isinstance(a, RemoveFile) and a.dataChange for a in actions)
 
 
 def _operation(actions: list[Action]) -> str:

@@ -163,3 +163,20 @@ def test_detail_fields(tmp_path):
     assert row["statistics"] == {"numDeletionVectors": 0, "numRowsDeletedByDeletionVectors": 0}
     assert table_features(Protocol(3, 7, ("deletionVectors",), ("deletionVectors", "appendOnly"))) == [
         "appendOnly", "deletionVectors"]
+
+
+def test_append_only_tables_refuse_removing_rows(tmp_path):
+    path = str(tmp_path / "t")
+    snap = create(path, Metadata.new(SCHEMA, ["d"], {"delta.appendOnly": "true"}))
+    snap = Snapshot.load(path, commit(snap, [add("a")], "WRITE").version)
+    snap = Snapshot.load(path, commit(snap, [add("b")], "WRITE").version)
+    open(os.path.join(path, "a"), "wb").close()
+    from skiplake.errors import AppendOnlyTableError
+    with pytest.raises(AppendOnlyTableError, match="only allows appends"):
+        commit(snap, [add("a").remove(5)], "DELETE")
+    with pytest.raises(AppendOnlyTableError):
+        restore(path, version=1)
+    # compaction moves rows without changing them: allowed
+    commit(snap, [add("a").remove(5, data_change=False), add("b").remove(5, data_change=False),
+                  replace(add("c"), dataChange=False)], "OPTIMIZE")
+    assert _live(path) == {"c"}
