@@ -4,10 +4,10 @@
 2. start a local SparkSession;
 3. load them into the warehouse as skiplake tables (store_sales clustered on ss_item_sk, so its
    files hold narrow item ranges and min/max stats can skip them);
-4. run TPC-DS-style queries through `lake.sql`, and plan the seed's Q1 with `table.scan` to
-   show the files skipped;
-5. dynamic file pruning: the seed's Q2 filters item, and item's keys, found at run time, prune
-   store_sales's files (lake.explain shows them); timed against plain Spark on the same files;
+4. run TPC-DS-style queries through `lake.sql`, and plan the point query on the item key
+   (`ss_item_sk IN (40, 41, 42)`) with `table.scan` to show the files skipped;
+5. dynamic file pruning: the star join with item filters item by its id, and item's keys, found
+   at run time, prune store_sales's files (lake.explain shows them); timed against plain Spark on the same files;
 6. bucketing: copies of store_sales and item bucketed by the item key, a point query's bucket
    pruning and a join of the two that runs with no shuffle (lake.explain says so);
 7. maintenance: DELETE, UPDATE, time travel, OPTIMIZE and the history they leave;
@@ -48,8 +48,8 @@ Q1_PREDICATE = "ss_item_sk IN (40, 41, 42)"
 
 # (key, short label for the summary, description, SQL)
 QUERIES: list[tuple[str, str, str, str]] = [
-    ("q1", "Q1 fact IN-list", "seed Q1: literal IN on the fact table", Q1),
-    ("q2", "Q2 item predicate", "seed Q2: the same, predicate on the item dimension",
+    ("q1", "point query on the item key", "point query: a literal IN on store_sales's item key", Q1),
+    ("q2", "star join with item", "star join with item: the same total, filtered on the item dimension",
      "SELECT sum(ss_quantity) AS total_quantity FROM store_sales "
      "JOIN item ON ss_item_sk = i_item_sk WHERE i_item_id = 'AAAAAAAAICAAAAAA'"),
     ("star_join", "star join by year, category", "star join: sales by year and category (top 10 by net paid)",
@@ -312,14 +312,14 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
                 progress.show(_rows_table(rows))
         plan = tables["store_sales"].scan(Q1_PREDICATE)
         report = plan.report
-        progress.line(f"file skipping for seed Q1, table.scan({Q1_PREDICATE!r}).report:")
+        progress.line(f"file skipping for the point query, table.scan({Q1_PREDICATE!r}).report:")
         for text_line in report.text().splitlines():
             progress.line("  " + text_line)
     summary["queries"] = results
     summary["q1_scan"] = {**report.to_dict(), "files_skipped": report.files_skipped}
 
     # ---- 5. dynamic file pruning
-    with progress.stage(5, "dynamic file pruning: seed Q2, the item filter prunes store_sales at run time"):
+    with progress.stage(5, "dynamic file pruning: the star join with item, whose filter prunes store_sales at run time"):
         summary["dynamic_pruning"] = _dynamic_pruning_stage(spark, lake, tables, progress)
 
     # ---- 6. bucketing
@@ -353,7 +353,7 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
                                  "q1_before": q1_before, "q1_after": q1_after,
                                  "seconds": round(time.perf_counter() - t0, 3)}
         progress.line(f"UPDATE SET ss_quantity = ss_quantity + 1 WHERE ss_item_sk = 41 -> version {v_update}: "
-                      f"{updated:,} rows, Q1 {q1_before:,} -> {q1_after:,}, "
+                      f"{updated:,} rows, the point query's total {q1_before:,} -> {q1_after:,}, "
                       f"{_files_touched(ss.history(limit=1)[0])} ({time.perf_counter() - t0:.1f}s)")
 
         t0 = time.perf_counter()
@@ -364,8 +364,8 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
                                       "current_version": ss.version, "rows_now": current_rows,
                                       "q1_then": old_q1, "q1_now": q1_after,
                                       "seconds": round(time.perf_counter() - t0, 3)}
-        progress.line(f"time travel: version {before_version} has {old_rows:,} rows (Q1 = {old_q1:,}), "
-                      f"version {ss.version} has {current_rows:,} rows (Q1 = {q1_after:,}) "
+        progress.line(f"time travel: version {before_version} has {old_rows:,} rows (point query {old_q1:,}), "
+                      f"version {ss.version} has {current_rows:,} rows (point query {q1_after:,}) "
                       f"({time.perf_counter() - t0:.1f}s)")
 
         t0 = time.perf_counter()
@@ -390,9 +390,9 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
             [after_report] = lake.explain(Q1)
             maintenance["optimize"]["q1_files_selected"] = after_report.files_selected
             maintenance["optimize"]["q1_files_total"] = after_report.files_total
-            progress.line(f"Q1 now reads {after_report.files_selected} of {_n(after_report.files_total, 'file')} "
+            progress.line(f"the point query now reads {after_report.files_selected} of {_n(after_report.files_total, 'file')} "
                           f"(before Z-ordering: {q1_before_optimize.files_selected} of "
-                          f"{q1_before_optimize.files_total}); lake.explain(Q1):")
+                          f"{q1_before_optimize.files_total}); lake.explain of it:")
             for text_line in after_report.text().splitlines():
                 progress.line("  " + text_line)
 
@@ -411,7 +411,7 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
 
 def _dynamic_pruning_stage(spark: "SparkSession", lake: Any, tables: dict[str, Any],
                            progress: _Progress) -> dict[str, Any]:
-    """The seed's Q2: the filter is on item, so only dynamic file pruning (item's keys, found at
+    """The star join with item: the filter is on item, so only dynamic file pruning (item's keys, found at
     run time) lets store_sales skip files. Timed against plain Spark over the very same files."""
     from skiplake.spark.settings import FILES_THRESHOLD, SIZE_THRESHOLD
     q2 = QUERIES[1][3]
@@ -431,7 +431,7 @@ def _dynamic_pruning_stage(spark: "SparkSession", lake: Any, tables: dict[str, A
 def _timed_q2(spark: "SparkSession", lake: Any, tables: dict[str, Any], progress: _Progress,
               q2: str) -> dict[str, Any]:
     progress.line(f"probe-size triggers lowered for the demo's small tables (deltaTableSizeThreshold 0, "
-                  f"deltaTableFilesThreshold 2); Q2: {q2}")
+                  f"deltaTableFilesThreshold 2); the star join with item: {q2}")
     explained = lake.explain(q2)
     scan = next(r for r in explained if r.table.endswith("store_sales"))
     for text_line in scan.text().splitlines() + [d.text() for d in explained.dynamic if d.applied]:
@@ -456,7 +456,7 @@ def _timed_q2(spark: "SparkSession", lake: Any, tables: dict[str, Any], progress
            "dynamic_filters": scan.dynamic_filters, "seconds": med, "same_answer": answers["skiplake"] == answers["spark"],
            "speedup": round(med["spark"] / med["skiplake"], 2)}
     progress.line(f"store_sales: {scan.files_selected} of {_n(scan.files_total, 'file')} read, "
-                  f"{rows_skipped:.1%} of rows skipped; Q2 in {med['skiplake']:.2f}s vs plain Spark {med['spark']:.2f}s "
+                  f"{rows_skipped:.1%} of rows skipped; the query in {med['skiplake']:.2f}s vs plain Spark {med['spark']:.2f}s "
                   f"over the same files ({out['speedup']:.1f}x, same answer: {'yes' if out['same_answer'] else 'NO'})")
     return out
 
@@ -479,7 +479,7 @@ def _bucketing_stage(spark: "SparkSession", lake: Any, tables: dict[str, Any], p
                       f"({buckets} buckets by {column}), {time.perf_counter() - t0:.1f}s")
     report = lake.table("store_sales_by_item").scan(Q1_PREDICATE).report
     out["q1_scan"] = report.to_dict()
-    progress.line(f"seed Q1 on the bucketed copy reads {report.files_selected} of {report.files_total} files "
+    progress.line(f"the point query on the bucketed copy reads {report.files_selected} of {report.files_total} files "
                   f"(SelectedBucketsCount: {report.buckets_selected} out of {report.buckets_total})")
     t0 = time.perf_counter()
     explain = lake.explain(BUCKET_JOIN)
@@ -559,23 +559,23 @@ def _print_summary(console: Any, summary: dict[str, Any]) -> None:
     k = RichTable(title="data skipping and maintenance", title_justify="left", show_header=False)
     k.add_column(style="bold")
     k.add_column()
-    k.add_row("Q1 file skipping", f"{scan['files_selected']} of {scan['files_total']} files read "
+    k.add_row("point query: file skipping", f"{scan['files_selected']} of {scan['files_total']} files read "
               f"({scan['files_skipped']} skipped), {_bytes(scan['bytes_selected'])} of "
               f"{_bytes(scan['bytes_total'])}")
     d = summary["dynamic_pruning"]
-    k.add_row("Q2 dynamic pruning", f"{d['files_selected']} of {d['files_total']} store_sales files read, "
+    k.add_row("star join: dynamic pruning", f"{d['files_selected']} of {d['files_total']} store_sales files read, "
               f"{d['rows_skipped']:.1%} of rows skipped; {d['seconds']['skiplake']:.2f}s vs plain Spark "
               f"{d['seconds']['spark']:.2f}s ({d['speedup']:.1f}x)")
     k.add_row("DELETE", f"{m['delete']['rows_deleted']:,} rows ({m['delete']['where']}), version "
               f"{m['delete']['version']}")
     k.add_row("UPDATE", f"{m['update']['rows_matched']:,} rows ({m['update']['where']}), version "
-              f"{m['update']['version']}; Q1 {m['update']['q1_before']:,} -> {m['update']['q1_after']:,}")
+              f"{m['update']['version']}; point query {m['update']['q1_before']:,} -> {m['update']['q1_after']:,}")
     tt = m["time_travel"]
     k.add_row("time travel", f"version {tt['version']}: {tt['rows_then']:,} rows; version "
               f"{tt['current_version']}: {tt['rows_now']:,} rows")
     o = m["optimize"]
     k.add_row("OPTIMIZE ZORDER BY", "nothing to rewrite" if o["version"] is None else
-              f"{o['files_before']} -> {_n(o['files_after'], 'file')}, version {o['version']}; Q1 then reads "
+              f"{o['files_before']} -> {_n(o['files_after'], 'file')}, version {o['version']}; the point query then reads "
               f"{o.get('q1_files_selected', '?')} of {o.get('q1_files_total', '?')} files")
     console.print(k)
 

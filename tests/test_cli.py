@@ -334,7 +334,7 @@ def test_demo_tiny(spark, tmp_path, capsys):
     buf = io.StringIO()
     demo._print_summary(Console(file=buf, width=130), summary)
     text = buf.getvalue()
-    for word in ("store_sales", "date_dim", "Q1 file skipping", "Q2 dynamic pruning", "OPTIMIZE", "total",
+    for word in ("store_sales", "date_dim", "point query: file skipping", "star join: dynamic pruning", "OPTIMIZE", "total",
                  f"{generated['item']:,}"):
         assert word in text
 
