@@ -42,6 +42,7 @@ EXTRAS: dict[str, Extra] = {
 # What the catalog needs in-process (its store, service and Glue's API model), without the server.
 CATALOG_STORE = ("sqlalchemy", "orjson", "boto3")
 
+_DISTRIBUTIONS = {m: d for extra in EXTRAS.values() for m, d in extra.packages.items()}
 _found: set[str] = set()  # modules seen installed: the check is made once per module and process
 
 
@@ -61,15 +62,16 @@ def missing_modules(modules: Sequence[str]) -> list[str]:
 def require(extra: str, feature: str, modules: Sequence[str] | None = None) -> None:
     """Raise MissingExtraError unless `modules` (by default every module of the extra) are
     installed; `feature` says what was being used, as the user wrote it."""
-    spec = EXTRAS[extra]
-    absent = missing_modules(list(spec.packages) if modules is None else modules)
+    absent = missing_modules(list(EXTRAS[extra].packages) if modules is None else modules)
     if absent:
-        raise MissingExtraError(feature, extra, [spec.packages.get(m, m) for m in absent])
+        raise MissingExtraError(feature, extra, [_DISTRIBUTIONS.get(m, m) for m in absent])
 
 
 def require_database(url: str) -> None:
-    """The catalog's packages for a database URL, and PostgreSQL's driver for a postgresql+psycopg one."""
+    """The catalog's packages for a database URL, and PostgreSQL's driver too for a
+    postgresql+psycopg one (the postgres extra installs both, so it is the one named)."""
     scheme = url.split(":", 1)[0].lower()  # only the scheme is shown: the URL may hold a password
-    require("catalog", f"a {scheme}:// catalog database", CATALOG_STORE)
     if scheme in ("postgresql+psycopg", "postgresql+psycopg_async"):
-        require("postgres", f"a {scheme}:// catalog database")
+        require("postgres", f"a {scheme}:// catalog database", (*CATALOG_STORE, "psycopg"))
+    else:
+        require("catalog", f"a {scheme}:// catalog database", CATALOG_STORE)

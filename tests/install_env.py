@@ -68,8 +68,9 @@ def _uv_offline_first(args: list[str], cwd: Path | None = None) -> None:
 
 
 def build_wheel(out_dir: Path) -> Path:
-    """skiplake's wheel built from the checkout into `out_dir`."""
-    _uv_offline_first(["build", "--wheel", "--quiet", "--out-dir", str(out_dir), str(REPO)])
+    """skiplake's wheel built from the checkout into `out_dir`, through its sdist: the wheel then
+    holds only what the sdist does, never a stale file of the checkout's build/ folder."""
+    _uv_offline_first(["build", "--quiet", "--out-dir", str(out_dir), str(REPO)])  # sdist, then the wheel from it
     wheels = sorted(out_dir.glob("skiplake-*.whl"))
     if len(wheels) != 1:
         raise RuntimeError(f"expected one skiplake wheel in {out_dir}, found {wheels}")

@@ -46,6 +46,7 @@ def generate():
     skiplake.tpcds.generate(root + "/tpcds", sf=0.01)
 
 expect("catalog database", lambda: skiplake.Lake(spark, root, catalog="sqlite:///" + root + "/catalog.db"))
+expect("postgres database", lambda: skiplake.Lake(spark, root, catalog="postgresql+psycopg://u:pw@127.0.0.1:9/c"))
 expect("catalog endpoint", lambda: skiplake.Lake(spark, root, catalog="http://127.0.0.1:9/"))
 expect("GlueCatalog", lambda: __import__("skiplake.catalog.service"))
 expect("s3 lake", lambda: skiplake.Lake(spark, "s3://bucket/warehouse"))
@@ -134,13 +135,15 @@ def test_readme_quickstart_runs_in_the_core_install(quickstart):
 
 
 @pytest.mark.parametrize("feature, extra", [
-    ("catalog database", "catalog"), ("catalog endpoint", "catalog"), ("GlueCatalog", "catalog"),
+    ("catalog database", "catalog"), ("postgres database", "postgres"), ("catalog endpoint", "catalog"),
+    ("GlueCatalog", "catalog"),
     ("s3 lake", "s3"), ("s3 table", "s3"), ("tpcds", "demo")])
 def test_missing_extra_is_a_clear_error_where_used(quickstart, feature, extra):
     check = quickstart["checks"][feature]
     assert check is not None, f"{feature} worked without skiplake[{extra}]"
     assert check["extra"] == extra
     assert f"pip install 'skiplake[{extra}]'" in check["message"]
+    assert "pw@" not in check["message"]   # a database URL's password is not repeated
 
 
 def test_console_script(core_venv, quickstart):
