@@ -11,38 +11,27 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from skiplake.errors import MissingExtraError
 
-__all__ = ["CATALOG_STORE", "EXTRAS", "Extra", "missing_modules", "require", "require_database"]
+__all__ = ["CATALOG_STORE", "EXTRAS", "missing_modules", "require", "require_database"]
 
 
-@dataclass(frozen=True)
-class Extra:
-    name: str
-    enables: str                  # what the extra is for, in the words of the docs
-    packages: Mapping[str, str]   # import name -> the distribution that provides it
-
-
-EXTRAS: dict[str, Extra] = {
-    "catalog": Extra(
-        "catalog", "the Glue-compatible catalog: Lake(catalog=...), GlueCatalog, skiplake catalog serve and sync",
-        {"sqlalchemy": "SQLAlchemy", "orjson": "orjson", "boto3": "boto3", "uvicorn": "uvicorn",
-         "httptools": "httptools", **({} if sys.platform == "win32" else {"uvloop": "uvloop"})}),
-    "postgres": Extra("postgres", "the catalog on PostgreSQL (postgresql+psycopg:// database URLs)",
-                      {"psycopg": "psycopg[binary]"}),
-    "s3": Extra("s3", "tables and lakes on S3 or S3-compatible stores (s3:// and s3a:// locations)",
-                {"boto3": "boto3"}),
-    "demo": Extra("demo", "skiplake demo and TPC-DS data generation (skiplake.tpcds)",
-                  {"duckdb": "duckdb", "duckdb_extension_tpcds": "duckdb-extension-tpcds"}),
+# Each extra's packages: import name -> the distribution pyproject.toml lists for it.
+EXTRAS: dict[str, Mapping[str, str]] = {
+    # The Glue-compatible catalog: Lake(catalog=...), GlueCatalog, skiplake catalog serve and sync.
+    "catalog": {"sqlalchemy": "SQLAlchemy", "orjson": "orjson", "boto3": "boto3", "uvicorn": "uvicorn",
+                "httptools": "httptools", **({} if sys.platform == "win32" else {"uvloop": "uvloop"})},
+    "postgres": {"psycopg": "psycopg[binary]"},   # the catalog on PostgreSQL (with the catalog's)
+    "s3": {"boto3": "boto3"},                     # s3:// and s3a:// locations: the log's requests
+    "demo": {"duckdb": "duckdb", "duckdb_extension_tpcds": "duckdb-extension-tpcds"},   # skiplake demo, tpcds
 }
 
 # What the catalog needs in-process (its store, service and Glue's API model), without the server.
 CATALOG_STORE = ("sqlalchemy", "orjson", "boto3")
 
-_DISTRIBUTIONS = {m: d for extra in EXTRAS.values() for m, d in extra.packages.items()}
+_DISTRIBUTIONS = {m: d for packages in EXTRAS.values() for m, d in packages.items()}
 _found: set[str] = set()  # modules seen installed: the check is made once per module and process
 
 
@@ -62,7 +51,7 @@ def missing_modules(modules: Sequence[str]) -> list[str]:
 def require(extra: str, feature: str, modules: Sequence[str] | None = None) -> None:
     """Raise MissingExtraError unless `modules` (by default every module of the extra) are
     installed; `feature` says what was being used, as the user wrote it."""
-    absent = missing_modules(list(EXTRAS[extra].packages) if modules is None else modules)
+    absent = missing_modules(list(EXTRAS[extra]) if modules is None else modules)
     if absent:
         raise MissingExtraError(feature, extra, [_DISTRIBUTIONS.get(m, m) for m in absent])
 
