@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                 glue = boto3.client("glue", region_name="us-east-1")
 
                 def call(op: str, params: dict) -> dict:
-                    from skiplake.catalog.service import _snake
-                    return getattr(glue, _snake(op))(**params)
+                    from skiplake.catalog.operations import method_name
+                    return getattr(glue, method_name(op))(**params)
 
                 glue.create_database(DatabaseInput={"Name": "sales"})
                 glue.create_table(DatabaseName="sales", TableInput={"Name": "plain", "PartitionKeys": KEYS})

@@ -17,6 +17,7 @@ from typing import Callable, Sequence
 
 from skiplake.console import console, esc, human_bytes, metrics_text, one_line, params_text, print_json
 from skiplake.errors import InvalidArgumentError, SkiplakeError
+from skiplake.extras import require
 from skiplake.inspect import describe_table, explain_scan, table_history
 from skiplake.version import __version__
 
@@ -184,6 +185,7 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     if args.catalog_command != "serve":
         sys.stderr.write("skiplake catalog: name a command: serve, sync\n")
         return EXIT_ERROR
+    require("catalog", "skiplake catalog serve")
     from skiplake.catalog.app import Limits
     from skiplake.catalog.server import ServeOptions, serve
     options = ServeOptions(
@@ -289,6 +291,7 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    require("demo", "skiplake demo")  # before anything is generated or Spark starts
     from skiplake import demo
     from skiplake.tpcds import check_args
     check_args(args.sf, demo.TABLES)  # a bad --sf fails before pyspark is imported

@@ -11,6 +11,23 @@ class SkiplakeError(Exception):
     """Base class of every skiplake error."""
 
 
+# ---------------------------------------------------------------- installation
+
+
+class MissingExtraError(SkiplakeError):
+    """A feature was used whose optional packages (a `skiplake[extra]`) are not installed."""
+
+    def __init__(self, feature: str, extra: str, missing: list[str]) -> None:
+        self.feature = feature
+        self.extra = extra
+        self.missing = missing
+        verb = "is" if len(missing) == 1 else "are"
+        super().__init__(
+            f"{feature} needs the optional packages of skiplake[{extra}], and {', '.join(missing)} {verb} not "
+            f"installed. Install them with: pip install 'skiplake[{extra}]'"
+        )
+
+
 # ---------------------------------------------------------------- tables and paths
 
 

@@ -2,8 +2,8 @@
 
 This module never imports pyspark: it only writes plain Parquet files that Spark (or anything
 else) reads afterwards, so data generation stays fast and can run without a JVM. duckdb and
-duckdb-extension-tpcds are dev dependencies, so they are imported lazily and a missing one is
-reported with the pip command that fixes it.
+duckdb-extension-tpcds are the `demo` extra, so they are imported lazily and a missing one is
+reported with the extra that installs them (skiplake[demo]).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from skiplake.errors import InvalidArgumentError
+from skiplake.extras import require
 
 if TYPE_CHECKING:
     import duckdb
@@ -92,13 +93,8 @@ class GeneratedTables:
 
 
 def _import_duckdb() -> Any:
-    try:
-        import duckdb
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "skiplake.tpcds needs duckdb: pip install 'duckdb==1.5.5' 'duckdb-extension-tpcds==1.5.5' "
-            "(or pip install -e '.[dev]')"
-        ) from e
+    require("demo", "TPC-DS data generation (skiplake.tpcds)")
+    import duckdb
     return duckdb
 
 

@@ -29,6 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
+from skiplake.extras import CATALOG_STORE, require
+
+require("catalog", "the Glue-compatible catalog", CATALOG_STORE)
+
 import orjson
 from sqlalchemy import text
 

@@ -24,6 +24,10 @@ from dataclasses import dataclass
 from typing import Mapping, Protocol
 from urllib.parse import parse_qsl, quote
 
+from skiplake.extras import CATALOG_STORE, require
+
+require("catalog", "the Glue-compatible catalog", CATALOG_STORE)
+
 from sqlalchemy import delete, insert, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Protocol
 
-from skiplake.catalog.service import GlueCatalog, _snake
+from skiplake.catalog.operations import method_name
+from skiplake.extras import require, require_database
 
 
 class CatalogClient(Protocol):
@@ -17,7 +18,7 @@ class Boto3Catalog:
         self.client = client
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        return getattr(self.client, _snake(operation))(**params)
+        return getattr(self.client, method_name(operation))(**params)
 
 
 def catalog_client(catalog: Any) -> CatalogClient:
@@ -25,6 +26,7 @@ def catalog_client(catalog: Any) -> CatalogClient:
     endpoint of a Glue-compatible server, or a boto3 Glue client."""
     if isinstance(catalog, str):
         if catalog.startswith(("http://", "https://")):
+            require("catalog", f"the catalog endpoint {catalog}", ("boto3",))
             import boto3
             # The standard AWS chain signs the requests (a server with --credentials checks them);
             # with no credentials anywhere, placeholder keys for a server that checks none.
@@ -33,6 +35,8 @@ def catalog_client(catalog: Any) -> CatalogClient:
                                                                       "aws_secret_access_key": "x"}
             return Boto3Catalog(session.client("glue", endpoint_url=catalog,
                                                region_name=session.region_name or "us-east-1", **keys))
+        require_database(catalog)  # before the import: a missing package is named with its extra
+        from skiplake.catalog.service import GlueCatalog
         return GlueCatalog(catalog)
     if hasattr(catalog, "call"):
         return catalog

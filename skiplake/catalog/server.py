@@ -29,6 +29,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from skiplake.extras import require
+
+require("catalog", "the catalog server")
+
 from skiplake.catalog.app import ACCESS_LOG, GlueApp, Limits
 from skiplake.catalog.auth import DatabaseSignatures, Principal, Verifier, load_principals
 from skiplake.catalog.service import GlueCatalog

@@ -15,6 +15,10 @@ import time
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Sequence
 
+from skiplake.extras import CATALOG_STORE, require
+
+require("catalog", "the Glue-compatible catalog", CATALOG_STORE)
+
 import orjson
 from sqlalchemy import Select, and_, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Connection, Engine
@@ -22,6 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 from skiplake.catalog import store
 from skiplake.catalog.expression import Expr, Key, matcher, parse, residual, type_kind, typed_value
 from skiplake.catalog.index_keys import KeyRange, encode, index_problem, plan_range
+from skiplake.catalog.operations import method_name
 from skiplake.catalog.validation import validate
 from skiplake.errors import (
     AlreadyExistsError,
@@ -124,7 +129,7 @@ class GlueCatalog:
         if operation not in OPERATIONS:
             raise InvalidInputError(f"unknown operation {operation!r}; this catalog serves {', '.join(OPERATIONS)}")
         validate(operation, params)  # Glue's API model first: types, lengths, patterns, required members
-        method: Callable[..., dict[str, Any]] = getattr(self, _snake(operation))
+        method: Callable[..., dict[str, Any]] = getattr(self, method_name(operation))
         return method(**params)
 
     def wait_for_backfills(self, timeout: float = 60.0) -> None:
@@ -673,15 +678,6 @@ def _choose_index(indexes: Sequence[Any], keys: dict[str, str], expr: Expr) -> t
         if best is None or score > best[0]:
             best = (score, (idx.index_name, rng, idx.index_id))
     return best[1] if best else None
-
-
-def _snake(name: str) -> str:
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i:
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
 
 
 def _page_size(max_results: int | None, ceiling: int) -> int:

@@ -10,6 +10,10 @@ release migrates it (none yet), a newer one is refused.
 """
 from __future__ import annotations
 
+from skiplake.extras import CATALOG_STORE, require
+
+require("catalog", "the Glue-compatible catalog", CATALOG_STORE)
+
 from sqlalchemy import (
     Column,
     Float,
@@ -28,6 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Engine
 
 from skiplake.errors import CatalogError
+from skiplake.extras import require_database
 
 SCHEMA_VERSION = 1
 
@@ -102,6 +107,7 @@ Index("ix_partitions_table_id", partitions.c.table_id, partitions.c.id)
 
 def connect(url: str) -> Engine:
     """An engine for `url` (`sqlite:///path.db` or `postgresql+psycopg://...`), schema ready."""
+    require_database(url)
     engine = create_engine(url, future=True)
     if engine.dialect.name == "sqlite":
         @event.listens_for(engine, "connect")

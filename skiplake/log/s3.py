@@ -29,6 +29,7 @@ from skiplake.errors import (
     StorageAccessError,
     StorageError,
 )
+from skiplake.extras import require
 from skiplake.log.location import bucket_and_key
 from skiplake.log.storage import FileInfo, ObjectInfo, Storage
 
@@ -143,6 +144,7 @@ class S3Storage(Storage):
     """Storage under `s3://bucket/prefix`: the log's folder or a table's root."""
 
     def __init__(self, root: str) -> None:
+        require("s3", f"the location {root}")
         self.root = root.rstrip("/")
         self.bucket, prefix = bucket_and_key(self.root)
         self.prefix = f"{prefix}/" if prefix else ""

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 from pyspark.sql import SparkSession
 
 from skiplake.errors import InvalidArgumentError
+from skiplake.extras import require
 from skiplake.log.location import bucket_and_key, is_remote, resolve
 from skiplake.log.s3 import bucket_options, set_bucket_options
 
@@ -139,6 +140,7 @@ def use_location(spark: SparkSession, location: str, storage_options: Mapping[st
     its storage options (for skiplake's requests and for S3A's), and the session must have S3A."""
     path = resolve(location)
     if is_remote(path):
+        require("s3", f"the location {path}")
         bucket = bucket_and_key(path)[0]
         if storage_options is not None:
             set_bucket_options(bucket, storage_options)
