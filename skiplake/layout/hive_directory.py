@@ -1,0 +1,99 @@
+"""The data files of a Parquet directory, as Spark's file index lists them, with their folders.
+
+Spark (InMemoryFileIndex) skips every file and folder whose name starts with `.` or with `_`
+(a folder named `_x=1` is kept: a partition column may start with `_`), and files still being
+copied (`._COPYING_`). That skips `_SUCCESS`, `_committed_*`/`_started_*` markers, Parquet
+summary files (`_metadata`), Hadoop's `.crc` checksums, `_temporary/` folders of unfinished
+jobs, `.spark-staging-*` folders and a Delta `_delta_log/`. Every other file is a data file.
+
+Each data file's folders below the root are kept as written: Hive-style `column=value` folders
+(the value escaped as Spark escapes folder names) or other folders, which a caller refuses or
+takes as it sees fit. A bucketed file's bucket id is the number Spark reads from its name.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from skiplake.layout.bucket_spec import bucket_id_from_name
+from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, unescape_path_name
+from skiplake.log.stores import storage_at
+
+COPYING_SUFFIX = "._COPYING_"
+
+
+def hidden(name: str) -> bool:
+    """Whether Spark's file index skips a file or folder of this name (shouldFilterOutPathName)."""
+    return name.startswith(".") or (name.startswith("_") and "=" not in name) or name.endswith(COPYING_SUFFIX)
+
+
+@dataclass(frozen=True)
+class Folder:
+    """One folder level of a data file's path: `column=value` (value as written), or a plain name."""
+    name: str
+
+    @property
+    def is_partition(self) -> bool:
+        return "=" in self.name
+
+    @property
+    def column(self) -> str:
+        return unescape_path_name(self.name.partition("=")[0])
+
+    @property
+    def raw_value(self) -> str:
+        """The value as the folder name spells it (escaped; `__HIVE_DEFAULT_PARTITION__` for NULL)."""
+        return self.name.partition("=")[2]
+
+    @property
+    def value(self) -> str | None:
+        raw = self.raw_value
+        return None if raw == HIVE_DEFAULT_PARTITION else unescape_path_name(raw)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    rel: str            # path below the root as on disk, '/'-separated
+    size: int
+    mtime_ms: int
+
+    @property
+    def folders(self) -> tuple[Folder, ...]:
+        return tuple(Folder(p) for p in self.rel.split("/")[:-1])
+
+    @property
+    def folder(self) -> str:
+        return self.rel.rpartition("/")[0]
+
+    @property
+    def name(self) -> str:
+        return self.rel.rpartition("/")[2]
+
+    @property
+    def bucket_id(self) -> int | None:
+        return bucket_id_from_name(self.name)
+
+
+@dataclass
+class DirectoryListing:
+    root: str
+    files: list[DataFile]
+    skipped: list[str] = field(default_factory=list)   # hidden files (and files in hidden folders)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def list_data_files(root: str) -> DirectoryListing:
+    """Every file below `root` (a canonical location), split into data files and those Spark skips."""
+    files: list[DataFile] = []
+    skipped: list[str] = []
+    for obj in storage_at(root).walk():
+        rel = obj.name.replace(os.sep, "/")
+        if any(hidden(part) for part in rel.split("/")):
+            skipped.append(rel)
+        else:
+            files.append(DataFile(rel, obj.size, obj.mtime_ms))
+    files.sort(key=lambda f: f.rel)
+    return DirectoryListing(root, files, sorted(skipped))
