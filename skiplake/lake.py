@@ -66,6 +66,16 @@ class Lake:
         return Table.create(self.spark, self.path_of(name), schema, partition_by, bucket_by, properties,
                             name=name, description=description)
 
+    def convert(self, name: str, partition_by: "Sequence[str] | str | StructType | None" = None,
+                bucket_by: BucketSpec | None = None, **options: Any) -> Table:
+        """The Parquet directory `name` under the lake's root, converted in place into the lake
+        table `name` (Table.convert: only `_delta_log/` is written). To convert a directory
+        elsewhere, use Table.convert(spark, path) and open it by path (the lake finds its tables
+        under its root). With catalog_table=..., the session catalog table's partition columns
+        and bucket spec are taken; its location must be this directory."""
+        return Table.convert(self.spark, self.path_of(name), partition_by, bucket_by,
+                             name=options.pop("name", name), **options)
+
     def table(self, name: str, version: int | None = None, timestamp: str | None = None) -> Table | CatalogTable:
         """A table under the root, or else (with a catalog) the catalog's table of that name."""
         if self._under_root(name) or self.catalog is None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Sequence
 
+from skiplake.errors import ConversionPartitionError
 from skiplake.layout.bucket_spec import bucket_id_from_name
 from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, unescape_path_name
 from skiplake.log.stores import storage_at
@@ -97,3 +99,37 @@ def list_data_files(root: str) -> DirectoryListing:
             files.append(DataFile(rel, obj.size, obj.mtime_ms))
     files.sort(key=lambda f: f.rel)
     return DirectoryListing(root, files, sorted(skipped))
+
+
+def partition_columns_of(listing: DirectoryListing, names: Sequence[str]) -> list[str]:
+    """The partition columns `names` as the directory's folders spell them, after checking that
+    every data file sits exactly one `column=value` folder per column below the root, in the
+    order of `names` (compared as Spark compares names, ignoring case). ConversionPartitionError
+    names the folders that do not."""
+    root = listing.root
+    plain = sorted({f.folder for f in listing.files if any(not d.is_partition for d in f.folders)})
+    if plain:
+        raise ConversionPartitionError(
+            root, "data files sit in folders that are not Hive-style partition folders (column=value), which "
+            "Spark's partition discovery does not read as one table", plain,
+            "Move those files out (or into partition folders), or convert each such folder on its own.")
+    found = [d.column for d in listing.files[0].folders] if listing.files else []
+    if not names:
+        if any(f.folders for f in listing.files):
+            shown = ", ".join(found) or "?"
+            raise ConversionPartitionError(
+                root, f"the data files are in partition folders ({shown}) but no partition columns were given",
+                sorted({f.folder for f in listing.files if f.folders})[:ConversionPartitionError.SHOWN],
+                f"Pass partition_by=[{', '.join(repr(c) for c in found)}] (types inferred as Spark infers them) "
+                "or a DDL string such as partition_by=\"" + ", ".join(f"{c} STRING" for c in found) + "\".")
+        return []
+    wanted = [n.lower() for n in names]
+    wrong = sorted({f.folder or "(the directory itself)" for f in listing.files
+                    if [d.column.lower() for d in f.folders] != wanted})
+    if wrong:
+        raise ConversionPartitionError(
+            root, f"folders that do not match the partition columns {list(names)} (one column=value folder per "
+                  "column, in that order)", wrong,
+            "Give the partition columns in the order the folders nest them, or move the files that are "
+            "elsewhere out of the directory.")
+    return found
