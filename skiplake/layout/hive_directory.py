@@ -120,8 +120,9 @@ def partition_columns_of(listing: DirectoryListing, names: Sequence[str]) -> lis
             raise ConversionPartitionError(
                 root, f"the data files are in partition folders ({shown}) but no partition columns were given",
                 sorted({f.folder for f in listing.files if f.folders})[:ConversionPartitionError.SHOWN],
-                f"Pass partition_by=[{', '.join(repr(c) for c in found)}] (types inferred as Spark infers them) "
-                "or a DDL string such as partition_by=\"" + ", ".join(f"{c} STRING" for c in found) + "\".")
+                f"Name them: partition_by=[{', '.join(repr(c) for c in found)}] (types inferred as Spark infers "
+                "them), or typed by a DDL string such as \"" + ", ".join(f"{c} STRING" for c in found)
+                + "\" (--partition-by on the command line).")
         return []
     wanted = [n.lower() for n in names]
     wrong = sorted({f.folder or "(the directory itself)" for f in listing.files

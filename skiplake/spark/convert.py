@@ -142,10 +142,11 @@ def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionB
     if path is None:
         raise InvalidArgumentError("give the directory to convert, or catalog_table= for a table of the session's catalog")
     root = use_location(spark, path, storage_options)
+    _check_directory(root)
     existing = _existing_table(root)
     if existing is not None:
         return Conversion(existing, ConversionReport(root, existing.version, converted=False,
-                                                     seconds=time.perf_counter() - started))
+                                                     seconds=round(time.perf_counter() - started, 3)))
     config = _configuration(root, properties, bucket_by)
     # 2. the data files
     listing = _listing(root)
@@ -272,12 +273,16 @@ def _mapped(root: str, schema: Schema, config: dict[str, str]) -> tuple[Schema, 
 # ---------------------------------------------------------------- 2. and 3. files and partitions
 
 
+def _check_directory(root: str) -> None:
+    if is_remote(root):
+        return  # an object store has no directories: an empty listing says the same
+    if not os.path.exists(root):
+        raise ConversionError(root, "there is no such directory")
+    if not os.path.isdir(root):
+        raise ConversionError(root, "it is a file, not a directory of Parquet files")
+
+
 def _listing(root: str) -> DirectoryListing:
-    if not is_remote(root):
-        if not os.path.exists(root):
-            raise ConversionError(root, "there is no such directory")
-        if not os.path.isdir(root):
-            raise ConversionError(root, "it is a file, not a directory of Parquet files")
     listing = list_data_files(root)
     if not listing.files:
         what = f"only files Spark ignores ({len(listing.skipped)})" if listing.skipped else "no files at all"
