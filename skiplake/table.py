@@ -23,6 +23,7 @@ from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
+from skiplake.log.stats import stats_settings
 from skiplake.log.stores import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.plan import ScanPlan, plan_scan
@@ -252,6 +253,7 @@ class Table:
         if reserved:
             raise InvalidArgumentError(f"{self.path}: the bucket spec is set at create, not as properties {reserved}")
         check_isolation_property(config)
+        _check_stats_properties(self.path, config)
         schema, config = _mapped(self.path, base.schema, config, txn.snapshot.column_mapping, new_table=False)
         txn.set_metadata(replace(base, schemaString=schema.json_string(), configuration=config),
                          required_protocol(txn.snapshot.protocol, config))
@@ -318,4 +320,13 @@ def _configuration(path: str, schema: Schema, parts: list[str], bucket_by: Bucke
             raise InvalidArgumentError(f"{path}: bucket_by must be a skiplake.BucketSpec, not {type(bucket_by)}")
         config.update(bucket_by.resolved(path, schema, parts).to_configuration())
     check_isolation_property(config)
+    _check_stats_properties(path, config)
     return config
+
+
+def _check_stats_properties(path: str, config: Mapping[str, str]) -> None:
+    """Refuse a malformed delta.dataSkippingNumIndexedCols: every later write would fail on it."""
+    try:
+        stats_settings(config)
+    except ValueError as e:
+        raise InvalidArgumentError(f"{path}: {e}") from None

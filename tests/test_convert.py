@@ -244,9 +244,13 @@ def test_partition_types_are_inferred_as_spark_infers_them(spark: SparkSession, 
 def test_appends_and_dml_after_conversion(spark: SparkSession, dirs: Dirs, tmp_path: Path) -> None:
     path = tmp_path / "parted"
     shutil.copytree(dirs.pristine / "parted", path)
-    t = Table.convert(spark, str(path), partition_by=["d", "region"])
+    t = Table.convert(spark, str(path), partition_by=["d", "region"],
+                      properties={"delta.dataSkippingStatsColumns": "id,amount"})
     new = parted_frame(spark, 60).where("id >= 48")
     t.append(new.select(*t.schema.names))
+    # The table's stats columns hold for the converted files and for skiplake's own writes alike.
+    assert {tuple(json.loads(f.stats or "")["minValues"]) for f in t.refresh().snapshot.add_files} == {("id", "amount")}
+    assert len(t.snapshot.add_files) > len(Table.open(spark, str(path), version=0).snapshot.add_files)
     t.delete("region = 'north' OR id % 5 = 0")
     expected = parted_frame(spark, 60).where("NOT (region <=> 'north' OR id % 5 = 0)")
     assert rows_as_strings(t.read()) == rows_as_strings(expected.select(*t.schema.names))
@@ -263,14 +267,42 @@ def test_a_delta_table_is_left_as_it_is(spark: SparkSession, plain: Table, dirs:
 
 
 def test_footers_read_by_a_spark_job_give_the_same_table(spark: SparkSession, dirs: Dirs, parted: Table,
-                                                         tmp_path: Path) -> None:
+                                                         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "parted"
     shutil.copytree(dirs.pristine / "parted", path)
+    monkeypatch.setattr("skiplake.spark.convert.CHECKPOINT_FILES", 10)   # a "large" table: checkpointed
     done = convert(spark, str(path), partition_by=["d", "region"], footer_job_threshold=0)
     assert done.report.footers_read_by == "spark job"
     by_job = {f.path: (f.partitionValues, f.stats, f.size) for f in done.snapshot.add_files}
     by_driver = {f.path: (f.partitionValues, f.stats, f.size) for f in parted.snapshot.add_files}
     assert by_job == by_driver and done.snapshot.schema == parted.snapshot.schema
+    assert (path / "_delta_log" / "00000000000000000000.checkpoint.parquet").exists()
+    reloaded = Table.open(spark, str(path)).snapshot
+    assert {f.path: (f.partitionValues, f.stats, f.size) for f in reloaded.add_files} == by_job
+
+
+def test_convert_on_an_object_store(spark: SparkSession, s3_server: Any, parted: Table) -> None:
+    """A directory Spark wrote to S3 converts in place, its footers read by the Spark job's pyarrow
+    S3 file system with the driver's credentials for the bucket, and by the driver's ranged GETs
+    alike."""
+    from skiplake.log.paths import absolute_path
+    from skiplake.log.stats import many_file_stats
+    from skiplake.spark.object_stores import use_location
+    bucket = s3_server.new_bucket()
+    path = f"s3://{bucket}/parted"
+    use_location(spark, path, s3_server.options)
+    parted_frame(spark).repartition(2).write.partitionBy("d", "region").parquet(f"s3a://{bucket}/parted")
+    keys = set(s3_server.keys(bucket))
+    done = convert(spark, path, partition_by=["d", "region"], footer_job_threshold=0,
+                   storage_options=s3_server.options)
+    assert done.report.footers_read_by == "spark job"
+    t = Table.open(spark, path)
+    assert rows_as_strings(t.read()) == rows_as_strings(parted.read())
+    files = t.snapshot.add_files
+    by_driver = many_file_stats([absolute_path(t.path, f.path) for f in files], t.log_schema, t.partition_by)
+    assert by_driver == [f.stats for f in files]
+    written = set(s3_server.keys(bucket)) - keys
+    assert written and all("/_delta_log/" in k for k in written)
 
 
 def test_the_executor_function_needs_no_skiplake(tmp_path: Path, dirs: Dirs) -> None:
@@ -475,6 +507,18 @@ def test_schema_refusals_and_merging(spark: SparkSession, tmp_path: Path) -> Non
     write_parquet(tmp_path / "c" / "part-1.parquet", base.set_column(0, "id", pa.array([3, 4], pa.int32())))
     e = refused(spark, ConversionSchemaError, tmp_path / "c", merge_schema=True)
     assert "'id' is long in one file and integer" in str(e) and sorted(e.files) == ["part-0.parquet", "part-1.parquet"]
+
+
+def test_column_mapping_by_name_at_conversion(spark: SparkSession, tmp_path: Path) -> None:
+    write_parquet(tmp_path / "m" / "part-0.parquet", pa.table({"id": [1, 2], "s": ["a", "b"]}))
+    t = Table.convert(spark, str(tmp_path / "m"), properties={"delta.columnMapping.mode": "name"})
+    assert t.snapshot.column_mapping == "name"
+    t.rename_column("s", "label")
+    assert sorted(tuple(r) for r in t.read().collect()) == [(1, "a"), (2, "b")] and t.schema.names == ["id", "label"]
+    write_parquet(tmp_path / "i" / "part-0.parquet", pa.table({"id": [1]}))
+    with pytest.raises(InvalidArgumentError, match="'id'"):
+        convert(spark, str(tmp_path / "i"), properties={"delta.columnMapping.mode": "id"})
+    assert not (tmp_path / "i" / "_delta_log").exists()
 
 
 def test_partition_refusals(spark: SparkSession, dirs: Dirs, tmp_path: Path) -> None:

@@ -158,7 +158,7 @@ def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionB
     use_job = len(listing.files) >= job_threshold(spark, footer_job_threshold) and can_run_jobs(spark)
     say(f"reading {len(listing.files):,} footers in the {'Spark job' if use_job else 'driver'}")
     schema, stats, schema_merged = _schema_and_stats(spark, listing, columns, part_types, config, merge_schema, use_job)
-    schema, config = _mapped(root, schema, config)
+    schema, config = _mapped(root, schema, config, bucket_by is not None)
     # 5. buckets
     adds = _adds(listing, columns, stats)
     spec = bucket_by.resolved(root, schema, columns) if bucket_by is not None else None
@@ -259,11 +259,13 @@ def _configuration(root: str, properties: Mapping[str, str] | None, bucket_by: B
     return config
 
 
-def _mapped(root: str, schema: Schema, config: dict[str, str]) -> tuple[Schema, dict[str, str]]:
+def _mapped(root: str, schema: Schema, config: dict[str, str], bucketed: bool) -> tuple[Schema, dict[str, str]]:
     """Column mapping, when the properties ask for it: by name only, each column's physical name
     its own (the files already use it), as Delta gives an existing table."""
     if _COLUMN_MAPPING_KEY not in config:
         return schema, config
+    if bucketed:
+        raise InvalidArgumentError(f"{root}: a bucketed table cannot take column mapping in this release")
     try:
         return configure(schema, config, "none", new_table=False)
     except ValueError as e:
