@@ -38,6 +38,23 @@ class _Acc:
     minmax_ok: bool = True
     nulls_ok: bool = True
 
+    def add(self, col: Any) -> None:
+        """Take in one row group's statistics of the column (pyarrow's ColumnChunkMetaData)."""
+        st = col.statistics
+        if st is None:
+            self.minmax_ok = self.nulls_ok = False
+            return
+        if st.has_null_count:
+            self.nulls += st.null_count
+        else:
+            self.nulls_ok = False
+        if col.num_values and st.has_min_max:
+            lo, hi = st.min, st.max
+            self.min = lo if self.min is None or lo < self.min else self.min
+            self.max = hi if self.max is None or hi > self.max else self.max
+        elif col.num_values - (st.null_count if st.has_null_count else 0) > 0:
+            self.minmax_ok = False
+
 
 def _stat_json(value: Any, type_: Any, is_max: bool) -> Any:
     """A footer value as Delta's stats JSON writes it; None when it cannot be represented."""
@@ -161,45 +178,54 @@ def column_paths(meta: pq.FileMetaData) -> list[tuple[str, ...]]:
     return out
 
 
-def stats_from_metadata(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
-                        num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
-                        stats_columns: Sequence[str] | None = None) -> str:
+@dataclass(frozen=True)
+class FooterColumns:
+    """The columns that get stats: each one's path, type, the index of its column in a file's
+    footer (None: the file lacks it) and whether its type takes min/max. The same for every file
+    of one Parquet schema, so a caller reading many such files works it out once."""
+    columns: tuple[tuple[tuple[str, ...], Any, int | None, bool], ...]
+
+
+def footer_columns(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
+                   num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+                   stats_columns: Sequence[str] | None = None) -> FooterColumns:
     skip = {c.lower() for c in partition_columns}
-    leaves = indexed_columns(schema, skip, num_indexed_cols, stats_columns)
     index = {path: i for i, path in enumerate(column_paths(meta))}
     lower_index = {tuple(p.lower() for p in k): v for k, v in index.items()}
+    return FooterColumns(tuple(
+        (path, type_, index.get(path, lower_index.get(tuple(p.lower() for p in path))),
+         type_ in _MINMAX_TYPES or is_decimal(type_))
+        for path, type_ in indexed_columns(schema, skip, num_indexed_cols, stats_columns)))
+
+
+def stats_from_metadata(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
+                        num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+                        stats_columns: Sequence[str] | None = None, columns: FooterColumns | None = None) -> str:
+    """The stats JSON of a file from its footer. `columns` (footer_columns of a file of the same
+    Parquet schema) saves working out which footer column each stats column is."""
+    if columns is None:
+        columns = footer_columns(meta, schema, partition_columns, num_indexed_cols, stats_columns)
+    # INT96 timestamps (Spark's legacy outputTimestampType) have no defined sort order: writers
+    # leave their min/max out or, some older ones, write byte-wise ones. Never use them.
+    accs = [None if i is None else _Acc(minmax_ok=minmax and meta.schema.column(i).physical_type != "INT96")
+            for _, _, i, minmax in columns.columns]
+    for rg in range(meta.num_row_groups):
+        group = meta.row_group(rg)
+        for acc, (_, _, i, _) in zip(accs, columns.columns):
+            if acc is None or not (acc.nulls_ok or acc.minmax_ok):
+                continue
+            acc.add(group.column(i))
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
-    for path, type_ in leaves:
-        i = index.get(path, lower_index.get(tuple(p.lower() for p in path)))
-        acc = _Acc()
-        if i is None:
+    for acc, (path, type_, _, _) in zip(accs, columns.columns):
+        if acc is None:
             # A column the file does not have (added later): every row is null.
             _put(nulls, path, meta.num_rows)
             continue
-        # INT96 timestamps (Spark's legacy outputTimestampType) have no defined sort order: writers
-        # leave their min/max out or, some older ones, write byte-wise ones. Never use them.
-        acc.minmax_ok = meta.schema.column(i).physical_type != "INT96"
-        for rg in range(meta.num_row_groups):
-            col = meta.row_group(rg).column(i)
-            st = col.statistics
-            if st is None:
-                acc.minmax_ok = acc.nulls_ok = False
-                break
-            if st.has_null_count:
-                acc.nulls += st.null_count
-            else:
-                acc.nulls_ok = False
-            if col.num_values and st.has_min_max:
-                lo, hi = st.min, st.max
-                acc.min = lo if acc.min is None or lo < acc.min else acc.min
-                acc.max = hi if acc.max is None or hi > acc.max else acc.max
-            elif col.num_values - (st.null_count if st.has_null_count else 0) > 0:
-                acc.minmax_ok = False
         if acc.nulls_ok:
             _put(nulls, path, acc.nulls)
-        if acc.minmax_ok and type_ in _MINMAX_TYPES or (acc.minmax_ok and is_decimal(type_)):
+        if acc.minmax_ok:
             lo, hi = _stat_json(acc.min, type_, False), _stat_json(acc.max, type_, True)
             if lo is not None and hi is not None:
                 _put(mins, path, lo)

@@ -44,11 +44,18 @@ from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.column_mapping import configure
 from skiplake.log.features import required_protocol
 from skiplake.log.location import is_remote, join, norm, resolve
-from skiplake.log.parquet_schema import SchemaConflict, UnsupportedColumnError, file_schema, merged, schema_key
+from skiplake.log.parquet_schema import (
+    SPARK_SCHEMA_KEY,
+    SchemaConflict,
+    UnsupportedColumnError,
+    file_schema,
+    merged,
+    schema_key,
+)
 from skiplake.log.paths import to_log_path
 from skiplake.log.schema import Field, Schema, type_name
 from skiplake.log.snapshot import Snapshot, log_storage
-from skiplake.log.stats import read_footers, stats_from_metadata, stats_settings
+from skiplake.log.stats import FooterColumns, footer_columns, read_footers, stats_from_metadata, stats_settings
 from skiplake.spark.bucket_check import misplaced_rows
 from skiplake.spark.footers import can_run_jobs, job_threshold, read_footers_by_job
 from skiplake.spark.object_stores import use_location
@@ -356,12 +363,15 @@ def _first_pass(spark: "SparkSession", listing: DirectoryListing, columns: list[
     unsupported: list[str] = []
     table: Schema | None = None
     first: tuple = ()
+    # Files of one schema share its parsing and their stats columns' places in the footer.
+    parsed: dict[bytes, Schema] = {}
+    placed: dict[tuple, FooterColumns] = {}
     for i, meta in _footers(spark, listing, use_job):
         if isinstance(meta, Exception):
             unreadable.append(f"{files[i].rel} ({_one_line(meta)})")
             continue
         try:
-            schema = file_schema(meta)
+            schema = _cached_schema(meta, parsed)
         except UnsupportedColumnError as e:
             unsupported.append(f"{files[i].rel} ({e})")
             continue
@@ -371,7 +381,10 @@ def _first_pass(spark: "SparkSession", listing: DirectoryListing, columns: list[
         groups[key].append(i)
         schemas.setdefault(key, schema)
         if key == first:
-            stats[i] = stats_from_metadata(meta, table, columns, limit, stats_columns)
+            layout = placed.get((key, meta.num_columns))
+            if layout is None:
+                layout = placed[(key, meta.num_columns)] = footer_columns(meta, table, columns, limit, stats_columns)
+            stats[i] = stats_from_metadata(meta, table, columns, columns=layout)
     if unreadable:
         raise ConversionError(listing.root, "files that are not readable Parquet files (Spark would fail reading "
                               "them too)", sorted(unreadable),
@@ -384,6 +397,16 @@ def _first_pass(spark: "SparkSession", listing: DirectoryListing, columns: list[
     for key in groups:
         groups[key].sort()
     return _Footers(table, stats, dict(groups), schemas)
+
+
+def _cached_schema(meta: "pq.FileMetaData", parsed: dict[bytes, Schema]) -> Schema:
+    """file_schema, parsed once per distinct Spark schema stored in the footers."""
+    stored = (meta.metadata or {}).get(SPARK_SCHEMA_KEY)
+    if stored is None:
+        return file_schema(meta)
+    if stored not in parsed:
+        parsed[stored] = file_schema(meta)
+    return parsed[stored]
 
 
 def _schema_and_stats(spark: "SparkSession", listing: DirectoryListing, columns: list[str], types: list[str],
