@@ -539,6 +539,7 @@ def test_partition_refusals(spark: SparkSession, dirs: Dirs, tmp_path: Path) -> 
     refused(spark, ConversionPartitionError, path, partition_by=["d"])
     e = refused(spark, ConversionPartitionError, path, partition_by="d DATE, region INT")
     assert "region=north" in e.files and "region INT" not in str(e) and "region integer" in str(e)
+    refused(spark, ConversionPartitionError, path, partition_by="d DATE, region BINARY")
     small = pa.table({"x": [1]})
     write_parquet(tmp_path / "nested" / "d=1" / "part-0.parquet", small)
     write_parquet(tmp_path / "nested" / "d=2" / "extra" / "part-1.parquet", small)

@@ -53,7 +53,7 @@ from skiplake.log.parquet_schema import (
     schema_key,
 )
 from skiplake.log.paths import to_log_path
-from skiplake.log.schema import Field, Schema, type_name
+from skiplake.log.schema import Field, Schema, is_primitive, type_name
 from skiplake.log.snapshot import Snapshot, log_storage
 from skiplake.log.stats import FooterColumns, footer_columns, read_footers, stats_from_metadata, stats_settings
 from skiplake.spark.bucket_check import misplaced_rows
@@ -309,9 +309,10 @@ def _partition_types(spark: "SparkSession", listing: DirectoryListing, columns: 
         raws = sorted({f.folders[i].raw_value for f in listing.files})
         type_ = given[i] if i < len(given) and given[i] is not None else infer_column_type(
             raws, "timestamp_ntz" if ntz else "timestamp")
-        if not isinstance(type_, str):
+        if not is_primitive(type_) or type_ == "binary":
             raise ConversionPartitionError(listing.root, f"partition column {column!r} is given the type "
-                                           f"{type_name(type_)}; partition columns hold single values", [])
+                                           f"{type_name(type_)}, whose values have no folder encoding", [],
+                                           "Type it as a string, number, date, timestamp or boolean.")
         bad = [f"{column}={raw}" for raw in raws if raw != HIVE_DEFAULT_PARTITION
                and not value_fits(unescape_path_name(raw), type_)]
         if bad:
