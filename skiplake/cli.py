@@ -1,8 +1,8 @@
-"""The `skiplake` command line: describe, history, explain, optimize, vacuum, restore, demo.
+"""The `skiplake` command line: describe, history, explain, optimize, vacuum, restore, convert, demo.
 
-describe, history, explain, vacuum and restore read the Delta log directly and never start Spark, so they
-answer in well under a second; optimize and demo start a local SparkSession (pyspark is imported
-only by those two). Every command takes --json and then prints exactly one JSON document on
+describe, history, explain, vacuum and restore read the Delta log directly and never start Spark, so
+they answer in well under a second; optimize, convert and demo start a local SparkSession (pyspark is
+imported only by those). Every command takes --json and then prints exactly one JSON document on
 stdout. A SkiplakeError (or an OS error about the path) is printed as one line on stderr and the
 exit status is 2.
 """
@@ -19,6 +19,7 @@ from skiplake.console import console, esc, human_bytes, metrics_text, one_line, 
 from skiplake.errors import InvalidArgumentError, SkiplakeError
 from skiplake.extras import require
 from skiplake.inspect import describe_table, explain_scan, table_history
+from skiplake.layout.bucket_spec import BucketSpec
 from skiplake.version import __version__
 
 EXIT_OK = 0
@@ -287,6 +288,58 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------- convert
+
+
+def _bucket_spec(args: argparse.Namespace) -> BucketSpec | None:
+    if args.bucket_by is None and args.num_buckets is None:
+        if args.sort_by is not None:
+            raise InvalidArgumentError("--sort-by applies to a bucketed conversion: give --bucket-by and --num-buckets")
+        return None
+    if args.bucket_by is None or args.num_buckets is None:
+        raise InvalidArgumentError("a bucketed conversion needs both --bucket-by COLS and --num-buckets N")
+
+    def names(text: str | None) -> list[str]:
+        return [c.strip() for c in (text or "").split(",") if c.strip()]
+    return BucketSpec(args.num_buckets, names(args.bucket_by), names(args.sort_by))
+
+
+def _properties(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise InvalidArgumentError(f"--property takes KEY=VALUE, not {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    path = _table_path(args.path)
+    if not os.path.isdir(path):  # before a JVM starts
+        raise InvalidArgumentError(f"{path} is not a directory: give the folder of Parquet files to convert")
+    spec = _bucket_spec(args)
+    properties = _properties(args.property)
+    from skiplake.spark.convert import convert
+    from skiplake.spark.session import active_or_local_spark, ensure_conf
+    spark, own = active_or_local_spark("skiplake-convert")
+    try:
+        ensure_conf(spark)
+        progress = None if args.json else (lambda line: print(f"convert: {line}", file=sys.stderr, flush=True))
+        done = convert(spark, path, partition_by=args.partition_by, bucket_by=spec,
+                       properties=properties, merge_schema=args.merge_schema,
+                       verify_buckets=not args.no_verify_buckets, footer_job_threshold=args.footer_job_threshold,
+                       progress=progress)
+    finally:
+        if own:
+            spark.stop()
+    if args.json:
+        print_json(done.report.to_dict())
+    else:
+        console().print(esc(done.report.text()))
+    return EXIT_OK
+
+
 # ---------------------------------------------------------------- demo
 
 
@@ -360,6 +413,26 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--to-version", type=int, default=None, metavar="V", help="the version to go back to")
     when.add_argument("--to-timestamp", default=None, metavar="TS",
                       help="go back to the version current at this time (UTC), e.g. '2026-11-20 08:00:00'")
+
+    p = add("convert", _cmd_convert, "turn a Parquet directory into a table in place: only _delta_log/ is written "
+                                     "(CONVERT TO DELTA; starts Spark)")
+    p.add_argument("path", metavar="PATH", help="the directory of Parquet files (as Spark's df.write.parquet writes them)")
+    p.add_argument("--partition-by", default=None, metavar="COLS|DDL",
+                   help='the partition folders\' columns: names ("d,region", types inferred as Spark infers them) '
+                        'or typed ("d DATE, region STRING")')
+    p.add_argument("--bucket-by", default=None, metavar="COL,COL",
+                   help="the bucket columns of a Spark bucketBy table (with --num-buckets)")
+    p.add_argument("--num-buckets", type=int, default=None, metavar="N", help="its number of buckets")
+    p.add_argument("--sort-by", default=None, metavar="COL,COL", help="its sort columns (sortBy), if any")
+    p.add_argument("--no-verify-buckets", action="store_true",
+                   help="take the files' bucket ids on trust instead of checking every row's bucket (a Spark job "
+                        "reading the bucket columns)")
+    p.add_argument("--merge-schema", action="store_true",
+                   help="accept files whose columns differ (the union of their columns; same types required)")
+    p.add_argument("--property", action="append", default=[], metavar="KEY=VALUE",
+                   help="a table property, e.g. delta.dataSkippingNumIndexedCols=8 (repeatable)")
+    p.add_argument("--footer-job-threshold", type=int, default=None, metavar="FILES",
+                   help="read footers with a Spark job from this many files (default 5000)")
     p.add_argument("--json", action="store_true")
 
     p = add("demo", _cmd_demo, "TPC-DS through skiplake tables: generate, load, query, maintain (starts Spark)")

@@ -209,6 +209,35 @@ class AppendOnlyTableError(SkiplakeError):
             "t.set_properties({'delta.appendOnly': 'false'}).")
 
 
+class ConversionError(SkiplakeError):
+    """A Parquet directory that cannot be converted in place as it is. Nothing was written: no
+    `_delta_log` is left behind. `files` lists the offending files or folders (below the
+    directory), all of them when they are few."""
+
+    SHOWN = 5
+
+    def __init__(self, path: str, problem: str, files: list[str] | None = None, fix: str = "") -> None:
+        self.path = path
+        self.files = list(files or [])
+        shown = ""
+        if self.files:
+            more = len(self.files) - self.SHOWN
+            shown = ": " + ", ".join(self.files[:self.SHOWN]) + (f" and {more} more" if more > 0 else "")
+        super().__init__(f"cannot convert {path} to a table: {problem}{shown}." + (f" {fix}" if fix else ""))
+
+
+class ConversionSchemaError(ConversionError):
+    """The data files' schemas disagree (and cannot be merged as asked)."""
+
+
+class ConversionPartitionError(ConversionError):
+    """The folders do not match the partition columns given (names, order, or values of their type)."""
+
+
+class ConversionBucketError(ConversionError):
+    """A bucketed conversion found a file without a usable bucket id, or rows in the wrong bucket."""
+
+
 class MergeConflictError(SkiplakeError):
     """Several source rows of a MERGE matched the same target row."""
 

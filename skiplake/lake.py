@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from skiplake.errors import EntityNotFoundError, InvalidArgumentError, NotATableError, UnsupportedLocationError
 from skiplake.layout.bucket_spec import BucketSpec
@@ -65,6 +65,21 @@ class Lake:
                      properties: Mapping[str, str] | None = None, description: str | None = None) -> Table:
         return Table.create(self.spark, self.path_of(name), schema, partition_by, bucket_by, properties,
                             name=name, description=description)
+
+    def convert(self, name: str, partition_by: "Sequence[str] | str | StructType | None" = None,
+                bucket_by: BucketSpec | None = None, *, catalog_table: str | None = None,
+                properties: Mapping[str, str] | None = None, description: str | None = None,
+                merge_schema: bool = False, verify_buckets: bool = True, footer_job_threshold: int | None = None,
+                progress: Callable[[str], None] | None = None) -> Table:
+        """The Parquet directory `name` under the lake's root, converted in place into the lake
+        table `name` (Table.convert: only `_delta_log/` is written). A directory elsewhere is
+        converted with Table.convert(spark, path) and opened by path: the lake finds its tables
+        under its root. With catalog_table=..., the session catalog table's partition columns and
+        bucket spec are taken; its location must be this folder."""
+        return Table.convert(self.spark, self.path_of(name), partition_by, bucket_by, catalog_table=catalog_table,
+                             properties=properties, name=name, description=description, merge_schema=merge_schema,
+                             verify_buckets=verify_buckets, footer_job_threshold=footer_job_threshold,
+                             progress=progress)
 
     def table(self, name: str, version: int | None = None, timestamp: str | None = None) -> Table | CatalogTable:
         """A table under the root, or else (with a catalog) the catalog's table of that name."""

@@ -24,11 +24,13 @@ from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
+from skiplake.log.stats import stats_settings
 from skiplake.log.stores import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.spark import dml, merge
 from skiplake.spark.compaction import OptimizeResult
+from skiplake.spark.convert import convert
 from skiplake.spark.object_stores import use_location
 from skiplake.spark.optimize import DEFAULT_TARGET_FILE_SIZE, optimize
 from skiplake.spark.read import read_planned
@@ -84,6 +86,28 @@ class Table:
         snapshot = create(path, metadata, required_protocol(Protocol(1, 2), config), operation_parameters={
             "partitionBy": parts, "properties": config, "isManaged": "false"})
         return Table(spark, path, snapshot)
+
+    @staticmethod
+    def convert(spark: "SparkSession", path: str | None = None,
+                partition_by: "Sequence[str] | str | StructType | None" = None,
+                bucket_by: BucketSpec | None = None, *, catalog_table: str | None = None,
+                properties: Mapping[str, str] | None = None, name: str | None = None,
+                description: str | None = None, merge_schema: bool = False, verify_buckets: bool = True,
+                footer_job_threshold: int | None = None, storage_options: Mapping[str, str] | None = None,
+                progress: Callable[[str], None] | None = None) -> "Table":
+        """The Parquet directory at `path` as a table, in place: only `_delta_log/` is written
+        (Delta's CONVERT TO DELTA). partition_by names the partition folders' columns (types
+        inferred as Spark infers them) or types them as DDL ("d DATE, region STRING");
+        bucket_by declares the buckets of a Spark bucketBy table, whose files keep their
+        names. catalog_table takes the directory, partition columns and bucket spec of a table
+        of the session's catalog instead. A directory that is already a Delta table is opened
+        as it is. Refusals (skiplake.errors.ConversionError) write nothing; see docs/convert.md."""
+        ensure_conf(spark)
+        done = convert(spark, path, partition_by=partition_by, bucket_by=bucket_by, catalog_table=catalog_table,
+                       properties=properties, name=name, description=description, merge_schema=merge_schema,
+                       verify_buckets=verify_buckets, footer_job_threshold=footer_job_threshold,
+                       storage_options=storage_options, progress=progress)
+        return Table(spark, done.snapshot.table_path, done.snapshot)
 
     # ------------------------------------------------------------------ properties
 
@@ -249,6 +273,7 @@ class Table:
         if reserved:
             raise InvalidArgumentError(f"{self.path}: the bucket spec is set at create, not as properties {reserved}")
         check_isolation_property(config)
+        _check_stats_properties(self.path, config)
         schema, config = _mapped(self.path, base.schema, config, txn.snapshot.column_mapping, new_table=False)
         txn.set_metadata(replace(base, schemaString=schema.json_string(), configuration=config),
                          required_protocol(txn.snapshot.protocol, config))
@@ -315,4 +340,13 @@ def _configuration(path: str, schema: Schema, parts: list[str], bucket_by: Bucke
             raise InvalidArgumentError(f"{path}: bucket_by must be a skiplake.BucketSpec, not {type(bucket_by)}")
         config.update(bucket_by.resolved(path, schema, parts).to_configuration())
     check_isolation_property(config)
+    _check_stats_properties(path, config)
     return config
+
+
+def _check_stats_properties(path: str, config: Mapping[str, str]) -> None:
+    """Refuse a malformed delta.dataSkippingNumIndexedCols: every later write would fail on it."""
+    try:
+        stats_settings(config)
+    except ValueError as e:
+        raise InvalidArgumentError(f"{path}: {e}") from None

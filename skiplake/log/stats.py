@@ -14,7 +14,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -25,6 +25,8 @@ from skiplake.log.stores import parquet_source
 STRING_PREFIX_LENGTH = 32
 MAX_CHAR = "\U0010ffff"
 DEFAULT_NUM_INDEXED_COLS = 32
+NUM_INDEXED_COLS_KEY = "delta.dataSkippingNumIndexedCols"
+STATS_COLUMNS_KEY = "delta.dataSkippingStatsColumns"
 _MINMAX_TYPES = INTEGER_TYPES | {"float", "double", "string", "date", "timestamp", "timestamp_ntz"}
 
 
@@ -35,6 +37,23 @@ class _Acc:
     nulls: int = 0
     minmax_ok: bool = True
     nulls_ok: bool = True
+
+    def add(self, col: Any) -> None:
+        """Take in one row group's statistics of the column (pyarrow's ColumnChunkMetaData)."""
+        st = col.statistics
+        if st is None:
+            self.minmax_ok = self.nulls_ok = False
+            return
+        if st.has_null_count:
+            self.nulls += st.null_count
+        else:
+            self.nulls_ok = False
+        if col.num_values and st.has_min_max:
+            lo, hi = st.min, st.max
+            self.min = lo if self.min is None or lo < self.min else self.min
+            self.max = hi if self.max is None or hi > self.max else self.max
+        elif col.num_values - (st.null_count if st.has_null_count else 0) > 0:
+            self.minmax_ok = False
 
 
 def _stat_json(value: Any, type_: Any, is_max: bool) -> Any:
@@ -70,19 +89,57 @@ def _stat_json(value: Any, type_: Any, is_max: bool) -> Any:
     return None
 
 
-def indexed_columns(schema: Schema, skip: set[str], limit: int) -> list[tuple[tuple[str, ...], Any]]:
-    """(path, type) of the leaf columns that get stats, the first `limit` of them, as Delta counts."""
+def stats_settings(configuration: Mapping[str, str]) -> tuple[int, list[str] | None]:
+    """(delta.dataSkippingNumIndexedCols, delta.dataSkippingStatsColumns) of a table's
+    configuration: how many leading leaf columns get stats (-1: all), or the columns that do
+    (which takes precedence, as in Delta). ValueError names a malformed value."""
+    text = configuration.get(NUM_INDEXED_COLS_KEY)
+    limit = DEFAULT_NUM_INDEXED_COLS
+    if text is not None:
+        try:
+            limit = int(text)
+        except ValueError:
+            limit = -2
+        if limit < -1:
+            raise ValueError(f"{NUM_INDEXED_COLS_KEY} must be an integer of -1 (all columns) or more, not {text!r}")
+    names = configuration.get(STATS_COLUMNS_KEY)
+    return limit, ([n.strip() for n in names.split(",") if n.strip()] if names is not None else None)
+
+
+def _name_parts(name: str) -> tuple[str, ...]:
+    """A column name of dataSkippingStatsColumns (`a`, `s.x`, `` `a.b` ``) as lower-case parts."""
+    parts, current, quoted = [], "", False
+    for ch in name:
+        if ch == "`":
+            quoted = not quoted
+        elif ch == "." and not quoted:
+            parts.append(current)
+            current = ""
+        else:
+            current += ch
+    return tuple(p.lower() for p in parts + [current])
+
+
+def indexed_columns(schema: Schema, skip: set[str], limit: int,
+                    stats_columns: Sequence[str] | None = None) -> list[tuple[tuple[str, ...], Any]]:
+    """(path, type) of the leaf columns that get stats, as Delta chooses them: the first `limit`,
+    or with `stats_columns` those named (a struct by name: all its fields)."""
     out: list[tuple[tuple[str, ...], Any]] = []
+    named = {_name_parts(n) for n in stats_columns} if stats_columns is not None else None
+
+    def wanted(path: tuple[str, ...]) -> bool:
+        lowered = tuple(p.lower() for p in path)
+        return any(lowered[:i] in named for i in range(1, len(lowered) + 1))  # type: ignore[operator]
 
     def walk(prefix: tuple[str, ...], type_: Any) -> None:
-        if limit >= 0 and len(out) >= limit:
+        if named is None and limit >= 0 and len(out) >= limit:
             return
         if isinstance(type_, dict) and type_.get("type") == "struct":
             for f in type_["fields"]:
                 walk(prefix + (f["name"],), f["type"])
         elif isinstance(type_, dict):
             return  # arrays and maps get no stats
-        else:
+        elif named is None or wanted(prefix):
             out.append((prefix, type_))
 
     for f in schema.fields:
@@ -92,7 +149,7 @@ def indexed_columns(schema: Schema, skip: set[str], limit: int) -> list[tuple[tu
     return out
 
 
-def _column_paths(meta: pq.FileMetaData) -> list[tuple[str, ...]]:
+def column_paths(meta: pq.FileMetaData) -> list[tuple[str, ...]]:
     """Each Parquet leaf column's path as name components, in column order.
 
     Parquet spells a path as one dotted string, which cannot tell a top-level column named
@@ -121,41 +178,54 @@ def _column_paths(meta: pq.FileMetaData) -> list[tuple[str, ...]]:
     return out
 
 
-def stats_from_metadata(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
-                        num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS) -> str:
+@dataclass(frozen=True)
+class FooterColumns:
+    """The columns that get stats: each one's path, type, the index of its column in a file's
+    footer (None: the file lacks it) and whether its type takes min/max. The same for every file
+    of one Parquet schema, so a caller reading many such files works it out once."""
+    columns: tuple[tuple[tuple[str, ...], Any, int | None, bool], ...]
+
+
+def footer_columns(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
+                   num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+                   stats_columns: Sequence[str] | None = None) -> FooterColumns:
     skip = {c.lower() for c in partition_columns}
-    leaves = indexed_columns(schema, skip, num_indexed_cols)
-    index = {path: i for i, path in enumerate(_column_paths(meta))}
+    index = {path: i for i, path in enumerate(column_paths(meta))}
     lower_index = {tuple(p.lower() for p in k): v for k, v in index.items()}
+    return FooterColumns(tuple(
+        (path, type_, index.get(path, lower_index.get(tuple(p.lower() for p in path))),
+         type_ in _MINMAX_TYPES or is_decimal(type_))
+        for path, type_ in indexed_columns(schema, skip, num_indexed_cols, stats_columns)))
+
+
+def stats_from_metadata(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
+                        num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+                        stats_columns: Sequence[str] | None = None, columns: FooterColumns | None = None) -> str:
+    """The stats JSON of a file from its footer. `columns` (footer_columns of a file of the same
+    Parquet schema) saves working out which footer column each stats column is."""
+    if columns is None:
+        columns = footer_columns(meta, schema, partition_columns, num_indexed_cols, stats_columns)
+    # INT96 timestamps (Spark's legacy outputTimestampType) have no defined sort order: writers
+    # leave their min/max out or, some older ones, write byte-wise ones. Never use them.
+    accs = [None if i is None else _Acc(minmax_ok=minmax and meta.schema.column(i).physical_type != "INT96")
+            for _, _, i, minmax in columns.columns]
+    for rg in range(meta.num_row_groups):
+        group = meta.row_group(rg)
+        for acc, (_, _, i, _) in zip(accs, columns.columns):
+            if acc is None or not (acc.nulls_ok or acc.minmax_ok):
+                continue
+            acc.add(group.column(i))
     mins: dict[str, Any] = {}
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
-    for path, type_ in leaves:
-        i = index.get(path, lower_index.get(tuple(p.lower() for p in path)))
-        acc = _Acc()
-        if i is None:
+    for acc, (path, type_, _, _) in zip(accs, columns.columns):
+        if acc is None:
             # A column the file does not have (added later): every row is null.
             _put(nulls, path, meta.num_rows)
             continue
-        for rg in range(meta.num_row_groups):
-            col = meta.row_group(rg).column(i)
-            st = col.statistics
-            if st is None:
-                acc.minmax_ok = acc.nulls_ok = False
-                break
-            if st.has_null_count:
-                acc.nulls += st.null_count
-            else:
-                acc.nulls_ok = False
-            if col.num_values and st.has_min_max:
-                lo, hi = st.min, st.max
-                acc.min = lo if acc.min is None or lo < acc.min else acc.min
-                acc.max = hi if acc.max is None or hi > acc.max else acc.max
-            elif col.num_values - (st.null_count if st.has_null_count else 0) > 0:
-                acc.minmax_ok = False
         if acc.nulls_ok:
             _put(nulls, path, acc.nulls)
-        if acc.minmax_ok and type_ in _MINMAX_TYPES or (acc.minmax_ok and is_decimal(type_)):
+        if acc.minmax_ok:
             lo, hi = _stat_json(acc.min, type_, False), _stat_json(acc.max, type_, True)
             if lo is not None and hi is not None:
                 _put(mins, path, lo)
@@ -170,18 +240,38 @@ def _put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     target[path[-1]] = value
 
 
+def read_footers(paths: Sequence[str], sizes: Sequence[int | None] | None = None
+                 ) -> Iterator[pq.FileMetaData | Exception]:
+    """Each file's footer in order, read in parallel (footer reads are I/O-bound); a file that
+    cannot be read as Parquet gives its exception instead."""
+    def read(i: int) -> pq.FileMetaData | Exception:
+        try:
+            return pq.read_metadata(parquet_source(paths[i], sizes[i] if sizes is not None else None))
+        except (OSError, pa.ArrowException) as e:
+            return e
+
+    if len(paths) <= 4:
+        yield from (read(i) for i in range(len(paths)))
+        return
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        yield from pool.map(read, range(len(paths)))
+
+
 def file_stats(path: str, schema: Schema, partition_columns: Iterable[str],
                num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS) -> str:
     return stats_from_metadata(pq.read_metadata(parquet_source(path)), schema, partition_columns, num_indexed_cols)
 
 
 def many_file_stats(paths: list[str], schema: Schema, partition_columns: list[str],
-                    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS) -> list[str]:
-    """Footer stats of many files, read in parallel (footer reads are I/O-bound)."""
-    if len(paths) <= 4:
-        return [file_stats(p, schema, partition_columns, num_indexed_cols) for p in paths]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(lambda p: file_stats(p, schema, partition_columns, num_indexed_cols), paths))
+                    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
+                    stats_columns: Sequence[str] | None = None) -> list[str]:
+    """Footer stats of many files, their footers read in parallel."""
+    out = []
+    for meta in read_footers(paths):
+        if isinstance(meta, Exception):
+            raise meta
+        out.append(stats_from_metadata(meta, schema, partition_columns, num_indexed_cols, stats_columns))
+    return out
 
 
 def loose_bounds(stats: str | None) -> str | None:

@@ -25,7 +25,7 @@ from skiplake.log.stats import loose_bounds
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.read import read_files, read_planned
 from skiplake.spark.types import conform, from_spark, schema_differences, spark_type
-from skiplake.spark.write import WriteOptions, write_files
+from skiplake.spark.write import WriteOptions, with_table_stats, write_files
 from skiplake.txn import ReadSet, commit
 
 if TYPE_CHECKING:
@@ -127,6 +127,8 @@ class Transaction:
             df = df.select(*[F.col(f"`{f.name}`").cast(spark_type(p.type)).alias(p.name, metadata=p.metadata)
                              for f, p in zip(self.schema.fields, schema.fields)])
             parts = [phys[c] for c in parts]
+        config = (self.new_metadata or self.snapshot.metadata).configuration
+        options = with_table_stats(options, config, mode)
         # Only a bucketed write sizes its files by bytes per row (which parses every file's stats).
         adds = write_files(df, self.path, schema, parts, options, data_change, tags,
                            spec, self._bytes_per_row() if spec is not None else None)

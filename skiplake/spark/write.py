@@ -18,7 +18,8 @@ import os
 import posixpath
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Mapping
 
 from pyspark.sql import DataFrame, DataFrameWriter
 from pyspark.sql import functions as F
@@ -30,7 +31,7 @@ from skiplake.log.actions import AddFile
 from skiplake.log.location import is_remote, join, relative
 from skiplake.log.paths import to_log_path
 from skiplake.log.schema import Schema
-from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, many_file_stats
+from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, many_file_stats, stats_settings
 from skiplake.log.stores import storage_at
 from skiplake.spark.object_stores import check_s3a
 
@@ -42,7 +43,10 @@ MAX_NAME_BYTES = 255
 @dataclass(frozen=True)
 class WriteOptions:
     max_records_per_file: int | None = None
-    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS
+    # Leaf columns that get stats; None: the table's delta.dataSkippingNumIndexedCols (32 when
+    # unset) or delta.dataSkippingStatsColumns, as the table's properties say.
+    num_indexed_cols: int | None = None
+    stats_columns: tuple[str, ...] | None = None
     compression: str = "snappy"
     # A bucketed table gets one file per bucket per partition, split only past this size
     # (rows per file estimated from the table's stored bytes per row).
@@ -120,6 +124,21 @@ def write_files(df: DataFrame, table_path: str, schema: Schema, partition_column
     return _adds(table_path, written, schema, partition_columns, options, data_change, tags)
 
 
+def with_table_stats(options: WriteOptions | None, configuration: Mapping[str, str],
+                     column_mapping: str = "none") -> WriteOptions:
+    """`options` with the stats columns the table's properties choose, unless they set their own."""
+    options = options or WriteOptions()
+    if options.num_indexed_cols is not None:
+        return options
+    try:
+        limit, names = stats_settings(configuration)
+    except ValueError as e:
+        raise InvalidArgumentError(f"the table's properties: {e}") from None
+    # Stats columns are named by logical names; a mapped table's files use physical ones.
+    names = names if column_mapping == "none" else None
+    return replace(options, num_indexed_cols=limit, stats_columns=tuple(names) if names is not None else None)
+
+
 def _writer(df: DataFrame, options: WriteOptions, max_records: int | None, dirs: list[str]) -> DataFrameWriter:
     writer = df.write.mode("errorifexists").format("parquet").option("compression", options.compression)
     if max_records:
@@ -154,7 +173,8 @@ def _adds(table_path: str, written: list["_Written"], schema: Schema, partition_
           options: WriteOptions, data_change: bool, tags: dict[str, str] | None) -> list[AddFile]:
     """The add actions of written files, with their footer stats; empty files are deleted."""
     full_paths = [join(table_path, w.rel) for w in written]
-    stats = many_file_stats(full_paths, schema, partition_columns, options.num_indexed_cols)
+    limit = DEFAULT_NUM_INDEXED_COLS if options.num_indexed_cols is None else options.num_indexed_cols
+    stats = many_file_stats(full_paths, schema, partition_columns, limit, options.stats_columns)
     adds, empty = [], []
     for w, full, st in zip(written, full_paths, stats):
         if json.loads(st)["numRecords"] == 0:

@@ -67,10 +67,11 @@ def _operation(actions: list[Action]) -> str:
 
 def create(table_path: str, metadata: Metadata, protocol: Protocol | None = None,
            actions: list[Action] | None = None, operation: str = "CREATE TABLE",
-           operation_parameters: dict[str, Any] | None = None) -> Snapshot:
+           operation_parameters: dict[str, Any] | None = None,
+           operation_metrics: dict[str, str] | None = None) -> Snapshot:
     """Write version 0 of a new table (TableAlreadyExistsError if another creator won)."""
     info = CommitInfo(timestamp=now_ms(), operation=operation,
                       operationParameters=dict(operation_parameters or {}),
                       isolationLevel=isolation_level(metadata.configuration), isBlindAppend=not actions,
-                      engineInfo=ENGINE_INFO, txnId=str(uuid.uuid4()))
+                      operationMetrics=operation_metrics, engineInfo=ENGINE_INFO, txnId=str(uuid.uuid4()))
     return put_first_commit(table_path, info, protocol or Protocol(1, 2), metadata, actions)
