@@ -413,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--to-version", type=int, default=None, metavar="V", help="the version to go back to")
     when.add_argument("--to-timestamp", default=None, metavar="TS",
                       help="go back to the version current at this time (UTC), e.g. '2026-11-20 08:00:00'")
+    p.add_argument("--json", action="store_true")
 
     p = add("convert", _cmd_convert, "turn a Parquet directory into a table in place: only _delta_log/ is written "
                                      "(CONVERT TO DELTA; starts Spark)")
