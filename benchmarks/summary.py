@@ -70,8 +70,8 @@ def goal_text(goal: dict[str, Any]) -> str:
 def result_text(report: dict[str, Any]) -> str:
     """The headline figures; for a report without any, its goals' results, else its first ratios."""
     if report.get("headlines"):
-        return "; ".join(f"{h['name']} **{fmt_value(h['value'], h['unit'])}**" + (f" ({h['note']})" if h["note"] else "")
-                         for h in report["headlines"])
+        return "; ".join(f"{h['name']} **{fmt_value(h['value'], h['unit'])}**"
+                         + (f" ({h['note']})" if h["note"] else "") for h in report["headlines"])
     if report.get("goals"):
         return "; ".join(f"{g['name']}: **{fmt_value(g['actual'], g['unit'])}**" for g in report["goals"])
     return "; ".join(f"{r['name']}: **{r['value']:.2f}x**" for r in report.get("ratios", [])[:4]) or "-"
@@ -113,7 +113,8 @@ def machine_text(run: Run) -> str:
     versions = m.get("versions", {})
     return (f"{m.get('nproc')} cores ({m.get('cpu_model')}), {m.get('memory_gib')} GiB, {m.get('os')}; "
             f"Python {m.get('python')}, {m.get('java') or 'Java ?'}, pyspark {versions.get('pyspark')}, "
-            f"deltalake {versions.get('deltalake')}, pyarrow {versions.get('pyarrow')}, duckdb {versions.get('duckdb')}")
+            f"deltalake {versions.get('deltalake')}, pyarrow {versions.get('pyarrow')}, "
+            f"duckdb {versions.get('duckdb')}")
 
 
 def warnings(run: Run) -> list[str]:
