@@ -549,8 +549,8 @@ def main(argv: list[str] | None = None) -> int:
             report.ratio(f"skiplake / deltalake commits/s, {n} process(es)", sk["commits_per_s"] / de["commits_per_s"],
                          "pooled over reps; per rep: " + ", ".join(f"{x:.2f}" for x in per_rep))
             report.headline(f"{n} process{'es' if n > 1 else ''}", sk["commits_per_s"], "/s",
-                            f"{sk['commits_per_s'] / de['commits_per_s']:.2f}x delta-rs; errors {sk['errors']} "
-                            f"(delta-rs {de['errors']})")
+                            f"{sk['commits_per_s'] / de['commits_per_s']:.2f}x delta-rs; errors: {sk['errors']}, "
+                            f"delta-rs {de['errors']}")
     for kind in CONTENDERS:
         one = by[(kind, procs[0])]["commits_per_s"]
         for n in procs[1:]:

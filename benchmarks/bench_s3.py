@@ -333,8 +333,8 @@ def concurrent_appends(report: Report, server, bucket: str, procs_list: list[int
     top = str(max(procs_list))
     rates, errors = report.extra["appends_per_s"][top], report.extra["append_errors"][top]
     report.headline(f"blind appends from {top} processes", rates[SKIPLAKE], "/s",
-                    f"{rates[SKIPLAKE] / rates[DELTA]:.2f}x delta-rs; errors {errors[SKIPLAKE]} "
-                    f"(delta-rs {errors[DELTA]})")
+                    f"{rates[SKIPLAKE] / rates[DELTA]:.2f}x delta-rs; errors: {errors[SKIPLAKE]}, "
+                    f"delta-rs {errors[DELTA]}")
 
 
 # ------------------------------------------------------------------------- 4. a point query on ss_item_sk

@@ -193,6 +193,13 @@ def run_steps(run: Run, folder: Path, todo: list[Step]) -> int:
         + (f"; about {duration(left)} by the estimates" if left else ""))
     failed = 0
     for i, step in enumerate(todo, 1):
+        drift = checkout_drift(run, folder)
+        if drift:
+            run.save(folder)
+            raise InvalidArgumentError(
+                f"the checkout changed during the run, so the benchmarks left would measure other code: {drift}. "
+                f"Restore revision {run.revision_short}{' with a clean tree' if run.clean else ''} and continue with "
+                f"--resume {folder}: the benchmarks already run are kept.")
         say(f"{i}/{len(todo)} {step.name} ({step.number} on the page)"
             + (f": estimate {duration(step.estimate_s)}, about {duration(left)} of the suite left"
                if step.estimate_s else ""))
@@ -208,6 +215,17 @@ def run_steps(run: Run, folder: Path, todo: list[Step]) -> int:
     run.finished_utc = now_utc()
     run.save(folder)
     return failed
+
+
+def checkout_drift(run: Run, folder: Path, repo: Path = REPO) -> str | None:
+    """How the checkout differs from the one the run began with (its revision, its changes), or None."""
+    state = git_state(repo, Path(folder).resolve().parent)
+    if state is None or state.revision != run.revision:
+        return f"HEAD is now {state.short if state else 'not a revision'}, not {run.revision_short}"
+    if sorted(state.changes) != sorted(run.changes):
+        new = sorted(set(state.changes) ^ set(run.changes))
+        return "uncommitted changes differ: " + ", ".join(c.strip() for c in new[:5]) + (", ..." if len(new) > 5 else "")
+    return None
 
 
 def command(run: Run, folder: Path, step: Step) -> list[str]:

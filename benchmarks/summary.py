@@ -125,11 +125,15 @@ def warnings(run: Run) -> list[str]:
         out.append("**UNCOMMITTED CHANGES: this run did not measure one revision** ("
                    + ", ".join(c.strip() for c in run.changes[:5]) + (", ..." if len(run.changes) > 5 else "") + ").")
     if not run.complete:
-        out.append(f"**Partial run: {len({s.name for s in run.steps})} of the suite's {len(run.suite)} benchmarks.**")
-    bad = [s.name for s in run.steps if s.status != "ok"]
+        out.append(f"**Partial run: {len(ran(run))} of the suite's {len(run.suite)} benchmarks ran.**")
+    bad = [s.name for s in ran(run) if s.status != "ok"]
     if bad:
         out.append(f"**Did not pass: {', '.join(bad)}.**")
     return out
+
+
+def ran(run: Run) -> list[Step]:
+    return [s for s in run.steps if s.status != "pending"]
 
 
 def header(results: Results, details_link: str | None) -> str:
@@ -156,7 +160,7 @@ def table(results: Results, links: dict[int, str], page: str = "") -> str:
             title += f"<br>*{step.note}*"
         goals = "; ".join(goal_text(g) for g in report.get("goals", [])) if report else ""
         result = result_text(report) if report and step.done else "-"
-        out.append(f"| {number} | {_cell(title)} | {_cell(goals or '(no goal)')} | {_cell(result)} | "
+        out.append(f"| {number} | {_cell(title)} | {_cell(goals or '-')} | {_cell(result)} | "
                    f"{_cell(verdict(step, report))} |")
     return "\n".join(out)
 
@@ -196,7 +200,8 @@ def details(results: Results, docs_dir: Path) -> str:
         out.append("")
         if report:
             out += [render(report, title=False), ""]
-        for plot in sorted(folder.glob(f"{step.name}*.png")):
+        plot = folder / f"{step.name}.png"  # common.plot_path puts a benchmark's plot beside its result
+        if plot.is_file():
             out += [f"![{step.name}]({(rel / plot.name).as_posix()})", ""]
     return "\n".join(out)
 
@@ -210,7 +215,7 @@ def refusal(run: Run) -> str | None:
     if not run.clean:
         return "it ran on a tree with uncommitted changes"
     if not run.complete:
-        return f"it ran {len({s.name for s in run.steps})} of the suite's {len(run.suite)} benchmarks"
+        return f"it ran {len(ran(run))} of the suite's {len(run.suite)} benchmarks"
     return None
 
 
@@ -227,17 +232,17 @@ def write_docs(folder: Path, page: Path = PAGE, details_path: Path = DETAILS) ->
     details_path.write_text(details(results, details_path.parent))
 
 
-def publish(folder: Path, docs: bool = True) -> list[str]:
+def publish(folder: Path, docs: bool = True, page: Path = PAGE, details_path: Path = DETAILS) -> list[str]:
     """The run's summary.md always; the docs too when `docs` and the run qualifies. What was written."""
     results = Results.load(folder)
-    page_text = PAGE.read_text() if PAGE.exists() else ""
+    page_text = page.read_text() if page.exists() else ""
     (Path(folder) / "summary.md").write_text(
-        summary_block(results, page_text, None, os.path.relpath(PAGE, Path(folder).resolve())))
+        summary_block(results, page_text, None, os.path.relpath(page, Path(folder).resolve())))
     said = [f"summary: {Path(folder) / 'summary.md'}"]
     why = refusal(results.run)
     if docs and why is None:
-        write_docs(folder)
-        said.append(f"docs: {PAGE} (summary) and {DETAILS} (every table), from this run alone")
+        write_docs(folder, page, details_path)
+        said.append(f"docs: {page} (summary) and {details_path} (every table), from this run alone")
     elif docs:
         said.append(f"docs left alone: {why}")
     return said

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import suite
 from benchmarks.common import Report
-from benchmarks.suite import Entry, Run, Step, new_run, resume_run, status
+from benchmarks.suite import Entry, Run, Step, checkout_drift, new_run, resume_run, status
 from benchmarks.summary import END, START, Results, anchors, publish, replace_block, slug, table, write_docs
 from skiplake.errors import InvalidArgumentError
 
@@ -57,6 +57,7 @@ def fake_run(folder: Path, *, quick: bool = False, clean: bool = True,
                   seconds=3600.0),
              Step(3, "bench_three", [], status="checks failed", exit_status=1, seconds=5.0),
              Step(4, "bench_four", [], status="failed", exit_status=2, seconds=1.0)]
+    steps += [Step(5, "bench_five", [])] if "bench_five" in suite else []  # not run yet
     Run(name=folder.name, revision="a" * 40, revision_short="aaaaaaa", clean=clean,
         changes=[] if clean else [" M skiplake/table.py"], quick=quick, suite=list(suite), machine=dict(MACHINE),
         started_utc="2026-11-25 10:00:00 UTC", finished_utc="2026-11-25 11:01:16 UTC", data="/tmp/data",
@@ -97,6 +98,7 @@ def test_one_row_per_benchmark_with_the_runs_figures_and_verdicts(tmp_path):
 
 def test_the_docs_take_the_summary_between_the_markers_and_the_tables(tmp_path):
     folder = fake_run(tmp_path / "run")
+    (folder / "bench_one.png").write_bytes(b"\x89PNG")
     page, details = tmp_path / "benchmarks.md", tmp_path / "benchmark-run.md"
     page.write_text(PAGE)
     write_docs(folder, page, details)
@@ -107,7 +109,7 @@ def test_the_docs_take_the_summary_between_the_markers_and_the_tables(tmp_path):
     assert "QUICK" not in text and "UNCOMMITTED" not in text
     run_tables = details.read_text()
     assert "## 1. bench_one" in run_tables and "| A | load | 129.0 ms |" in run_tables
-    assert "**FAILED** the same keys (3 keys differ)" in run_tables
+    assert "**FAILED** the same keys (3 keys differ)" in run_tables and "![bench_one](run/bench_one.png)" in run_tables
     # Writing again replaces the block instead of adding one.
     write_docs(folder, page, details)
     assert page.read_text() == text
@@ -124,9 +126,11 @@ def test_the_docs_refuse_a_quick_a_dirty_or_a_partial_run(tmp_path, kind, why):
         write_docs(folder, page, tmp_path / "benchmark-run.md")
     assert page.read_text() == PAGE and not (tmp_path / "benchmark-run.md").exists()
     # The run's own summary is still rendered, marked.
-    publish(folder, docs=False)
+    publish(folder, docs=True, page=page, details_path=tmp_path / "benchmark-run.md")
+    assert page.read_text() == PAGE and not (tmp_path / "benchmark-run.md").exists()
     marked = (folder / "summary.md").read_text()
-    assert {"quick": "QUICK RUN", "dirty": "UNCOMMITTED CHANGES", "partial": "Partial run"}[kind] in marked
+    assert {"quick": "QUICK RUN", "dirty": "UNCOMMITTED CHANGES", "partial": "Partial run: 4 of"}[kind] in marked
+    assert ("| 5 | bench_five | - | - | **not run** |" in marked) == (kind == "partial")
 
 
 def test_a_page_without_markers_is_refused():
@@ -165,9 +169,13 @@ def test_a_run_refuses_a_tree_with_uncommitted_changes(tmp_path, monkeypatch):
     run, folder = new_run(["bench_one"], {}, None, True, False, repo=repo, runs_dir=runs, data_root=data)
     assert run.clean and folder.name.endswith("-quick")
     assert [s.name for s in resume_run(folder, ["bench_one"], {}, None, repo=repo)[1]] == ["bench_one"]
+    # A checkout that changes under a running suite is seen before the next benchmark starts.
+    assert checkout_drift(run, folder, repo) is None
     (repo / "b.py").write_text("")
+    assert "uncommitted changes differ: ?? b.py" in checkout_drift(run, folder, repo)
     git(repo, "add", "b.py")
     git(repo, "commit", "-q", "-m", "three")
+    assert "HEAD is now" in checkout_drift(run, folder, repo)
     with pytest.raises(InvalidArgumentError, match="Check out"):
         resume_run(folder, ["bench_one"], {}, None, repo=repo)
 
