@@ -242,7 +242,9 @@ def publish(folder: Path, docs: bool = True, page: Path = PAGE, details_path: Pa
     why = refusal(results.run)
     if docs and why is None:
         write_docs(folder, page, details_path)
-        said.append(f"docs: {page} (summary) and {details_path} (every table), from this run alone")
+        said.append(f"docs: {page} (summary) and {details_path} (every table), from this run alone; commit them "
+                    f"with the run: git add {os.path.relpath(folder, REPO)} {os.path.relpath(page, REPO)} "
+                    f"{os.path.relpath(details_path, REPO)}")
     elif docs:
         said.append(f"docs left alone: {why}")
     return said
