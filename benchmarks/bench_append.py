@@ -258,8 +258,8 @@ def main(argv: list[str] | None = None) -> int:
                          f"everything but DataFrameWriter.save: median {non_spark:.2f} s")
             report.goal(f"{variant}: table.append / df.write.parquet", ratio, 1.2, unit="x")
             report.headline(f"{variant} ({files:,} files), table.append / df.write.parquet", ratio, "x",
-                            f"{median(samples['skiplake table.append']):.2f} s against "
-                            f"{median(samples['df.write.parquet']):.2f} s")
+                            f"table.append {median(samples['skiplake table.append']):.2f} s, "
+                            f"df.write.parquet {median(samples['df.write.parquet']):.2f} s")
 
     recorder.uninstall()
     spark.stop()

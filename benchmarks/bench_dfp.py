@@ -367,14 +367,14 @@ def evaluate(report: Report, results: list[QueryResult]) -> None:
                     note=f"at most {read:,} of {total:,} rows read (files selected hold {planned:,})")
         report.goal("item star join vs plain Spark", item.ratio("spark", "dynamic"), 5, unit="x", at_least=True)
         report.headline("item star join vs plain Spark", item.ratio("spark", "dynamic"), "x",
-                        f"{item.runs['dynamic'].median:.2f} s against {item.runs['spark'].median:.2f} s; "
+                        f"lake.sql {item.runs['dynamic'].median:.2f} s, plain Spark {item.runs['spark'].median:.2f} s; "
                         f"{1 - read / total:.2%} of store_sales's rows skipped")
     present = [c for c in CONTENDERS if _measured(results, c)]
     tot = {c: sum(r.runs[c].median for r in results) for c in present}
     report.goal("total time, dynamic / plain Spark", tot["dynamic"] / tot["spark"], 1.0, unit="x",
                 note=f"{tot['dynamic']:.1f} s vs {tot['spark']:.1f} s")
     report.headline(f"total time of the {len(results)} queries, dynamic / plain Spark", tot["dynamic"] / tot["spark"],
-                    "x", f"{tot['dynamic']:,.0f} s against {tot['spark']:,.0f} s")
+                    "x", f"lake.sql {tot['dynamic']:,.0f} s, plain Spark {tot['spark']:,.0f} s")
     slower = [r.name for r in results if r.runs["dynamic"].median > 1.1 * r.runs["spark"].median + 0.1]
     report.goal("queries slower than plain Spark by more than 10% + 100 ms", len(slower), 0, unit="n",
                 note=", ".join(slower))

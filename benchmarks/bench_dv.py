@@ -108,7 +108,7 @@ def _delete(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
     report.ratio("DELETE: rewrite / deletion vectors", ratio)
     report.goal("DELETE with deletion vectors, times faster than rewriting", ratio, 5.0, unit="x", at_least=True)
     report.headline("DELETE of 0.1% scattered, rewriting / deletion vectors", ratio, "x",
-                    f"{median(times['dv']):.2f} s against {median(times['rewrite']):.2f} s")
+                    f"deletion vectors {median(times['dv']):.2f} s, rewriting {median(times['rewrite']):.2f} s")
     report.check("DELETE: the same rows left", left["dv"] == left["rewrite"] == rows - rows // 1000,
                  f"{left}")
 

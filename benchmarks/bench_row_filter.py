@@ -107,10 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         best = max(results, key=lambda r: median(r["seconds"]["off"]) / median(r["seconds"]["on"]))
         worst = min(results, key=lambda r: median(r["seconds"]["off"]) / median(r["seconds"]["on"]))
         report.headline(f"the {len(results)} queries where it applies, off / on (total)", total_off / total_on, "x",
-                        f"{total_off:.1f} s against {total_on:.1f} s")
+                        f"on {total_on:.1f} s, off {total_off:.1f} s")
         for label, r in (("fastest", best), ("slowest", worst)):
             report.headline(f"{label}: {r['name']}, off / on", median(r["seconds"]["off"]) / median(r["seconds"]["on"]),
-                            "x", f"{median(r['seconds']['on']):.2f} s against {median(r['seconds']['off']):.2f} s")
+                            "x", f"on {median(r['seconds']['on']):.2f} s, off {median(r['seconds']['off']):.2f} s")
     report.extra["queries"] = results
     return finish(report, args)
 

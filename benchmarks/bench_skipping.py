@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     report.goal("speedup vs spark on the same Z-ordered files", z_spark[0] / z[0], 3.0, unit="x", at_least=True)
     report.goal("speedup vs spark on unclustered files", unclustered[0] / z[0], 10.0, unit="x", at_least=True)
     report.headline("files skipped, Z-ordered", skipped, "%", f"{z[1]['files']} of {z_files_total} files read")
-    report.headline("the point query, Z-ordered", z[0], note=f"{z_spark[0] / z[0]:.2f}x plain Spark on the same files, "
-                    f"{unclustered[0] / z[0]:.2f}x on unclustered files")
+    report.headline("the point query, Z-ordered", z[0], note=f"plain Spark {z_spark[0]:.2f} s on the same files, "
+                    f"{unclustered[0]:.2f} s on unclustered files")
     report.headline("plain Spark over the one selected file alone", totals[(point, FLOOR)][0],
                     note="Spark's own floor for this query")
     spark.stop()
