@@ -192,14 +192,8 @@ def run_steps(run: Run, folder: Path, todo: list[Step]) -> int:
         f"{' (quick)' if run.quick else ''}: {len(todo)} benchmark(s) into {folder}"
         + (f"; about {duration(left)} by the estimates" if left else ""))
     failed = 0
+    same_checkout(run, folder, None)
     for i, step in enumerate(todo, 1):
-        drift = checkout_drift(run, folder)
-        if drift:
-            run.save(folder)
-            raise InvalidArgumentError(
-                f"the checkout changed during the run, so the benchmarks left would measure other code: {drift}. "
-                f"Restore revision {run.revision_short}{' with a clean tree' if run.clean else ''} and continue with "
-                f"--resume {folder}: the benchmarks already run are kept.")
         say(f"{i}/{len(todo)} {step.name} ({step.number} on the page)"
             + (f": estimate {duration(step.estimate_s)}, about {duration(left)} of the suite left"
                if step.estimate_s else ""))
@@ -207,6 +201,7 @@ def run_steps(run: Run, folder: Path, todo: list[Step]) -> int:
             run_step(run, folder, step)
         finally:
             run.save(folder)
+        same_checkout(run, folder, step)
         left -= step.estimate_s or 0
         say(f"{step.name}: {step.status} in {duration(step.seconds or 0)}"
             + (f" (exit status {step.exit_status}; see {folder / (step.name + '.log')})" if step.status != "ok"
@@ -215,6 +210,22 @@ def run_steps(run: Run, folder: Path, todo: list[Step]) -> int:
     run.finished_utc = now_utc()
     run.save(folder)
     return failed
+
+
+def same_checkout(run: Run, folder: Path, step: Step | None, repo: Path = REPO) -> None:
+    """Stop the run if the checkout is no longer the one it began with: benchmarks are processes of
+    their own, each importing the code as it is when it starts. The benchmark that just ran may
+    have measured other code, so it runs again on resume; those before it are kept."""
+    drift = checkout_drift(run, folder, repo)
+    if drift is None:
+        return
+    if step is not None:
+        step.status = "interrupted"
+    run.save(folder)
+    raise InvalidArgumentError(
+        f"the checkout changed during the run, so the benchmarks from here on would measure other code: {drift}. "
+        f"Restore revision {run.revision_short}{' with a clean tree' if run.clean else ''} and continue with "
+        f"--resume {folder}" + (f" ({step.name} runs again)." if step is not None else "."))
 
 
 def checkout_drift(run: Run, folder: Path, repo: Path = REPO) -> str | None:

@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import suite
 from benchmarks.common import Report
-from benchmarks.suite import Entry, Run, Step, checkout_drift, new_run, resume_run, status
+from benchmarks.suite import Entry, Run, Step, checkout_drift, new_run, resume_run, same_checkout, status
 from benchmarks.summary import END, START, Results, anchors, publish, replace_block, slug, table, write_docs
 from skiplake.errors import InvalidArgumentError
 
@@ -173,6 +173,11 @@ def test_a_run_refuses_a_tree_with_uncommitted_changes(tmp_path, monkeypatch):
     assert checkout_drift(run, folder, repo) is None
     (repo / "b.py").write_text("")
     assert "uncommitted changes differ: ?? b.py" in checkout_drift(run, folder, repo)
+    step = run.steps[0]
+    step.status = "ok"
+    with pytest.raises(InvalidArgumentError, match="changed during the run.*bench_one runs again"):
+        same_checkout(run, folder, step, repo)
+    assert Run.load(folder).steps[0].status == "interrupted"  # measured perhaps other code: run again on resume
     git(repo, "add", "b.py")
     git(repo, "commit", "-q", "-m", "three")
     assert "HEAD is now" in checkout_drift(run, folder, repo)
