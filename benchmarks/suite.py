@@ -128,6 +128,8 @@ def new_run(suite: Sequence[str], entries: dict[str, Entry], only: Sequence[str]
                                    f"(--only NAME to rerun some benchmarks), or remove it for a new run.")
     folder.mkdir(parents=True)
     data = data_root.with_name(data_root.name + ("-quick" if quick else ""))
+    print(f"[suite] clearing the working data of the last run under {data} (the generated TPC-DS data stays); "
+          "this can take minutes", file=sys.stderr, flush=True)
     clear_data(data)
     run = Run(name=name, revision=state.revision, revision_short=state.short, clean=state.clean,
               changes=list(state.changes), quick=quick, suite=list(suite), machine=machine_info(),
