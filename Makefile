@@ -1,4 +1,5 @@
 # make demo: the main job (TPC-DS through skiplake tables). make test: the test suite.
+# make bench: every benchmark in one run, and the benchmarks page's summary from it.
 # Both build .venv with pinned dependencies and find (or install) Java 17 first.
 PYTHON ?= python3
 VENV := .venv
@@ -51,6 +52,14 @@ test: venv java s3-jars lint
 
 test-fast: venv lint
 	$(PY) -m pytest -q tests/unit
+
+# The whole benchmark suite at one revision into benchmarks/results/runs/<date>-<revision>/, then
+# the summary table of docs/benchmarks.md and docs/benchmark-run.md from that run alone (about
+# 4 hours on 2 cores; `python -m benchmarks --list` gives the plan). QUICK=1: small sizes, a run
+# the docs refuse. RESUME=<run folder>: finish that run (ONLY=bench_x,bench_y: run those again).
+BENCH_FLAGS = $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) $(if $(RESUME),--resume $(RESUME))
+bench: venv java s3-jars
+	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m benchmarks $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(VENV) $(JAVA_HOME_FILE) .tools warehouse demo-data .pytest_cache

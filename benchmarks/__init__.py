@@ -1,9 +1,9 @@
-"""skiplake's performance benchmarks (issue 2): each module is runnable on its own.
+"""skiplake's performance benchmarks: each module runs on its own, and together they are the suite.
 
-    .venv/bin/python -m benchmarks.bench_snapshot [--quick] [--json]   # snapshot load, 100,000 files
-    .venv/bin/python -m benchmarks.bench_append   [--quick] [--json]   # append 10M rows vs df.write.parquet
-    .venv/bin/python -m benchmarks.bench_commit   [--quick] [--json]   # a small commit at 1,000 versions
-    .venv/bin/python -m benchmarks                [--quick] [--json]   # all three, one after the other
+    .venv/bin/python -m benchmarks.bench_snapshot [--quick] [--json] [--out FILE]   # one benchmark
+    .venv/bin/python -m benchmarks [--quick] [--list]     # the whole suite into one run folder (make bench)
 
-Results and the machine they were measured on: docs/benchmarks.md.
+Every benchmark builds a benchmarks.common.Report; the suite (benchmarks.suite, benchmarks.summary)
+writes the summary of docs/benchmarks.md from one run. How to run, the method and each benchmark:
+docs/benchmarks.md.
 """

@@ -264,6 +264,11 @@ class JvmReads:
         return None
 
 
+def exchange_free_join(result: dict[str, Any]) -> bool:
+    """The query has a join and no Exchange under any join: a bucket join."""
+    return bool(result["joins"]) and not any(x["exchanges_under"] for x in result["joins"])
+
+
 # -------------------------------------------------------------------------------------- main
 
 def main(argv: list[str] | None = None) -> int:
@@ -495,12 +500,19 @@ def main(argv: list[str] | None = None) -> int:
     report.goal("join: speedup vs Spark's shuffle join", sh["median_s"] / sk["median_s"], 2.0, unit="x", at_least=True)
     report.goal("join: speed vs Spark's own bucket join (>= 1: no slower)", nb["median_s"] / sk["median_s"], 1.0,
                 unit="x", at_least=True, note="differences under ~10% are noise on this machine")
+    pt, plain = results[(sec, "skiplake bucketed")], results[(sec, "spark plain Parquet")]
+    report.headline(f"point query k = {key}, bucketed", pt["median_s"],
+                    note=f"{pt['bytes'] / max(1, f['bytes']) * 100:.2f}% of the bytes; plain Spark "
+                    f"{plain['median_s']:.2f} s")
+    report.headline("bucket join", sk["median_s"], note=f"Spark's shuffle join {sh['median_s']:.2f} s, "
+                    f"Spark's bucketBy join {nb['median_s']:.2f} s"
+                    + ("; no Exchange" if exchange_free_join(sk) else "; with an Exchange")
+                    + ("" if any(x["sorts_under"] for x in sk["joins"]) else ", no Sort"))
 
-    def exchange_free(r: dict[str, Any]) -> bool:
-        return bool(r["joins"]) and not any(x["exchanges_under"] for x in r["joins"])
-    report.check("skiplake bucket join: no Exchange under the join", exchange_free(sk), json.dumps(sk["joins"]))
-    report.check("Spark bucketBy join: no Exchange under the join", exchange_free(nb), json.dumps(nb["joins"]))
-    report.check("Spark plain join: shuffles (Exchange under the join)", not exchange_free(sh), json.dumps(sh["joins"]))
+    report.check("skiplake bucket join: no Exchange under the join", exchange_free_join(sk), json.dumps(sk["joins"]))
+    report.check("Spark bucketBy join: no Exchange under the join", exchange_free_join(nb), json.dumps(nb["joins"]))
+    report.check("Spark plain join: shuffles (Exchange under the join)", not exchange_free_join(sh),
+                 json.dumps(sh["joins"]))
 
     lay = layout["layouts"]
     report.notes.append("files per layout: " + "; ".join(f"{k} {v['files']:,} files ({v['bytes']:,} bytes)"

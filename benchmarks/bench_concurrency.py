@@ -1,4 +1,4 @@
-"""Benchmark 4: concurrent blind appends to one table from 1, 2, 4 and 8 OS processes (issue 3).
+"""Benchmark 4: concurrent blind appends to one table from 1, 2, 4 and 8 OS processes.
 
 Each process is a real separate process (multiprocessing, 'spawn' context), and every process of
 a run appends to the same table on the local filesystem. All start together on an Event, after
@@ -494,7 +494,8 @@ def main(argv: list[str] | None = None) -> int:
         + (["--skiplake-no-fsync"] if args.skiplake_no_fsync else [])
     progress = Progress("concurrency")
     report = ConcurrencyReport(
-        benchmark="concurrency", title="Benchmark 4: concurrent blind appends to one table (issue 3)",
+        benchmark="concurrency",
+        title=f"Concurrent blind appends to one table from {', '.join(map(str, procs))} processes, against delta-rs",
         command=command_line("bench_concurrency", args, extra),
         params={"procs": procs, "duration_s_per_process": duration, "reps": reps, "rows_per_append": args.rows,
                 "columns": "long, int, double, string", "checkpoint_interval": args.checkpoint_interval,
@@ -547,6 +548,9 @@ def main(argv: list[str] | None = None) -> int:
             per_rep = [a / b for a, b in zip(sk["commits_per_s_per_rep"], de["commits_per_s_per_rep"]) if b]
             report.ratio(f"skiplake / deltalake commits/s, {n} process(es)", sk["commits_per_s"] / de["commits_per_s"],
                          "pooled over reps; per rep: " + ", ".join(f"{x:.2f}" for x in per_rep))
+            report.headline(f"{n} process{'es' if n > 1 else ''}", sk["commits_per_s"], "/s",
+                            f"{sk['commits_per_s'] / de['commits_per_s']:.2f}x delta-rs; errors: {sk['errors']}, "
+                            f"delta-rs {de['errors']}")
     for kind in CONTENDERS:
         one = by[(kind, procs[0])]["commits_per_s"]
         for n in procs[1:]:

@@ -1,4 +1,4 @@
-"""Benchmark 17: build keys as a row filter on files not clustered by the key, on and off (issue 12).
+"""Benchmark 17: build keys as a row filter on files not clustered by the key, on and off.
 
 Dynamic pruning used to leave a probe alone when its files are not clustered by the join key (a
 key value falls in most of its files, so no file can be skipped). Now, when the build is read in
@@ -7,9 +7,9 @@ joins (`spark.skiplake.optimizer.dynamicFilePruning.unclusteredRowFilter`, defau
 measures what that buys and costs, with the setting on and off in one process:
 
   1. Over benchmark 9's lake (store_sales Z-ordered by date and item keys), every query of the
-     100 (the seed's Q2 and the 99) where the filter applies, found by lake.explain.
+     100 (the item star join and the 99) where the filter applies, found by lake.explain.
   2. Over benchmark 14's date-major store_sales (files of about two days, rows sorted by item),
-     the seed's Q2: item keys do not cluster those files, so its keys become a row filter there.
+     the item star join: item keys do not cluster those files, so its keys become a row filter there.
 
 With --quick (sf=0.1) the size thresholds are lowered so that the small tables qualify.
 Each query runs once per setting to warm up, then --reps times, the settings taking turns going
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__.splitlines()[0])
     add_lake_arguments(parser, sf=(10.0, 0.1), files=(1024, 16), data_help="where the lake of benchmark 9 is kept")
     parser.add_argument("--queries", default=None,
-                        help="comma-separated query numbers and/or q2 (default: every query where it applies)")
+                        help="comma-separated query numbers and/or item-join (default: every query where it applies)")
     args = parser.parse_args(argv)
     args.sf, args.files = lake_scale(args)
     reps = args.reps if args.reps is not None else (1 if args.quick else 3)
@@ -68,9 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.common import setup_java
     setup_java()
     import skiplake
-    from benchmarks.bench_dfp import SEED_Q2
+    from benchmarks.bench_dfp import ITEM_JOIN, ITEM_JOIN_NAME, query_texts
     from benchmarks.bench_dfp_layout import build_datemajor
-    from benchmarks.tpcds_answers import spark_queries
     from benchmarks.tpcds_lake import build_lake
     spark = skiplake.local_spark(app_name="bench-row-filter", shuffle_partitions=8, driver_memory="4g")
     root = build_lake(spark, Path(args.data), args.sf, args.files, progress=progress)
@@ -80,16 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         from skiplake.spark.settings import FILES_THRESHOLD, SIZE_THRESHOLD
         spark.conf.set(SIZE_THRESHOLD, "0")
         spark.conf.set(FILES_THRESHOLD, "2")
-    # Named as benchmark 9 names them: the seed's Q2 is "q2", TPC-DS query 2 is "2".
-    texts = {"q2": SEED_Q2, **{str(n): t for n, t in spark_queries(list(range(1, 100))).items()}}
-    if args.queries:
-        texts = {q: texts[q] for q in args.queries.split(",")}
-    cases = [(f"{'seed Q2' if name == 'q2' else 'q' + name} (Z-order)", lake, text, filters)
+    texts = query_texts(args.queries.split(",") if args.queries else [ITEM_JOIN_NAME] + list(map(str, range(1, 100))))
+    cases = [(f"{name if name == ITEM_JOIN_NAME else 'q' + name} (Z-order)", lake, text, filters)
              for name, text in texts.items() if (filters := row_filters(lake, text))]
     progress(f"the row filter applies to {len(cases)} of {len(texts)} queries over the Z-ordered lake")
-    if filters := row_filters(by_date, SEED_Q2):
-        cases.append(("seed Q2 (date-major)", by_date, SEED_Q2, filters))
-    report = Report("bench_row_filter", "Benchmark 17: build keys as a row filter on unclustered files, on and off",
+    if filters := row_filters(by_date, ITEM_JOIN):
+        cases.append((f"{ITEM_JOIN_NAME} (date-major)", by_date, ITEM_JOIN, filters))
+    report = Report("bench_row_filter",
+                    f"Build keys as a row filter on unclustered files, on and off, TPC-DS sf={args.sf:g}",
                     command_line("bench_row_filter", args, [f"--sf {args.sf:g}", f"--files {args.files}"] +
                                  ([f"--queries {args.queries}"] if args.queries else [])),
                     {"sf": args.sf, "store_sales_files": args.files, "reps": reps, "queries": len(cases)})
@@ -107,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     total_off = sum(median(r["seconds"]["off"]) for r in results)
     if results:
         report.ratio("total, off / on", total_off / total_on, f"{total_off:.1f} s against {total_on:.1f} s")
+        best = max(results, key=lambda r: median(r["seconds"]["off"]) / median(r["seconds"]["on"]))
+        worst = min(results, key=lambda r: median(r["seconds"]["off"]) / median(r["seconds"]["on"]))
+        report.headline(f"the {len(results)} queries where it applies, off / on (total)", total_off / total_on, "x",
+                        f"on {total_on:.1f} s, off {total_off:.1f} s")
+        for label, r in (("fastest", best), ("slowest", worst)):
+            report.headline(f"{label}: {r['name']}, off / on", median(r["seconds"]["off"]) / median(r["seconds"]["on"]),
+                            "x", f"on {median(r['seconds']['on']):.2f} s, off {median(r['seconds']['off']):.2f} s")
     report.extra["queries"] = results
     return finish(report, args)
 

@@ -1,4 +1,4 @@
-"""Benchmark 15: tables on an S3-compatible store, skiplake against delta-rs (issue 14).
+"""Benchmark 15: tables on an S3-compatible store, skiplake against delta-rs.
 
 The store is s3proxy 4.0.0 on loopback over a temporary folder (tests/s3_server.py: SigV4, an
 atomic conditional PUT), started by the benchmark. Both contenders reach it the same way (HTTP to
@@ -14,7 +14,7 @@ atomic conditional PUT), started by the benchmark. Both contenders reach it the 
   3. concurrent blind appends from 1, 2, 4 and 8 processes for --duration seconds each: one append
      writes a 100-row Parquet file and commits it (skiplake: pyarrow + a PUT, stats from the
      footer in memory, load, commit; delta-rs: `write_deltalake(uri, batch, mode="append")`).
-  4. the seeds' Q1 (`ss_item_sk IN (40, 41, 42)`) on TPC-DS store_sales (sf from --sf) in an S3
+  4. the point query on ss_item_sk (`ss_item_sk IN (40, 41, 42)`) on TPC-DS store_sales (sf from --sf) in an S3
      table Z-ordered by (ss_item_sk): `lake.sql` against Spark reading every file of the table.
 
 Requests are counted, not estimated: skiplake's by its S3Storage objects (with the time spent
@@ -121,10 +121,13 @@ def snapshot_loads(report: Report, server, bucket: str, workdir: str, commits: i
                      f"version {snap.version}, {snap.num_files:,} files")
         report.extra.setdefault("requests", {})[f"snapshot load, {case}"] = {
             SKIPLAKE: storage.requests, DELTA: proxy.count, f"{DELTA} by kind": dict(proxy.by_method)}
-        report.ratio(f"snapshot load, {case}: skiplake / delta-rs DeltaTable() + get_add_actions()",
-                     median(samples[f"{SKIPLAKE} Snapshot.load"])
-                     / median(samples[f"{DELTA} DeltaTable() + get_add_actions()"]),
+        sk_s = median(samples[f"{SKIPLAKE} Snapshot.load"])
+        dl_s = median(samples[f"{DELTA} DeltaTable() + get_add_actions()"])
+        report.ratio(f"snapshot load, {case}: skiplake / delta-rs DeltaTable() + get_add_actions()", sk_s / dl_s,
                      f"requests: skiplake {storage.requests}, delta-rs {proxy.count}")
+        if case == "at the checkpoint":
+            report.headline(f"snapshot load of {snap.num_files:,} files", sk_s,
+                            note=f"{storage.requests} requests; {sk_s / dl_s:.2f}x delta-rs's, {proxy.count} requests")
 
 
 # -------------------------------------------------------------------------------- 2. small commit
@@ -182,9 +185,12 @@ def small_commits(report: Report, server, bucket: str, reps: int, progress: Prog
         by_kind = dict(proxy.by_method)
     report.extra.setdefault("requests", {})["small commit, 10 in a row"] = {
         SKIPLAKE: sk_requests, DELTA: dl_requests, f"{DELTA} by kind": by_kind}
-    report.ratio("small commit: skiplake / delta-rs", median(samples[f"{SKIPLAKE} load + commit"])
-                 / median(samples[f"{DELTA} DeltaTable() + create_write_transaction"]),
-                 f"requests per commit over 10: skiplake {sum(sk_requests) / 10:.1f}, delta-rs {sum(dl_requests) / 10:.1f}")
+    sk_s = median(samples[f"{SKIPLAKE} load + commit"])
+    dl_s = median(samples[f"{DELTA} DeltaTable() + create_write_transaction"])
+    report.ratio("small commit: skiplake / delta-rs", sk_s / dl_s, f"requests per commit over 10: skiplake "
+                 f"{sum(sk_requests) / 10:.1f}, delta-rs {sum(dl_requests) / 10:.1f}")
+    report.headline("small commit", sk_s, note=f"{sum(sk_requests) / 10:.1f} requests; {sk_s / dl_s:.2f}x delta-rs's, "
+                    f"{sum(dl_requests) / 10:.1f} requests")
 
 
 # --------------------------------------------------------------------------- 3. concurrent appends
@@ -320,22 +326,28 @@ def concurrent_appends(report: Report, server, bucket: str, procs_list: list[int
                           f"{timed_commits} appends in {wall:.1f} s = {rate:.1f}/s"
                           + (f", {retries} retries" if kind == SKIPLAKE else ""))
             report.extra.setdefault("appends_per_s", {}).setdefault(str(procs), {})[kind] = round(rate, 2)
+            report.extra.setdefault("append_errors", {}).setdefault(str(procs), {})[kind] = len(errors)
             progress(f"{procs} processes, {kind}: {rate:.1f} appends/s, errors {len(errors)}")
         rates = report.extra["appends_per_s"][str(procs)]
         report.ratio(f"appends/s with {procs} processes: skiplake / delta-rs", rates[SKIPLAKE] / rates[DELTA])
+    top = str(max(procs_list))
+    rates, errors = report.extra["appends_per_s"][top], report.extra["append_errors"][top]
+    report.headline(f"blind appends from {top} processes", rates[SKIPLAKE], "/s",
+                    f"{rates[SKIPLAKE] / rates[DELTA]:.2f}x delta-rs; errors: {errors[SKIPLAKE]}, "
+                    f"delta-rs {errors[DELTA]}")
 
 
-# ----------------------------------------------------------------------------------------- 4. Q1
+# ------------------------------------------------------------------------- 4. a point query on ss_item_sk
 
-Q1 = "SELECT sum(ss_quantity) AS q FROM {t} WHERE ss_item_sk IN (40, 41, 42)"
+POINT = "SELECT sum(ss_quantity) AS q FROM {t} WHERE ss_item_sk IN (40, 41, 42)"
 
 
-def q1(report: Report, server, bucket: str, sf: float, reps: int, progress: Progress) -> None:
+def point_query(report: Report, server, bucket: str, sf: float, reps: int, progress: Progress) -> None:
     import skiplake
-    from skiplake.tpcds import generate
+    from benchmarks.tpcds_lake import generated
     spark = skiplake.local_spark(app_name="bench-s3", s3=True)
     lake = skiplake.Lake(spark, f"s3://{bucket}/tpcds", storage_options=server.options)
-    gen = generate(f"bench-data/tpcds-sf{sf:g}", sf=sf, tables=("store_sales",), progress=progress)
+    gen = generated(sf, progress)
     progress(f"writing store_sales (sf={sf:g}) to {lake.root}, then Z-ordering it by ss_item_sk")
     df = spark.read.parquet(str(gen.files["store_sales"]))
     t = lake.create_table("store_sales", df.schema)
@@ -347,16 +359,18 @@ def q1(report: Report, server, bucket: str, sf: float, reps: int, progress: Prog
     files = [f"{t.path}/{f.path}" for f in t.snapshot.add_files]
     plain = spark.read.parquet(*files)
     plain.createOrReplaceTempView("plain_store_sales")
-    contenders = {"lake.sql (skipping)": lambda: lake.sql(Q1.format(t="store_sales")).collect(),
-                  "spark.sql over every file": lambda: spark.sql(Q1.format(t="plain_store_sales")).collect()}
+    contenders = {"lake.sql (skipping)": lambda: lake.sql(POINT.format(t="store_sales")).collect(),
+                  "spark.sql over every file": lambda: spark.sql(POINT.format(t="plain_store_sales")).collect()}
     answers: dict[str, set[str]] = {}
     samples = alternate(contenders, reps, lambda name, out: answers.setdefault(name, set()).add(str(out)))
-    report.check("Q1: same answer", len(set.union(*answers.values())) == 1, str(answers))
+    report.check("point query: same answer", len(set.union(*answers.values())) == 1, str(answers))
     for name, s in samples.items():
-        report.timing("4 Q1 on S3", name, s, f"{plan.report.files_selected} of {plan.report.files_total} files"
+        report.timing("4 point query on S3", name, s, f"{plan.report.files_selected} of {plan.report.files_total} files"
                       if name.startswith("lake") else f"{plan.report.files_total} files")
-    report.ratio("Q1 on S3: plain Spark / lake.sql", median(samples["spark.sql over every file"])
-                 / median(samples["lake.sql (skipping)"]))
+    sk_s, plain_s = median(samples["lake.sql (skipping)"]), median(samples["spark.sql over every file"])
+    report.ratio("point query on S3: plain Spark / lake.sql", plain_s / sk_s)
+    report.headline("point query on ss_item_sk", sk_s, note=f"{plan.report.files_selected} of "
+                    f"{plan.report.files_total} files; {plain_s / sk_s:.2f}x faster than plain Spark over every file")
     spark.stop()
 
 
@@ -365,8 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--commits", type=int, default=None, help="commits of the snapshot table (default 100, quick 10)")
     p.add_argument("--procs", default="1,2,4,8")
     p.add_argument("--duration", type=float, default=None, help="seconds per concurrent run (default 20, quick 5)")
-    p.add_argument("--sf", type=float, default=None, help="TPC-DS scale of Q1's store_sales (default 1, quick 0.1)")
-    p.add_argument("--skip", default="", help="comma list of parts to skip: snapshot,commit,appends,q1")
+    p.add_argument("--sf", type=float, default=None,
+                   help="TPC-DS scale of the point query's store_sales (default 1, quick 0.1)")
+    p.add_argument("--skip", default="", help="comma list of parts to skip: snapshot,commit,appends,point")
     args = p.parse_args(argv)
     commits = args.commits or (10 if args.quick else 100)
     reps = args.reps or (3 if args.quick else 5)
@@ -375,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     procs = [int(x) for x in args.procs.split(",")]
     skip = set(filter(None, args.skip.split(",")))
     progress = Progress("s3")
-    report = Report("bench_s3", "Benchmark 15: tables on an S3-compatible store (s3proxy on loopback)",
+    report = Report("bench_s3", "Tables on an S3-compatible store (s3proxy on loopback), against delta-rs",
                     command_line("bench_s3", args), {"snapshot_files": commits * 1000, "tail": 9, "reps": reps,
                                                      "procs": procs, "duration_s": duration, "rows": 100, "sf": sf})
     import tempfile
@@ -391,8 +406,8 @@ def main(argv: list[str] | None = None) -> int:
                 small_commits(report, server, bucket, reps * 4, progress)
             if "appends" not in skip:
                 concurrent_appends(report, server, bucket, procs, duration, 100, progress)
-            if "q1" not in skip:
-                q1(report, server, bucket, sf, reps, progress)
+            if "point" not in skip:
+                point_query(report, server, bucket, sf, reps, progress)
     finally:
         server.stop()
     report.notes.append("store: s3proxy 4.0.0 (filesystem store) on 127.0.0.1; requests cost ~1 ms here, "

@@ -111,7 +111,8 @@ def measure_case(report: Report, case: str, path: str, reps: int, progress: Prog
     report.ratio(f"{case}: skiplake / deltalake DeltaTable()", sk / median(samples["deltalake DeltaTable()"]))
     report.ratio(f"{case}: skiplake / deltalake DeltaTable() + get_add_actions()",
                  sk / median(samples["deltalake DeltaTable() + get_add_actions()"]))
-    return {"files": snap.num_files, "version": snap.version, "skiplake_median_s": sk}
+    return {"files": snap.num_files, "version": snap.version, "skiplake_median_s": sk,
+            "deltalake_median_s": median(samples["deltalake DeltaTable()"])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
     progress = Progress("snapshot")
     report = Report(
-        benchmark="snapshot", title="Benchmark 1: snapshot load of a table with many files",
+        benchmark="snapshot", title=f"Snapshot load of a table with {commits * per:,} files",
         command=command_line("bench_snapshot", args, extra),
         params={"commits": commits, "adds_per_commit": per, "files_case_a": commits * per, "tail_commits": tail,
                 "files_case_b": (commits + tail) * per, "reps": reps, "checkpoint_interval": 10},
@@ -158,9 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep:
             rmtree(path)
 
-    report.goal(f"A: Snapshot.load of {a['files']:,} files <= 1 s", a["skiplake_median_s"], 1.0)
-    report.goal(f"B: Snapshot.load of {b['files']:,} files (checkpoint + {tail} commits) <= 1 s",
-                b["skiplake_median_s"], 1.0)
+    report.goal(f"A: Snapshot.load of {a['files']:,} files", a["skiplake_median_s"], 1.0)
+    report.goal(f"B: Snapshot.load of {b['files']:,} files (checkpoint + {tail} commits)", b["skiplake_median_s"], 1.0)
+    for label, case in ((f"at the checkpoint ({a['files']:,} files)", a),
+                        (f"checkpoint + {tail} JSON commits ({b['files']:,} files)", b)):
+        report.headline(label, case["skiplake_median_s"],
+                        note=f"{case['skiplake_median_s'] / case['deltalake_median_s']:.2f}x delta-rs's DeltaTable()")
     report.notes.append("data files do not exist: a snapshot load reads only _delta_log/ (warm OS page cache)")
     return finish(report, args)
 

@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_BASE = REPO / "bench-data"  # gitignored
+# Working data and cached layouts (gitignored); the suite (`python -m benchmarks`) points its
+# benchmarks at a folder of its own through this variable.
+DATA_ENV = "SKIPLAKE_BENCH_DATA"
+DEFAULT_BASE = Path(os.environ.get(DATA_ENV) or REPO / "bench-data")
+# Where the suite's run folders go: git_state leaves them out, since a run writes them.
+RUNS_DIR = REPO / "benchmarks" / "results" / "runs"
 DEFAULT_JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 
 
@@ -147,6 +152,25 @@ def fmt_s(seconds: float | None) -> str:
     return f"{seconds:.2f} s"
 
 
+# The units of goals and headlines: seconds, a share, a count, a ratio, a rate.
+UNITS = ("s", "%", "n", "x", "/s")
+
+
+def fmt_value(value: float | None, unit: str) -> str:
+    """A goal's or headline's value as the tables print it."""
+    if value is None:
+        return "-"
+    if unit == "s":
+        return fmt_s(value)
+    if unit == "%":
+        return f"{value * 100:.2f}%"
+    if unit == "n":
+        return f"{value:,g}"
+    if unit == "/s":
+        return f"{value:,.1f}/s"
+    return f"{value:.2f}x"
+
+
 # ---------------------------------------------------------------------------------------- machine
 
 def _read(path: str) -> str:
@@ -174,15 +198,38 @@ def java_version() -> str | None:
     return text[0] if text else None
 
 
-def git_revision() -> str | None:
+@dataclass(frozen=True)
+class GitState:
+    revision: str                # the full commit id of HEAD
+    short: str
+    changes: tuple[str, ...]     # `git status --porcelain` lines, run folders left out
+
+    @property
+    def clean(self) -> bool:
+        return not self.changes
+
+
+def git_state(repo: Path = REPO, exclude: Path | None = RUNS_DIR) -> GitState | None:
+    """HEAD and the tree's uncommitted changes (untracked files included, `exclude` left out: the
+    suite's runs write there), or None outside a git checkout."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                             text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "skiplake"], cwd=REPO,
-                               capture_output=True, text=True).stdout.strip()
-        return rev + ("+dirty(skiplake/)" if dirty else "")
+        revision = git("rev-parse", "HEAD").strip()
+        skip = os.path.relpath(exclude, repo) if exclude is not None and exclude.is_relative_to(repo) else None
+        spec = ["--", "."] + ([f":(exclude){skip}"] if skip else [])
+        status = git("status", "--porcelain", "--untracked-files=all", *spec)
     except (OSError, subprocess.CalledProcessError):
         return None
+    return GitState(revision, revision[:7], tuple(line for line in status.splitlines() if line.strip()))
+
+
+def git_revision() -> str | None:
+    state = git_state()
+    if state is None:
+        return None
+    return state.short + ("" if state.clean else "+uncommitted changes")
 
 
 def machine_info() -> dict[str, Any]:
@@ -224,6 +271,7 @@ class Report:
     checks: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    headlines: list[dict[str, Any]] = field(default_factory=list)
 
     def timing(self, section: str, name: str, samples: Sequence[float], note: str = "") -> dict[str, Any]:
         row = {"section": section, "name": name, **summary(samples), "note": note}
@@ -237,8 +285,15 @@ class Report:
              at_least: bool = False) -> bool:
         met = actual >= target if at_least else actual <= target
         self.goals.append({"name": name, "actual": round(actual, 6), "target": target, "unit": unit,
-                           "met": met, "note": note})
+                           "met": met, "note": note, "at_least": at_least})
         return met
+
+    def headline(self, name: str, value: float, unit: str = "s", note: str = "") -> None:
+        """A figure for the one-line summary of the suite's run (benchmarks.summary): what a reader
+        of the summary table should see of this benchmark. `unit` is one of UNITS."""
+        if unit not in UNITS:
+            raise ValueError(f"headline {name!r}: unit {unit!r} is not one of {', '.join(UNITS)}")
+        self.headlines.append({"name": name, "value": round(value, 6), "unit": unit, "note": note})
 
     def check(self, name: str, ok: bool, detail: str = "") -> None:
         self.checks.append({"name": name, "ok": bool(ok), "detail": detail})
@@ -285,11 +340,15 @@ class Report:
             for col in ("goal", "actual", "target", "met", "note"):
                 t.add_column(col)
             for g in self.goals:
-                show = fmt_s if g["unit"] == "s" else (
-                    (lambda x: f"{x * 100:.2f}%") if g["unit"] == "%" else
-                    (lambda x: f"{x:g}") if g["unit"] == "n" else (lambda x: f"{x:.3f}x"))
-                t.add_row(g["name"], show(g["actual"]), show(g["target"]),
+                t.add_row(g["name"], fmt_value(g["actual"], g["unit"]), fmt_value(g["target"], g["unit"]),
                           "[green]MET[/green]" if g["met"] else "[red]MISSED[/red]", g["note"])
+            console.print(t)
+        if self.headlines:
+            t = Table(title="headline figures (the suite's summary shows these)")
+            for col in ("figure", "value", "note"):
+                t.add_column(col)
+            for h in self.headlines:
+                t.add_row(h["name"], fmt_value(h["value"], h["unit"]), h["note"])
             console.print(t)
         if self.checks:
             t = Table(title="checks")
@@ -314,6 +373,17 @@ def finish(report: Report, args: argparse.Namespace) -> int:
     else:
         report.render()
     return 0 if all(c["ok"] for c in report.checks) else 1
+
+
+def plot_path(args: argparse.Namespace, name: str) -> Path:
+    """Where a benchmark's plot goes: --plot if it has one, else beside the --out JSON (a suite
+    run's folder), else `name` under the working-data folder (gitignored)."""
+    chosen = getattr(args, "plot", None)
+    if chosen:
+        return Path(chosen)
+    if args.out:
+        return Path(args.out).with_suffix(".png")
+    return DEFAULT_BASE / name
 
 
 def command_line(module: str, args: argparse.Namespace, extra: Sequence[str] = ()) -> str:

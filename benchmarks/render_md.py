@@ -1,22 +1,24 @@
-"""Render benchmark JSON results (from --out or --json) as Markdown tables, for docs/benchmarks.md.
+"""Render benchmark JSON results (from --out or --json) as Markdown tables: the detailed tables of
+a suite's run (docs/benchmark-run.md, written by benchmarks.summary), or any one result file.
 
-    .venv/bin/python -m benchmarks.render_md benchmarks/results/bench_snapshot.json [...]
+    .venv/bin/python -m benchmarks.render_md bench-data/bench_snapshot.json [...]
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from benchmarks.common import fmt_s
+from benchmarks.common import fmt_s, fmt_value
 
 
 def _cell(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def render(data: dict) -> str:
+def render(data: dict, title: bool = True) -> str:
+    """The report's tables; `title=False` leaves out its heading (the caller writes its own)."""
     m = data["machine"]
-    out = [f"### {data['title']}", "",
+    out = ([f"### {data['title']}", ""] if title else []) + [
            f"Command: `{data['command']}`  ", f"Run: {m['date_utc']}, load average at start "
            f"{m['loadavg_start'][0]} / end {m.get('loadavg_end', ['?'])[0]} (on {m['nproc']} cores)  ",
            "Parameters: " + ", ".join(f"{k}={v}" for k, v in data["params"].items()), "",
@@ -33,18 +35,28 @@ def render(data: dict) -> str:
     if data["goals"]:
         out += ["", "| goal | actual | target | met | note |", "| --- | ---: | ---: | --- | --- |"]
         for g in data["goals"]:
-            show = fmt_s if g["unit"] == "s" else (
-                (lambda x: f"{x * 100:.2f}%") if g["unit"] == "%" else
-                (lambda x: f"{x:g}") if g["unit"] == "n" else (lambda x: f"{x:.2f}x"))
-            out.append(f"| {_cell(g['name'])} | {show(g['actual'])} | {show(g['target'])} | "
-                       f"{'**met**' if g['met'] else '**missed**'} | {_cell(g['note'])} |")
+            out.append(f"| {_cell(g['name'])} | {fmt_value(g['actual'], g['unit'])} | "
+                       f"{fmt_value(g['target'], g['unit'])} | {'**met**' if g['met'] else '**missed**'} | "
+                       f"{_cell(g['note'])} |")
     if data["checks"]:
-        out += ["", "Checks: " + "; ".join(f"{c['name']}: {'ok' if c['ok'] else 'FAILED'} ({c['detail']})"
-                                         for c in data["checks"])]
+        out += ["", checks_line(data["checks"])]
     queries = data.get("extra", {}).get("queries")
     if queries and "runs" in queries[0]:
         out += ["", *per_query(queries)]
     return "\n".join(out) + "\n"
+
+
+def checks_line(checks: list[dict]) -> str:
+    """The correctness checks in one line: each failed one with its detail; the passed ones named,
+    or only counted when there are many (one per TPC-DS query)."""
+    failed = [c for c in checks if not c["ok"]]
+    passed = [c for c in checks if c["ok"]]
+    parts = [f"**FAILED** {c['name']} ({c['detail']})" for c in failed]
+    if len(passed) > 12:
+        parts.append(f"{len(passed)} more passed" if failed else f"all {len(passed)} passed")
+    else:
+        parts += [f"{c['name']}: ok" + (f" ({c['detail']})" if c["detail"] else "") for c in passed]
+    return "Checks: " + "; ".join(_cell(p) for p in parts)
 
 
 def per_query(queries: list[dict]) -> list[str]:
