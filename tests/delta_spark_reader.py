@@ -17,7 +17,8 @@ JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional 
 
     {"id": "...", "op": "read", "path": P, "version": optional int, "columns": optional [names]}
         -> count, rows (every value cast to STRING by Spark, sorted), schema, version seen and,
-           without "version", history (DESCRIBE HISTORY: version, operation, operationParameters)
+           without "version", history (DESCRIBE HISTORY: version, operation, operationParameters,
+           operationMetrics)
     {"id": "...", "op": "append", "path": P, "sql": "SELECT ..."}
         -> the rows of the query appended with df.write.format("delta").mode("append").save(P)
     {"id": "...", "op": "sql", "sql": "DELETE FROM delta.`P` WHERE ..."}
@@ -90,9 +91,10 @@ def _quote_path(path: str) -> str:
 
 def _history(spark, path: str) -> list[dict]:
     h = spark.sql(f"DESCRIBE HISTORY {_quote_path(path)}").select(
-        "version", "operation", "operationParameters").collect()
+        "version", "operation", "operationParameters", "operationMetrics").collect()
     return sorted(({"version": int(r["version"]), "operation": r["operation"],
-                    "operationParameters": dict(r["operationParameters"] or {})} for r in h),
+                    "operationParameters": dict(r["operationParameters"] or {}),
+                    "operationMetrics": dict(r["operationMetrics"] or {})} for r in h),
                   key=lambda d: d["version"])
 
 

@@ -1,0 +1,104 @@
+"""What the SQL text of a MERGE's conditions says, read with sqlglot (no Spark).
+
+The parts of the ON condition and of clause conditions that name only the target's columns (they
+prune the target's files), the equalities between a target column and a source expression (the
+source's keys prune the target), and what Delta refuses in a condition: non-deterministic
+functions, aggregates and subqueries.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from skiplake.errors import InvalidPredicateError
+from skiplake.expr.parse import parse_sql
+
+# Spark's non-deterministic functions (a condition must give the same answer on every pass).
+_NON_DETERMINISTIC = {
+    "rand", "randn", "random", "uuid", "shuffle", "monotonically_increasing_id", "spark_partition_id",
+    "input_file_name", "input_file_block_start", "input_file_block_length", "randstr", "uniform",
+}
+
+
+def parsed(text: str) -> exp.Expression | None:
+    """The sqlglot tree of `text`, or None when sqlglot cannot read it (Spark then judges it)."""
+    try:
+        return parse_sql(text)
+    except InvalidPredicateError:
+        return None
+
+
+def _conjuncts(tree: exp.Expression) -> list[exp.Expression]:
+    if isinstance(tree, exp.Paren):
+        return _conjuncts(tree.this)
+    if isinstance(tree, exp.And):
+        return _conjuncts(tree.left) + _conjuncts(tree.right)
+    return [tree]
+
+
+def _only(part: exp.Expression, alias: str) -> bool:
+    """Whether an expression names columns of `alias` only (at least one), and no subquery."""
+    cols = list(part.find_all(exp.Column))
+    return bool(cols) and all(c.table.lower() == alias.lower() for c in cols) and not any(
+        isinstance(n, (exp.Subquery, exp.Select)) for n in part.walk())
+
+
+def _unqualified(part: exp.Expression) -> str:
+    bare = part.transform(lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n)
+    return bare.sql(dialect="spark")
+
+
+def target_only_conjuncts(text: str, target_alias: str) -> str | None:
+    """The AND-conjuncts of a condition that reference only `target_alias.` columns, as
+    unqualified SQL; None when there are none."""
+    tree = parsed(text)
+    if tree is None:
+        return None
+    kept = [_unqualified(p) for p in _conjuncts(tree) if _only(p, target_alias)]
+    return " AND ".join(f"({k})" for k in kept) if kept else None
+
+
+def as_target_filter(text: str, target_alias: str) -> str | None:
+    """A condition that may name only target columns (qualified by `target_alias` or not), as
+    unqualified SQL over the target's columns; None when sqlglot cannot read it or it names
+    another qualifier."""
+    tree = parsed(text)
+    if tree is None or any(isinstance(n, (exp.Subquery, exp.Select)) for n in tree.walk()):
+        return None
+    if any(c.table and c.table.lower() != target_alias.lower() for c in tree.find_all(exp.Column)):
+        return None
+    return _unqualified(tree)
+
+
+def key_equalities(on: str, target_alias: str, source_alias: str) -> list[tuple[str, str]]:
+    """(target column, source expression as SQL) of each `target.col = <source expression>`
+    conjunct of a MERGE condition (either way round)."""
+    tree = parsed(on)
+    if tree is None:
+        return []
+    out = []
+    for part in _conjuncts(tree):
+        if not isinstance(part, exp.EQ):
+            continue
+        for t, other in ((part.left, part.right), (part.right, part.left)):
+            if isinstance(t, exp.Column) and t.table.lower() == target_alias.lower() and _only(other, source_alias):
+                out.append((t.name, other.sql(dialect="spark")))
+                break
+    return out
+
+
+def refused(text: str) -> tuple[str, str] | None:
+    """(reason, what) when a condition holds what Delta refuses in a MERGE condition: a
+    non-deterministic function, an aggregate or window, a subquery; None when it holds none."""
+    tree = parsed(text)
+    if tree is None:
+        return None
+    for node in tree.walk():
+        if isinstance(node, (exp.Subquery, exp.Select)):
+            return "subquery", "a subquery"
+        if isinstance(node, (exp.AggFunc, exp.Window)):
+            return "aggregate", f"the aggregate {node.sql(dialect='spark')}"
+        if isinstance(node, exp.Func):
+            name = (node.name if isinstance(node, exp.Anonymous) else node.sql_name()).lower()
+            if name in _NON_DETERMINISTIC:
+                return "non_deterministic", f"the non-deterministic function {name}()"
+    return None

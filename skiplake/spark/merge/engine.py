@@ -1,0 +1,288 @@
+"""Running a MERGE as Spark jobs over the planned target files, filling one transaction.
+
+Every target row of the files read, joined with the source on ON, gets the clause that acts on
+it: the first clause of its kind whose condition holds (a matched row, a source row no target
+row matches, a target row no source row matches), or none. Then:
+
+- an insert-only MERGE (only WHEN NOT MATCHED clauses) is one job: the source rows no target row
+  matches (an anti join), each written by its clause; no file is rewritten;
+- otherwise a first job joins the source with the candidate files (an inner join, a right outer
+  join with NOT MATCHED BY SOURCE clauses) and aggregates per file and clause: the rows, the most
+  source rows one target row matched (several are a MergeConflictError unless the only WHEN
+  MATCHED clause is an unconditional DELETE, as in Delta), and with deletion vectors the indexes
+  of the rows a clause changes. A second job writes: the files holding a changed row are
+  rewritten (rows kept, updated) together with the inserted rows; with deletion vectors only
+  updated and inserted rows are written and the changed rows are marked deleted in their files
+  (skiplake.spark.row_marks). Files whose rows are matched but left as they are stay as they are.
+
+The metrics are Delta's, from the first job's counts and the files written.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+
+from skiplake.errors import MergeConflictError
+from skiplake.log.actions import AddFile
+from skiplake.log.features import deletion_vectors_enabled
+from skiplake.log.paths import file_key
+from skiplake.spark.merge.clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from skiplake.spark.merge.pruning import target_filter
+from skiplake.spark.merge.resolve import ResolvedMerge
+from skiplake.spark.merge.result import FileChanges, MergeMetrics
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark, spark_file_key
+from skiplake.spark.row_marks import logical_rows, mark_rows
+from skiplake.spark.types import conform, spark_type
+
+if TYPE_CHECKING:
+    from skiplake.spark.transaction import Transaction
+
+# Columns the jobs add: a flag on each side (NULL after an outer join where the side is
+# missing) and the clause acting on the joined row.
+TARGET_FLAG = "__skiplake_target"
+SOURCE_FLAG = "__skiplake_source"
+CLAUSE = "__skiplake_clause"
+
+
+@dataclass
+class Found:
+    """What the first job learned about the candidate files, by log path."""
+    spark_paths: dict[str, str] = field(default_factory=dict)  # as Spark names the files
+    matched: set[str] = field(default_factory=set)             # files holding a matched target row
+    changed: set[str] = field(default_factory=set)             # files holding a row a clause changes
+    rows: dict[int, int] = field(default_factory=dict)         # target rows per clause
+    several: str | None = None                                 # a file where a row matched several times
+    hits: dict[str, np.ndarray] = field(default_factory=dict)  # changed rows' indexes (deletion vectors)
+
+
+class _Run:
+    def __init__(self, txn: "Transaction", source: DataFrame, merge: ResolvedMerge) -> None:
+        self.txn, self.merge, self.spec = txn, merge, merge.spec
+        self.t, self.s = self.spec.target_alias, self.spec.source_alias
+        self.source = source
+        self.dv = deletion_vectors_enabled(txn.snapshot.configuration)
+        self.observation: Observation | None = None
+
+    # ---- the pieces of every job
+
+    def sides(self, files: Sequence[AddFile], source: DataFrame, file_info: bool) -> tuple[DataFrame, DataFrame]:
+        target = self.txn.read_files(files, with_file_info=file_info).withColumn(TARGET_FLAG, F.lit(True))
+        return source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s), target.alias(self.t)
+
+    def first(self, kind: str) -> Column:
+        """The index of the first clause of `kind` whose condition holds (NULL: none does)."""
+        out: Column | None = None
+        for c in self.merge.of_kind(kind):
+            out = F.when(c.condition, F.lit(c.index)) if out is None else out.when(c.condition, F.lit(c.index))
+        return out if out is not None else F.lit(None).cast("int")
+
+    def clause(self) -> Column:
+        source_missing = F.col(f"{self.s}.{SOURCE_FLAG}").isNull()
+        target_missing = F.col(f"{self.t}.{TARGET_FLAG}").isNull()
+        return (F.when(source_missing, self.first(NOT_MATCHED_BY_SOURCE))
+                .when(target_missing, self.first(NOT_MATCHED)).otherwise(self.first(MATCHED)))
+
+    def row(self, default: Sequence[Column]) -> list[Column]:
+        """The table's columns of a joined row, as the clause in CLAUSE writes it (else `default`)."""
+        k = F.col(CLAUSE)
+        acting = [c for c in self.merge.clauses if c.values]
+        out = []
+        for i, f in enumerate(self.merge.schema.fields):
+            value: Column | None = None
+            for c in acting:
+                value = F.when(k == c.index, c.values[i]) if value is None else value.when(k == c.index, c.values[i])
+            out.append((default[i] if value is None else value.otherwise(default[i])).alias(f.name))
+        return out
+
+    def write(self, rows: DataFrame) -> None:
+        self.txn.write(conform(rows, self.merge.schema))
+
+    def observed(self, source: DataFrame) -> DataFrame:
+        """`source`, counting its rows as the first job reads it (numSourceRows)."""
+        try:
+            self.observation = Observation()
+            return source.observe(self.observation, F.count(F.lit(1)).alias("rows"))
+        except Exception:  # a session without observations: counted apart afterwards
+            self.observation = None
+            return source
+
+    def source_rows(self) -> int:
+        if self.observation is not None:
+            try:
+                return int(self.observation.get["rows"])
+            except Exception:
+                pass  # the job never read the source (Spark saw it could not matter): count it
+        return self.source.count()
+
+    # ---- insert-only
+
+    def insert_only(self, files: Sequence[AddFile]) -> None:
+        source = self.observed(self.source).withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
+        if files:
+            target = self.txn.read_files(files).alias(self.t)
+            source = source.join(target, F.expr(self.spec.on), "left_anti")
+        self.insert(source)
+
+    def insert(self, unmatched: DataFrame) -> None:
+        """Write the source rows of `unmatched` (none of them matched) by their NOT MATCHED clause."""
+        rows = unmatched.withColumn(CLAUSE, self.first(NOT_MATCHED)).filter(F.col(CLAUSE).isNotNull())
+        nulls = [F.lit(None).cast(spark_type(f.type)) for f in self.merge.schema.fields]
+        self.write(rows.select(*self.row(nulls)))
+
+    # ---- the first job: which rows each clause acts on
+
+    def find(self, files: Sequence[AddFile]) -> Found:
+        source, target = self.sides(files, self.observed(self.source), file_info=True)
+        by_source = bool(self.spec.not_matched_by_source)
+        joined = source.join(target, F.expr(self.spec.on), "right" if by_source else "inner").select(
+            F.col(f"{self.t}.{FILE_COLUMN}").alias("f"), F.col(f"{self.t}.{ROW_COLUMN}").alias("r"),
+            F.col(f"{self.s}.{SOURCE_FLAG}").isNotNull().alias("m"), self.clause().alias("k"))
+        per_file = [F.count(F.lit(1)).alias("rows"), F.max("n").alias("most")]
+        if self.dv:
+            per_file.append(F.collect_list(F.when(F.col("k").isNotNull(), F.col("r"))).alias("hits"))
+        # A matched target row may meet several source rows: one group per row counts them.
+        matched = (joined.filter("m").groupBy("f", "r").agg(F.count(F.lit(1)).alias("n"), F.min("k").alias("k"))
+                   .groupBy("f", "k").agg(*per_file).withColumn("m", F.lit(True)))
+        if by_source:
+            # Rows nothing matched meet no source row; those no clause acts on need no aggregating.
+            unmatched = (joined.filter(~F.col("m") & F.col("k").isNotNull()).withColumn("n", F.lit(1))
+                         .groupBy("f", "k").agg(*per_file).withColumn("m", F.lit(False)))
+            matched = matched.unionByName(unmatched)
+        return self.found(files, matched.toArrow().to_pylist())
+
+    def found(self, files: Sequence[AddFile], groups: list[dict]) -> Found:
+        by_key = {file_key(self.txn.path, f.path): f.path for f in files}
+        out = Found()
+        for g in groups:
+            path = by_key[spark_file_key(g["f"])]
+            out.spark_paths[path] = g["f"]
+            k = g["k"]
+            if g["m"]:
+                out.matched.add(path)
+                if g["most"] > 1 and out.several is None:
+                    out.several = path
+            if k is not None:
+                out.changed.add(path)
+                out.rows[k] = out.rows.get(k, 0) + g["rows"]
+                if self.dv:
+                    rows = np.asarray(g["hits"], dtype=np.uint64)
+                    out.hits[path] = np.union1d(out.hits.get(path, np.zeros(0, np.uint64)), rows).astype(np.uint64)
+        if out.several is not None and not self.spec.one_unconditional_delete:
+            raise MergeConflictError(self.txn.path, path_from_spark(out.spark_paths[out.several]))
+        return out
+
+    # ---- the second job: writing
+
+    def among(self, kinds: Sequence[str], actions: Sequence[str]) -> Column:
+        ids = [c.index for c in self.merge.clauses if c.clause.kind in kinds and c.clause.action in actions]
+        return F.coalesce(F.col(CLAUSE).isin(ids), F.lit(False)) if ids else F.lit(False)
+
+    def rewrite(self, files: Sequence[AddFile], found: Found) -> int:
+        """Rewrite the files with a changed row, with the inserted rows; returns the rows copied."""
+        inserts = bool(self.spec.not_matched)
+        changed = [f for f in files if f.path in found.changed]
+        # Inserts need every file holding a matched row, to know which source rows matched.
+        read = [f for f in files if f.path in found.changed or (inserts and f.path in found.matched)]
+        if not read:
+            if inserts:
+                self.insert(self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s))
+            return 0
+        extra = len(read) > len(changed)
+        source, target = self.sides(read, self.source, file_info=extra)
+        joined = source.join(target, F.expr(self.spec.on), "full" if inserts else "right").withColumn(
+            CLAUSE, self.clause())
+        has_target = F.col(f"{self.t}.{TARGET_FLAG}").isNotNull()
+        kept = has_target & ~self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("delete",))
+        if extra:
+            kept = kept & F.col(f"{self.t}.{FILE_COLUMN}").isin([found.spark_paths[f.path] for f in changed])
+        keep = kept | (~has_target & self.among((NOT_MATCHED,), ("insert",)))
+        self.write(joined.filter(keep).select(*self.row(self.merge.copy)))
+        self.txn.remove(changed)
+        changed_rows = sum(found.rows.values())
+        return sum(logical_rows(f) for f in changed) - changed_rows
+
+    def mark(self, files: Sequence[AddFile], found: Found) -> int:
+        """Write updated and inserted rows, mark the changed rows deleted; returns the rows copied
+        (files mostly changed are rewritten rather than marked)."""
+        inserts = bool(self.spec.not_matched)
+        updates = any(found.rows.get(i) for i in self.merge.with_action("update"))
+        changed = [f for f in files if f.path in found.changed]
+        read = [f for f in files if f.path in found.changed or (inserts and f.path in found.matched)]
+        if inserts and not read:
+            self.insert(self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s))
+        elif inserts or updates:
+            by_source = any(found.rows.get(c.index) for c in self.merge.of_kind(NOT_MATCHED_BY_SOURCE)
+                            if c.clause.action == "update")
+            how = {(True, True): "full", (True, False): "left", (False, True): "right"}.get(
+                (inserts, by_source), "inner")
+            source, target = self.sides(read, self.source, file_info=False)
+            joined = source.join(target, F.expr(self.spec.on), how).withColumn(CLAUSE, self.clause())
+            keep = self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",)) | (
+                F.col(f"{self.t}.{TARGET_FLAG}").isNull() & self.among((NOT_MATCHED,), ("insert",)))
+            self.write(joined.filter(keep).select(*self.row(self.merge.copy)))
+        marks = mark_rows(self.txn, changed, found.hits)
+        if not marks.rewrite:
+            return 0
+        self.write(self.txn.read_files(marks.rewrite, deleted=found.hits))
+        self.txn.remove(marks.rewrite)
+        return sum(logical_rows(f) - len(found.hits[f.path]) for f in marks.rewrite)
+
+
+def run(txn: "Transaction", source: DataFrame, merge: ResolvedMerge) -> MergeMetrics:
+    """Fill `txn` with the MERGE's actions (its schema change first, if any); return its metrics."""
+    started = time.perf_counter()
+    spec = merge.spec
+    if merge.new_fields:
+        txn.add_columns(merge.new_fields)
+    r = _Run(txn, source, merge)
+    plan = txn.scan(target_filter(txn.spark, txn.snapshot.schema, source, spec))
+    found = Found()
+    if spec.insert_only:
+        scanned = time.perf_counter()
+        r.insert_only(plan.files)
+        copied = 0
+    else:
+        found = r.find(plan.files)
+        scanned = time.perf_counter()
+        copied = r.mark(plan.files, found) if r.dv else r.rewrite(plan.files, found)
+    done = time.perf_counter()
+    return _metrics(r, found, copied, started, scanned, done)
+
+
+def _metrics(r: _Run, found: Found, copied: int, started: float, scanned: float, done: float) -> MergeMetrics:
+    files = FileChanges.of(r.txn.actions)
+
+    def rows(kind: str, action: str) -> int:
+        return sum(found.rows.get(c.index, 0) for c in r.merge.of_kind(kind) if c.clause.action == action)
+
+    matched_updated, by_source_updated = rows(MATCHED, "update"), rows(NOT_MATCHED_BY_SOURCE, "update")
+    matched_deleted, by_source_deleted = rows(MATCHED, "delete"), rows(NOT_MATCHED_BY_SOURCE, "delete")
+    updated = matched_updated + by_source_updated
+    inserted = files.rows_added - updated - copied
+    return MergeMetrics(
+        num_source_rows=r.source_rows(),
+        num_target_rows_inserted=inserted,
+        num_target_rows_updated=updated,
+        num_target_rows_matched_updated=matched_updated,
+        num_target_rows_not_matched_by_source_updated=by_source_updated,
+        num_target_rows_deleted=matched_deleted + by_source_deleted,
+        num_target_rows_matched_deleted=matched_deleted,
+        num_target_rows_not_matched_by_source_deleted=by_source_deleted,
+        num_target_rows_copied=copied,
+        num_output_rows=inserted + updated + copied,
+        num_target_files_added=len(files.added),
+        num_target_files_removed=len(files.removed),
+        num_target_bytes_added=sum(a.size for a in files.added),
+        num_target_bytes_removed=sum(f.size or 0 for f in files.removed),
+        num_target_deletion_vectors_added=files.dv_added,
+        num_target_deletion_vectors_removed=files.dv_removed,
+        num_target_deletion_vectors_updated=files.dv_updated,
+        execution_time_ms=round((done - started) * 1000),
+        scan_time_ms=round((scanned - started) * 1000),
+        rewrite_time_ms=round((done - scanned) * 1000),
+    )
