@@ -108,7 +108,7 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     if not with_dv:
         return _read_exactly(spark, table_path, schema, partition_columns, files, columns, with_file_info,
                              bucket_spec, file_column, tag, column_mapping=column_mapping)
-    plain = [f for f in files if not f.deletionVector]
+    plain = [f for f in files if not f.deletionVector and f.path not in deleted]
     marked = _read_exactly(spark, table_path, schema, partition_columns, with_dv, None, with_file_info, None,
                            file_column, tag, dv_columns=True, column_mapping=column_mapping)
     root = resolve(table_path)

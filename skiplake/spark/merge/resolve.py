@@ -19,8 +19,10 @@ then those schema evolution adds, in the source's order), cast to the column's t
 """
 from __future__ import annotations
 
+import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
@@ -120,7 +122,8 @@ class _Resolver:
     def analyze(self, kind: str, label: str, build: Callable[[DataFrame], DataFrame], what: str) -> None:
         """Have Spark's analyzer judge `build(frame)`; its refusal becomes a MergeClauseError."""
         try:
-            build(self.frame(kind)).schema
+            with _quiet():
+                build(self.frame(kind)).schema
         except AnalysisException as e:
             raise self.refusal(e, kind, label, what) from e
 
@@ -282,6 +285,21 @@ class _Resolver:
         return F.struct(*members)
 
 
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """PySpark logs every error it raises with a query context; a refusal here becomes a
+    MergeClauseError that says it all, so the log line would only repeat it."""
+    loggers = [logging.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    before = [lg.disabled for lg in loggers]
+    for lg in loggers:
+        lg.disabled = True
+    try:
+        yield
+    finally:
+        for lg, was in zip(loggers, before):
+            lg.disabled = was
+
+
 def _null(f: Field) -> Column:
     return F.lit(None).cast(spark_type(f.type))
 
@@ -301,9 +319,10 @@ def resolve(path: str, target: Schema, source: DataFrame, spec: MergeSpec) -> Re
         if clause.condition is not None:
             r.check_condition(clause.condition, label)
         try:
-            condition = (F.lit(True) if clause.condition is None else
-                         clause.condition if isinstance(clause.condition, Column) else F.expr(clause.condition))
-            values = () if clause.action == "delete" else r.values(clause, label, schema, new)
+            with _quiet():
+                condition = (F.lit(True) if clause.condition is None else
+                             clause.condition if isinstance(clause.condition, Column) else F.expr(clause.condition))
+                values = () if clause.action == "delete" else r.values(clause, label, schema, new)
         except AnalysisException as e:  # a syntax error, raised as soon as the text is parsed
             raise r.refusal(e, clause.kind, label, f"the clause {_text(clause)}") from e
         r.analyze(clause.kind, label, _judged(condition, values), f"the clause {_text(clause)}")
