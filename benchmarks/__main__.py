@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurrency", "bench_planning", "bench_skipping",
-              "bench_catalog", "bench_catalog_server", "bench_bucketing", "bench_py4j", "bench_overhead", "bench_local_build", "bench_dv"]
+              "bench_catalog", "bench_catalog_server", "bench_bucketing", "bench_py4j", "bench_overhead", "bench_local_build", "bench_dv", "bench_merge"]
 
 
 def main(argv: list[str] | None = None) -> int:
