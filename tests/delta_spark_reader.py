@@ -23,6 +23,8 @@ JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional 
         -> the rows of the query appended with df.write.format("delta").mode("append").save(P)
     {"id": "...", "op": "sql", "sql": "DELETE FROM delta.`P` WHERE ..."}
         -> the statement's result rows, as strings
+    {"id": "...", "op": "sql_read", "sql": "MERGE INTO delta.`P` ...", "path": P}
+        -> the statement's result rows, then what "read" gives for P (only when the statement ran)
 
 Each job's result is {"ok": true, ...} or {"ok": false, "error_class": ..., "error": message};
 one failing job does not stop the others. RESULT.json also gets "delta_version" and
@@ -122,9 +124,12 @@ def _run(spark, job: dict) -> dict:
         df = spark.sql(job["sql"])
         df.write.format("delta").mode("append").save(job["path"])
         return {"version": max(h["version"] for h in _history(spark, job["path"]))}
-    if op == "sql":
+    if op in ("sql", "sql_read"):
         out = spark.sql(job["sql"]).collect()
-        return {"rows": [[None if v is None else str(v) for v in r] for r in out]}
+        result = {"rows": [[None if v is None else str(v) for v in r] for r in out]}
+        if op == "sql_read":
+            result["read"] = _read(spark, {"path": job["path"]})
+        return result
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -306,7 +306,7 @@ def test_deletion_vectors_mark_rows_instead_of_rewriting(lake, spark):
     result = (t.merge(spark.sql("SELECT id FROM range(0, 900) UNION ALL SELECT id FROM range(2000, 2060)"),
                       "target.id = source.id")
               .when_matched_update(set={"v": "0"}).execute())
-    assert result.num_target_files_removed == 2 and result.num_target_rows_copied == 95 + 40
+    assert result.num_target_files_removed == 2 and result.num_target_rows_copied == 90 + 40   # ids 900-989; 2060-2099
     assert result.num_target_rows_updated == 895 + 60 and result.num_target_rows_inserted == 0
     got = {r.id: r.v for r in t.read().collect()}
     assert len(got) == 2085 and all(got[i] == 0 for i in [*range(5, 900), *range(2000, 2060)])
@@ -384,3 +384,53 @@ def test_columns_are_accepted_as_conditions_and_values(table, spark):
     assert [r[1] for r in rows(table)[:4]] == [0, 10, -4, -6]
     params = table.history(1)[0]["operationParameters"]
     assert json.loads(params["matchedPredicates"])[0]["predicate"]
+
+
+def test_cdc_upsert_with_deletes_as_documented(lake, spark):
+    from pyspark.sql import Window
+    customers = lake.create_table("customers", "id long, name string, email string, updated_at long")
+    customers.append(spark.sql("SELECT id, concat('n', id) AS name, 'e' AS email, 0L AS updated_at FROM range(5)"))
+    changes = spark.createDataFrame(
+        [(1, "U", 1, "one", "x"), (1, "U", 2, "uno", "y"), (2, "D", 1, None, None), (3, "U", 1, "tres", "z"),
+         (3, "D", 2, None, None), (7, "I", 1, "seven", "s"), (8, "I", 1, "eight", "e"), (8, "D", 2, None, None)],
+        "id long, op string, ts long, name string, email string")
+    latest = (changes
+              .withColumn("n", F.row_number().over(Window.partitionBy("id").orderBy(F.col("ts").desc())))
+              .where("n = 1").drop("n"))
+    (customers.merge(latest, "target.id = source.id")
+        .when_matched_delete(condition="source.op = 'D'")
+        .when_matched_update(set={"name": "source.name", "email": "source.email", "updated_at": "source.ts"})
+        .when_not_matched_insert(condition="source.op <> 'D'",
+                                 values={"id": "source.id", "name": "source.name", "email": "source.email",
+                                         "updated_at": "source.ts"})
+        .execute())
+    assert rows(customers, "id, name, email, updated_at") == [
+        (0, "n0", "e", 0), (1, "uno", "y", 2), (4, "n4", "e", 0), (7, "seven", "s", 1)]
+
+
+def test_scd_type_2_as_documented(lake, spark):
+    customers = lake.create_table(
+        "dim", "customer_id long, address string, current boolean, effective_date date, end_date date")
+    customers.append(spark.sql(
+        "SELECT 1L AS customer_id, 'old1' AS address, false AS current, DATE'2020-01-01' AS effective_date, "
+        "DATE'2021-01-01' AS end_date UNION ALL "
+        "SELECT 1L, 'a1', true, DATE'2021-01-01', NULL UNION ALL SELECT 2L, 'a2', true, DATE'2021-01-01', NULL"))
+    updates = spark.sql("SELECT 1L AS customer_id, 'b1' AS address, DATE'2024-05-01' AS effective_date UNION ALL "
+                        "SELECT 2L, 'a2', DATE'2024-05-01' UNION ALL SELECT 3L, 'a3', DATE'2024-05-01'")
+    cur = customers.read("current = true")
+    changed = (updates.alias("u").join(cur.alias("c"), "customer_id")
+               .where("u.address <> c.address").select("u.*"))
+    staged = (changed.selectExpr("CAST(NULL AS BIGINT) AS merge_key", "*")
+              .unionByName(updates.selectExpr("customer_id AS merge_key", "*")))
+    (customers.merge(staged, "target.customer_id = source.merge_key")
+        .when_matched_update(condition="target.current = true AND target.address <> source.address",
+                             set={"current": "false", "end_date": "source.effective_date"})
+        .when_not_matched_insert(values={"customer_id": "source.customer_id", "address": "source.address",
+                                         "current": "true", "effective_date": "source.effective_date",
+                                         "end_date": "NULL"})
+        .execute())
+    got = [(r[0], r[1], r[2], str(r[3]), str(r[4])) for r in rows(
+        customers, "customer_id, address, current, effective_date, end_date")]
+    assert got == [(1, "a1", False, "2021-01-01", "2024-05-01"), (1, "b1", True, "2024-05-01", "None"),
+                   (1, "old1", False, "2020-01-01", "2021-01-01"), (2, "a2", True, "2021-01-01", "None"),
+                   (3, "a3", True, "2024-05-01", "None")]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from skiplake.errors import InvalidPredicateError
-from skiplake.expr.parse import parse_sql
+from skiplake.expr.parse import and_conjuncts, parse_sql
 
 # Spark's non-deterministic functions (a condition must give the same answer on every pass).
 _NON_DETERMINISTIC = {
@@ -25,14 +25,6 @@ def parsed(text: str) -> exp.Expression | None:
         return parse_sql(text)
     except InvalidPredicateError:
         return None
-
-
-def _conjuncts(tree: exp.Expression) -> list[exp.Expression]:
-    if isinstance(tree, exp.Paren):
-        return _conjuncts(tree.this)
-    if isinstance(tree, exp.And):
-        return _conjuncts(tree.left) + _conjuncts(tree.right)
-    return [tree]
 
 
 def _only(part: exp.Expression, alias: str) -> bool:
@@ -53,7 +45,7 @@ def target_only_conjuncts(text: str, target_alias: str) -> str | None:
     tree = parsed(text)
     if tree is None:
         return None
-    kept = [_unqualified(p) for p in _conjuncts(tree) if _only(p, target_alias)]
+    kept = [_unqualified(p) for p in and_conjuncts(tree) if _only(p, target_alias)]
     return " AND ".join(f"({k})" for k in kept) if kept else None
 
 
@@ -76,7 +68,7 @@ def key_equalities(on: str, target_alias: str, source_alias: str) -> list[tuple[
     if tree is None:
         return []
     out = []
-    for part in _conjuncts(tree):
+    for part in and_conjuncts(tree):
         if not isinstance(part, exp.EQ):
             continue
         for t, other in ((part.left, part.right), (part.right, part.left)):

@@ -70,9 +70,11 @@ class _Run:
 
     # ---- the pieces of every job
 
-    def sides(self, files: Sequence[AddFile], source: DataFrame, file_info: bool) -> tuple[DataFrame, DataFrame]:
+    def sides(self, files: Sequence[AddFile], source: DataFrame, file_info: bool,
+              broadcast: bool = False) -> tuple[DataFrame, DataFrame]:
         target = self.txn.read_files(files, with_file_info=file_info).withColumn(TARGET_FLAG, F.lit(True))
-        return source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s), target.alias(self.t)
+        flagged = source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
+        return F.broadcast(flagged) if broadcast else flagged, target.alias(self.t)
 
     def first(self, kind: str) -> Column:
         """The index of the first clause of `kind` whose condition holds (NULL: none does)."""
@@ -126,13 +128,13 @@ class _Run:
         if files:
             target = self.txn.read_files(files).alias(self.t)
             source = source.join(target, F.expr(self.spec.on), "left_anti")
-        self.insert(source)
+        self.write(self.inserted(source))
 
-    def insert(self, unmatched: DataFrame) -> None:
-        """Write the source rows of `unmatched` (none of them matched) by their NOT MATCHED clause."""
+    def inserted(self, unmatched: DataFrame) -> DataFrame:
+        """The rows the NOT MATCHED clauses write for the source rows of `unmatched` (none matched)."""
         rows = unmatched.withColumn(CLAUSE, self.first(NOT_MATCHED)).filter(F.col(CLAUSE).isNotNull())
         nulls = [F.lit(None).cast(spark_type(f.type)) for f in self.merge.schema.fields]
-        self.write(rows.select(*self.row(nulls)))
+        return rows.select(*self.row(nulls))
 
     # ---- the first job: which rows each clause acts on
 
@@ -184,53 +186,91 @@ class _Run:
 
     def rewrite(self, files: Sequence[AddFile], found: Found) -> int:
         """Rewrite the files with a changed row, with the inserted rows; returns the rows copied."""
-        inserts = bool(self.spec.not_matched)
         changed = [f for f in files if f.path in found.changed]
-        # Inserts need every file holding a matched row, to know which source rows matched.
-        read = [f for f in files if f.path in found.changed or (inserts and f.path in found.matched)]
-        if not read:
-            if inserts:
-                self.insert(self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s))
-            return 0
-        extra = len(read) > len(changed)
-        source, target = self.sides(read, self.source, file_info=extra)
-        joined = source.join(target, F.expr(self.spec.on), "full" if inserts else "right").withColumn(
-            CLAUSE, self.clause())
-        has_target = F.col(f"{self.t}.{TARGET_FLAG}").isNotNull()
-        kept = has_target & ~self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("delete",))
-        if extra:
-            kept = kept & F.col(f"{self.t}.{FILE_COLUMN}").isin([found.spark_paths[f.path] for f in changed])
-        keep = kept | (~has_target & self.among((NOT_MATCHED,), ("insert",)))
-        self.write(joined.filter(keep).select(*self.row(self.merge.copy)))
+        rows = self.written(files, found, keep_unchanged=True)
+        if rows is not None:
+            self.write(rows)
         self.txn.remove(changed)
-        changed_rows = sum(found.rows.values())
-        return sum(logical_rows(f) for f in changed) - changed_rows
+        return sum(logical_rows(f) for f in changed) - sum(found.rows.values())
 
     def mark(self, files: Sequence[AddFile], found: Found) -> int:
         """Write updated and inserted rows, mark the changed rows deleted; returns the rows copied
         (files mostly changed are rewritten rather than marked)."""
-        inserts = bool(self.spec.not_matched)
-        updates = any(found.rows.get(i) for i in self.merge.with_action("update"))
         changed = [f for f in files if f.path in found.changed]
-        read = [f for f in files if f.path in found.changed or (inserts and f.path in found.matched)]
-        if inserts and not read:
-            self.insert(self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s))
-        elif inserts or updates:
-            by_source = any(found.rows.get(c.index) for c in self.merge.of_kind(NOT_MATCHED_BY_SOURCE)
-                            if c.clause.action == "update")
-            how = {(True, True): "full", (True, False): "left", (False, True): "right"}.get(
-                (inserts, by_source), "inner")
-            source, target = self.sides(read, self.source, file_info=False)
-            joined = source.join(target, F.expr(self.spec.on), how).withColumn(CLAUSE, self.clause())
-            keep = self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",)) | (
-                F.col(f"{self.t}.{TARGET_FLAG}").isNull() & self.among((NOT_MATCHED,), ("insert",)))
-            self.write(joined.filter(keep).select(*self.row(self.merge.copy)))
+        rows = self.written(files, found, keep_unchanged=False)
+        if rows is not None:
+            self.write(rows)
         marks = mark_rows(self.txn, changed, found.hits)
         if not marks.rewrite:
             return 0
         self.write(self.txn.read_files(marks.rewrite, deleted=found.hits))
         self.txn.remove(marks.rewrite)
         return sum(logical_rows(f) - len(found.hits[f.path]) for f in marks.rewrite)
+
+    def written(self, files: Sequence[AddFile], found: Found, keep_unchanged: bool) -> DataFrame | None:
+        """The rows the second job writes (None: none): of the files with a changed row, the
+        updated rows (and with keep_unchanged the rows no clause deletes), and the inserted rows.
+
+        A source row is inserted only if it matches no target row, so inserts join the source
+        with every file holding a matched row too. A source Spark would broadcast is joined with
+        the target where the target lies (a left join, no target row shuffled) and the inserts
+        come from an anti join (only the keys of the target shuffled); a larger one takes one
+        outer join of the two."""
+        inserts = bool(self.spec.not_matched)
+        updates = any(found.rows.get(i) for i in self.merge.with_action("update"))
+        by_source_updates = any(found.rows.get(c.index) for c in self.merge.of_kind(NOT_MATCHED_BY_SOURCE)
+                                if c.clause.action == "update")
+        changed = [f for f in files if f.path in found.changed]
+        read = [f for f in files if f.path in found.changed or (inserts and f.path in found.matched)]
+        from_target = bool(changed) and (keep_unchanged or updates)
+        kept = (~self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("delete",)) if keep_unchanged else
+                self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",)))
+        whole_files = keep_unchanged or by_source_updates   # target rows no source row matches too
+        if not read or broadcastable(self.source):
+            parts = []
+            if from_target:
+                source, target = self.sides(changed, self.source, file_info=False, broadcast=True)
+                joined = target.join(source, F.expr(self.spec.on), "left" if whole_files else "inner")
+                parts.append(joined.withColumn(CLAUSE, self.clause()).filter(kept).select(*self.row(self.merge.copy)))
+            if inserts:
+                source = self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
+                if read:
+                    source = source.join(self.txn.read_files(read).alias(self.t), F.expr(self.spec.on), "left_anti")
+                parts.append(self.inserted(source))
+            return _union(parts)
+        if not (from_target or inserts):
+            return None
+        extra = keep_unchanged and len(read) > len(changed)
+        source, target = self.sides(read, self.source, file_info=extra)
+        how = {(True, True): "full", (True, False): "left", (False, True): "right"}[(inserts, whole_files)] \
+            if inserts or whole_files else "inner"
+        joined = source.join(target, F.expr(self.spec.on), how).withColumn(CLAUSE, self.clause())
+        has_target = F.col(f"{self.t}.{TARGET_FLAG}").isNotNull()
+        if extra:
+            kept = kept & F.col(f"{self.t}.{FILE_COLUMN}").isin([found.spark_paths[f.path] for f in changed])
+        keep = (has_target & kept) | (~has_target & self.among((NOT_MATCHED,), ("insert",)))
+        return joined.filter(keep).select(*self.row(self.merge.copy))
+
+
+def broadcastable(df: DataFrame) -> bool:
+    """Whether Spark's size estimate of `df` is under its broadcast join threshold (False where
+    the estimate cannot be had, as on Spark Connect)."""
+    try:
+        jdf = df._jdf  # type: ignore[attr-defined]
+        threshold = int(df.sparkSession._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[attr-defined]
+        size = int(jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+    except Exception:
+        return False
+    return 0 <= size <= threshold
+
+
+def _union(parts: list[DataFrame]) -> DataFrame | None:
+    if not parts:
+        return None
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.unionByName(p)
+    return out
 
 
 def run(txn: "Transaction", source: DataFrame, merge: ResolvedMerge) -> MergeMetrics:
