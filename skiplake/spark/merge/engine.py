@@ -19,6 +19,7 @@ The metrics are Delta's, from the first job's counts and the files written.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
@@ -32,8 +33,9 @@ from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
 from skiplake.spark.merge.clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from skiplake.spark.merge.conditions import key_equalities
 from skiplake.spark.merge.pruning import target_filter
-from skiplake.spark.merge.resolve import ResolvedMerge
+from skiplake.spark.merge.resolve import ResolvedMerge, quoted
 from skiplake.spark.merge.result import FileChanges, MergeMetrics
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark, spark_file_key
 from skiplake.spark.row_marks import logical_rows, mark_rows
@@ -235,7 +237,7 @@ class _Run:
             if inserts:
                 source = self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
                 if read:
-                    source = source.join(self.txn.read_files(read).alias(self.t), F.expr(self.spec.on), "left_anti")
+                    source = source.join(self.matchable(read), F.expr(self.spec.on), "left_anti")
                 parts.append(self.inserted(source))
             return _union(parts)
         if not (from_target or inserts):
@@ -250,6 +252,20 @@ class _Run:
             kept = kept & F.col(f"{self.t}.{FILE_COLUMN}").isin([found.spark_paths[f.path] for f in changed])
         keep = (has_target & kept) | (~has_target & self.among((NOT_MATCHED,), ("insert",)))
         return joined.filter(keep).select(*self.row(self.merge.copy))
+
+
+    def matchable(self, files: Sequence[AddFile]) -> DataFrame:
+        """The target rows of `files` some source row could match: with key equalities in ON
+        (`target.k = source.k`), only rows whose keys the (broadcast) source has, found where the
+        files lie; what is left is small, so the anti join after it shuffles little."""
+        target = self.txn.read_files(files).alias(self.t)
+        pairs = key_equalities(self.spec.on, self.t, self.s)
+        if not pairs:
+            return target
+        keys = self.source.alias(self.s).select(*[F.expr(sql).alias(f"__skiplake_key{i}")
+                                                  for i, (_col, sql) in enumerate(pairs)])
+        same = [quoted(self.t, col) == F.col(f"__skiplake_key{i}") for i, (col, _sql) in enumerate(pairs)]
+        return target.join(F.broadcast(keys), functools.reduce(lambda a, b: a & b, same), "left_semi")
 
 
 def broadcastable(df: DataFrame) -> bool:
