@@ -61,10 +61,11 @@ class DeltaSpark:
         self.submit(jobs)
         return self.results()
 
-    def submit(self, jobs: list[dict]) -> None:
-        """Hand the subprocess its jobs and return at once: it runs them while the caller works."""
+    def submit(self, jobs: list[dict], threads: int = 1) -> None:
+        """Hand the subprocess its jobs and return at once: it runs them while the caller works
+        (`threads` at a time: only for jobs on distinct tables)."""
         jobs_file = self.root / "jobs.json"
-        jobs_file.write_text(json.dumps({"package": DELTA_PACKAGE, "jobs": jobs}))
+        jobs_file.write_text(json.dumps({"package": DELTA_PACKAGE, "jobs": jobs, "threads": threads}))
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(f"{jobs_file}\n")

@@ -13,6 +13,7 @@ the path of the jobs file from stdin, so a caller can prepare tables while the J
 Settings for the session beyond these can be given as a JSON object in DELTA_READER_CONF.
 
 JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional dir,
+"threads": optional int (jobs run that many at a time: only for jobs on distinct tables),
 "jobs": [...]}, each job one of
 
     {"id": "...", "op": "read", "path": P, "version": optional int, "columns": optional [names]}
@@ -38,6 +39,7 @@ import os
 import sys
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 
 def rows_as_strings(df, columns=None):
@@ -155,7 +157,7 @@ def main(argv: list[str]) -> int:
         startup = time.time() - started
     result: dict = {"delta_version": _delta_version(spark), "spark_version": spark.version,
                     "startup_seconds": round(startup, 1), "jobs": {}}
-    for job in spec["jobs"]:
+    def one(job: dict) -> dict:
         t = time.time()
         try:
             out = {"ok": True, **_run(spark, job)}
@@ -165,7 +167,13 @@ def main(argv: list[str]) -> int:
             out = {"ok": False, "error_class": type(e).__name__, "error": message[:4000],
                    "traceback": traceback.format_exc(limit=3)[-4000:]}
         out["seconds"] = round(time.time() - t, 2)
-        result["jobs"][job["id"]] = out
+        return out
+
+    # Jobs on distinct tables may run side by side ("threads"): each is mostly driver work.
+    threads = int(spec.get("threads") or 1)
+    with ThreadPoolExecutor(threads) as pool:
+        for job, out in zip(spec["jobs"], pool.map(one, spec["jobs"])):
+            result["jobs"][job["id"]] = out
     spark.stop()
     with open(result_file + ".tmp", "w") as f:
         json.dump(result, f)

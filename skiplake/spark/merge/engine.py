@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 TARGET_FLAG = "__skiplake_target"
 SOURCE_FLAG = "__skiplake_source"
 CLAUSE = "__skiplake_clause"
+_NO_ROWS = np.zeros(0, np.uint64)
 
 
 @dataclass
@@ -157,12 +159,15 @@ class _Run:
             unmatched = (joined.filter(~F.col("m") & F.col("k").isNotNull()).withColumn("n", F.lit(1))
                          .groupBy("f", "k").agg(*per_file).withColumn("m", F.lit(False)))
             matched = matched.unionByName(unmatched)
-        return self.found(files, matched.toArrow().to_pylist())
+        return self.found(files, matched.toArrow())
 
-    def found(self, files: Sequence[AddFile], groups: list[dict]) -> Found:
+    def found(self, files: Sequence[AddFile], groups: pa.Table) -> Found:
+        """Found from the first job's groups (one per file and clause; with deletion vectors the
+        changed rows' indexes as one Arrow list each, taken as NumPy slices, not Python ints)."""
         by_key = {file_key(self.txn.path, f.path): f.path for f in files}
         out = Found()
-        for g in groups:
+        hits = groups.column("hits").combine_chunks() if self.dv else None
+        for i, g in enumerate(groups.drop_columns(["hits"] if self.dv else []).to_pylist()):
             path = by_key[spark_file_key(g["f"])]
             out.spark_paths[path] = g["f"]
             k = g["k"]
@@ -173,9 +178,9 @@ class _Run:
             if k is not None:
                 out.changed.add(path)
                 out.rows[k] = out.rows.get(k, 0) + g["rows"]
-                if self.dv:
-                    rows = np.asarray(g["hits"], dtype=np.uint64)
-                    out.hits[path] = np.union1d(out.hits.get(path, np.zeros(0, np.uint64)), rows).astype(np.uint64)
+                if hits is not None:
+                    rows = hits[i].values.to_numpy(zero_copy_only=False).astype(np.uint64)
+                    out.hits[path] = np.union1d(out.hits.get(path, _NO_ROWS), rows).astype(np.uint64)
         if out.several is not None and not self.spec.one_unconditional_delete:
             raise MergeConflictError(self.txn.path, path_from_spark(out.spark_paths[out.several]))
         return out
