@@ -1,4 +1,4 @@
-"""Benchmark 18: MERGE (an upsert) against delta-spark's MERGE.
+"""Benchmark 20: MERGE (an upsert) against delta-spark's MERGE.
 
 One unpartitioned table of --rows rows (10M by default) in --files files (32), ids in ascending
 ranges per file as an append-only table has them, written once by skiplake. A source of 1% of
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     import skiplake
     spark = skiplake.local_spark(app_name="bench-merge", shuffle_partitions=args.partitions,
                                  driver_memory=DRIVER_MEMORY)
-    report = Report("bench_merge", "Benchmark 18: MERGE (upsert of 1% of the rows) against delta-spark",
+    report = Report("bench_merge", "Benchmark 20: MERGE (upsert of 1% of the rows) against delta-spark",
                     command_line("bench_merge", args, [f"--rows {rows}", f"--files {files}",
                                                        f"--partitions {args.partitions}"]
                                  + (["--no-dv"] if args.no_dv else [])),
