@@ -7,6 +7,9 @@ functions, aggregates and subqueries.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Iterable
+
 from sqlglot import exp
 
 from skiplake.errors import InvalidPredicateError
@@ -27,11 +30,32 @@ def parsed(text: str) -> exp.Expression | None:
         return None
 
 
-def _only(part: exp.Expression, alias: str) -> bool:
-    """Whether an expression names columns of `alias` only (at least one), and no subquery."""
-    cols = list(part.find_all(exp.Column))
-    return bool(cols) and all(c.table.lower() == alias.lower() for c in cols) and not any(
-        isinstance(n, (exp.Subquery, exp.Select)) for n in part.walk())
+@dataclass(frozen=True)
+class Sides:
+    """Which side of a MERGE a column names: by its qualifier, or, unqualified, by which side
+    alone has a column of that name (as Spark resolves it; a name both have is neither's)."""
+    target_alias: str
+    source_alias: str
+    target_names: frozenset[str] = frozenset()   # lowercase
+    source_names: frozenset[str] = frozenset()
+
+    @staticmethod
+    def of(target_alias: str, source_alias: str, target_names: Iterable[str], source_names: Iterable[str]) -> "Sides":
+        return Sides(target_alias, source_alias, frozenset(n.lower() for n in target_names),
+                     frozenset(n.lower() for n in source_names))
+
+    def side(self, col: exp.Column) -> str | None:
+        if col.table:
+            return {self.target_alias.lower(): "target", self.source_alias.lower(): "source"}.get(col.table.lower())
+        name = col.name.lower()
+        in_target, in_source = name in self.target_names, name in self.source_names
+        return "target" if in_target and not in_source else "source" if in_source and not in_target else None
+
+    def only(self, part: exp.Expression, side: str) -> bool:
+        """Whether an expression names columns of `side` only (at least one), and no subquery."""
+        cols = list(part.find_all(exp.Column))
+        return bool(cols) and all(self.side(c) == side for c in cols) and not any(
+            isinstance(n, (exp.Subquery, exp.Select)) for n in part.walk())
 
 
 def _unqualified(part: exp.Expression) -> str:
@@ -39,13 +63,13 @@ def _unqualified(part: exp.Expression) -> str:
     return bare.sql(dialect="spark")
 
 
-def target_only_conjuncts(text: str, target_alias: str) -> str | None:
-    """The AND-conjuncts of a condition that reference only `target_alias.` columns, as
-    unqualified SQL; None when there are none."""
+def target_only_conjuncts(text: str, sides: Sides) -> str | None:
+    """The AND-conjuncts of a condition that reference only target columns, as unqualified SQL;
+    None when there are none."""
     tree = parsed(text)
     if tree is None:
         return None
-    kept = [_unqualified(p) for p in and_conjuncts(tree) if _only(p, target_alias)]
+    kept = [_unqualified(p) for p in and_conjuncts(tree) if sides.only(p, "target")]
     return " AND ".join(f"({k})" for k in kept) if kept else None
 
 
@@ -61,7 +85,7 @@ def as_target_filter(text: str, target_alias: str) -> str | None:
     return _unqualified(tree)
 
 
-def key_equalities(on: str, target_alias: str, source_alias: str) -> list[tuple[str, str]]:
+def key_equalities(on: str, sides: Sides) -> list[tuple[str, str]]:
     """(target column, source expression as SQL) of each `target.col = <source expression>`
     conjunct of a MERGE condition (either way round)."""
     tree = parsed(on)
@@ -72,7 +96,7 @@ def key_equalities(on: str, target_alias: str, source_alias: str) -> list[tuple[
         if not isinstance(part, exp.EQ):
             continue
         for t, other in ((part.left, part.right), (part.right, part.left)):
-            if isinstance(t, exp.Column) and t.table.lower() == target_alias.lower() and _only(other, source_alias):
+            if isinstance(t, exp.Column) and sides.side(t) == "target" and sides.only(other, "source"):
                 out.append((t.name, other.sql(dialect="spark")))
                 break
     return out

@@ -34,7 +34,7 @@ from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
 from skiplake.spark.merge.clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
-from skiplake.spark.merge.conditions import key_equalities
+from skiplake.spark.merge.conditions import Sides, key_equalities
 from skiplake.spark.merge.pruning import target_filter
 from skiplake.spark.merge.resolve import ResolvedMerge, quoted
 from skiplake.spark.merge.result import FileChanges, MergeMetrics
@@ -264,7 +264,8 @@ class _Run:
         (`target.k = source.k`), only rows whose keys the (broadcast) source has, found where the
         files lie; what is left is small, so the anti join after it shuffles little."""
         target = self.txn.read_files(files).alias(self.t)
-        pairs = key_equalities(self.spec.on, self.t, self.s)
+        sides = Sides.of(self.t, self.s, self.txn.snapshot.schema.names, self.source.columns)
+        pairs = key_equalities(self.spec.on, sides)
         if not pairs:
             return target
         keys = self.source.alias(self.s).select(*[F.expr(sql).alias(f"__skiplake_key{i}")

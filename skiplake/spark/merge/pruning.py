@@ -27,7 +27,7 @@ from skiplake.expr.tree import And, Col, Node, Or
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_primitive
 from skiplake.spark.build_keys import distinct_keys
 from skiplake.spark.merge.clauses import MergeSpec
-from skiplake.spark.merge.conditions import as_target_filter, key_equalities, target_only_conjuncts
+from skiplake.spark.merge.conditions import Sides, as_target_filter, key_equalities, target_only_conjuncts
 from skiplake.spark.settings import DynamicPruningSettings
 
 if TYPE_CHECKING:
@@ -36,10 +36,11 @@ if TYPE_CHECKING:
 
 def target_filter(spark: "SparkSession", schema: Schema, source: DataFrame, spec: MergeSpec) -> Node | None:
     """The predicate the target's files are planned by; None reads every file."""
-    matchable = _all([_bound(target_only_conjuncts(spec.on, spec.target_alias), schema),
-                      _source_keys(spark, schema, source, spec)])
+    sides = Sides.of(spec.target_alias, spec.source_alias, schema.names, source.columns)
+    matchable = _all([_bound(target_only_conjuncts(spec.on, sides), schema),
+                      _source_keys(spark, schema, source, spec, sides)])
     if spec.matched_only:
-        matchable = _all([matchable, _clauses_allow(schema, spec)])
+        matchable = _all([matchable, _clauses_allow(schema, spec, sides)])
     if not spec.not_matched_by_source:
         return matchable
     unmatched = []
@@ -66,11 +67,11 @@ def _bound(text: str | None, schema: Schema) -> Node | None:
         return None  # not a predicate over the target's columns: prunes nothing
 
 
-def _clauses_allow(schema: Schema, spec: MergeSpec) -> Node | None:
+def _clauses_allow(schema: Schema, spec: MergeSpec, sides: Sides) -> Node | None:
     """OR over the WHEN MATCHED clauses of the target-only conjuncts of each one's condition."""
     parts = []
     for c in spec.matched:
-        text = target_only_conjuncts(c.condition, spec.target_alias) if isinstance(c.condition, str) else None
+        text = target_only_conjuncts(c.condition, sides) if isinstance(c.condition, str) else None
         node = _bound(text, schema)
         if node is None:
             return None  # this clause may act on any matched row
@@ -78,11 +79,12 @@ def _clauses_allow(schema: Schema, spec: MergeSpec) -> Node | None:
     return parts[0] if len(parts) == 1 else Or(tuple(parts))
 
 
-def _source_keys(spark: "SparkSession", schema: Schema, source: DataFrame, spec: MergeSpec) -> Node | None:
+def _source_keys(spark: "SparkSession", schema: Schema, source: DataFrame, spec: MergeSpec,
+                 sides: Sides) -> Node | None:
     """`target.k IN (the source's keys)` for each key equality whose two sides compare as the
     target's stats do (dynamic file pruning of the target by the source); None when none does."""
     settings = DynamicPruningSettings.of(spark)
-    pairs = key_equalities(spec.on, spec.target_alias, spec.source_alias) if settings.enabled else []
+    pairs = key_equalities(spec.on, sides) if settings.enabled else []
     if not pairs:
         return None
     src = source.alias(spec.source_alias)
