@@ -24,7 +24,7 @@ from skiplake.errors import InvalidArgumentError
 BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurrency", "bench_skipping", "bench_planning",
               "bench_catalog", "bench_bucketing", "bench_dfp", "bench_py4j", "bench_overhead", "bench_local_build",
               "bench_dv", "bench_dfp_layout", "bench_s3", "bench_catalog_server", "bench_row_filter",
-              "bench_install", "bench_convert"]
+              "bench_install", "bench_convert", "bench_merge"]
 
 # A full run's parameters and estimated durations (minutes on this project's 2-core machine with
 # nothing else running, the working data built from scratch: TPC-DS generated once per scale).
@@ -53,6 +53,7 @@ SUITE: dict[str, Entry] = {
     "bench_row_filter": Entry(minutes=12),
     "bench_install": Entry(minutes=12),
     "bench_convert": Entry(minutes=20),
+    "bench_merge": Entry(minutes=10),
 }
 
 

@@ -239,13 +239,33 @@ class ConversionBucketError(ConversionError):
 
 
 class MergeConflictError(SkiplakeError):
-    """Several source rows of a MERGE matched the same target row."""
+    """Several source rows of a MERGE matched the same target row (Delta allows it only when the
+    one WHEN MATCHED clause is an unconditional DELETE)."""
 
     def __init__(self, path: str, file: str) -> None:
         self.path = path
+        self.file = file
         super().__init__(
             f"MERGE into {path} cannot proceed: several source rows matched the same target row (in {file}), "
-            "so it is ambiguous which one updates or deletes it. Deduplicate the source on the join keys.")
+            "so it is ambiguous which one updates or deletes it. Deduplicate the source on the join keys "
+            "(a MERGE whose only WHEN MATCHED clause is an unconditional DELETE may match a row several times).")
+
+
+class MergeClauseError(InvalidArgumentError):
+    """A MERGE whose condition or clauses break Delta's rules; nothing was read or written.
+
+    `clause` says where (`"WHEN MATCHED clause 2"`, `"the ON condition"`), `reason` which rule:
+    `no_clauses`, `condition_order` (only the last clause of a kind may omit its condition),
+    `unresolved` (a column the clause cannot see), `ambiguous`, `duplicate_column`, `nested_insert`,
+    `non_deterministic`, `aggregate`, `subquery`, `void_column`, or `invalid` (Spark refused an
+    expression: a type mismatch, a syntax error)."""
+
+    def __init__(self, path: str, clause: str, reason: str, detail: str, fix: str = "") -> None:
+        self.path = path
+        self.clause = clause
+        self.reason = reason
+        where = f" ({clause})" if clause else ""
+        super().__init__(f"MERGE into {path}{where}: {detail}" + (f". {fix}" if fix else ""))
 
 
 class ReplaceWhereViolationError(SkiplakeError):

@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from skiplake.spark.merge import MergeBuilder
+
 __all__ = ["BucketSpec", "RestoreResult", "Table", "TableDetail", "Transaction"]
 
 
@@ -230,11 +232,21 @@ class Table:
               when_matched_update_condition: str | None = None,
               when_matched_delete: bool | str = False,
               when_not_matched_insert: Mapping[str, str] | str | None = None,
-              when_not_matched_insert_condition: str | None = None) -> int:
-        """MERGE INTO this table USING `source` ON `on` (see skiplake.spark.merge.MergeClauses)."""
+              when_not_matched_insert_condition: str | None = None) -> "int | MergeBuilder":
+        """MERGE INTO this table USING `source` ON `on`.
+
+        Without clause keywords, a builder of ordered clauses (see docs/merge.md):
+        `t.merge(src, "target.id = source.id").when_matched_update_all().when_not_matched_insert_all()
+        .execute()` returns a MergeResult. With the keywords (at most one clause of each kind:
+        delete, else update, for matched rows; insert for unmatched source rows) it runs at once
+        and returns the version committed."""
+        spec_aliases = {"source_alias": source_alias, "target_alias": target_alias}
+        keywords = (when_matched_update, when_matched_delete, when_not_matched_insert)
+        if not any(keywords) and when_matched_update_condition is None and when_not_matched_insert_condition is None:
+            return merge.MergeBuilder(self.begin, source, merge.MergeSpec(on, **spec_aliases))
         clauses = merge.MergeClauses(on, source_alias, target_alias, when_matched_update,
-                                   when_matched_update_condition, when_matched_delete, when_not_matched_insert,
-                                   when_not_matched_insert_condition)
+                                     when_matched_update_condition, when_matched_delete, when_not_matched_insert,
+                                     when_not_matched_insert_condition)
         return merge.merge(self.begin(), source, clauses).commit()
 
     def optimize(self, where: str | None = None, zorder_by: Sequence[str] | None = None,

@@ -3,7 +3,7 @@
 The suite's SparkSession has no Delta jars, so tests that compare with delta-spark hand a list of
 jobs to tests/delta_spark_reader.py. `DeltaSpark(root)` starts the subprocess at once (the JVM
 starts and Ivy resolves the package while the test builds its tables); `run(jobs)` then gives it
-one jobs file and returns the results. When the package cannot be resolved the test is skipped.
+one jobs file and returns the results (or `submit(jobs)`, work on, then `results()`). When the package cannot be resolved the test is skipped.
 
 The coordinate can be overridden with $SKIPLAKE_DELTA_SPARK_PACKAGE; Ivy's cache is Spark's
 default, or $SKIPLAKE_IVY_DIR. delta-spark 4.4.x publishes one artifact per Spark minor:
@@ -58,14 +58,23 @@ class DeltaSpark:
             self._give_up()
 
     def run(self, jobs: list[dict]) -> dict:
+        self.submit(jobs)
+        return self.results()
+
+    def submit(self, jobs: list[dict], threads: int = 1) -> None:
+        """Hand the subprocess its jobs and return at once: it runs them while the caller works
+        (`threads` at a time: only for jobs on distinct tables)."""
         jobs_file = self.root / "jobs.json"
-        jobs_file.write_text(json.dumps({"package": DELTA_PACKAGE, "jobs": jobs}))
+        jobs_file.write_text(json.dumps({"package": DELTA_PACKAGE, "jobs": jobs, "threads": threads}))
         try:
             assert self.proc.stdin is not None
             self.proc.stdin.write(f"{jobs_file}\n")
             self.proc.stdin.close()
         except (BrokenPipeError, OSError):
-            pass  # it died: the wait below reports why
+            pass  # it died: results() reports why
+
+    def results(self) -> dict:
+        """Wait for the submitted jobs' results."""
         self.proc.wait(timeout=1800)
         if self.proc.returncode != 0 or not self.result_file.exists():
             self._give_up()

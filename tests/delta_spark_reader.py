@@ -13,15 +13,19 @@ the path of the jobs file from stdin, so a caller can prepare tables while the J
 Settings for the session beyond these can be given as a JSON object in DELTA_READER_CONF.
 
 JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional dir,
+"threads": optional int (jobs run that many at a time: only for jobs on distinct tables),
 "jobs": [...]}, each job one of
 
     {"id": "...", "op": "read", "path": P, "version": optional int, "columns": optional [names]}
         -> count, rows (every value cast to STRING by Spark, sorted), schema, version seen and,
-           without "version", history (DESCRIBE HISTORY: version, operation, operationParameters)
+           without "version", history (DESCRIBE HISTORY: version, operation, operationParameters,
+           operationMetrics)
     {"id": "...", "op": "append", "path": P, "sql": "SELECT ..."}
         -> the rows of the query appended with df.write.format("delta").mode("append").save(P)
     {"id": "...", "op": "sql", "sql": "DELETE FROM delta.`P` WHERE ..."}
         -> the statement's result rows, as strings
+    {"id": "...", "op": "sql_read", "sql": "MERGE INTO delta.`P` ...", "path": P}
+        -> the statement's result rows, then what "read" gives for P (only when the statement ran)
 
 Each job's result is {"ok": true, ...} or {"ok": false, "error_class": ..., "error": message};
 one failing job does not stop the others. RESULT.json also gets "delta_version" and
@@ -35,6 +39,7 @@ import os
 import sys
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 
 
 def rows_as_strings(df, columns=None):
@@ -90,9 +95,10 @@ def _quote_path(path: str) -> str:
 
 def _history(spark, path: str) -> list[dict]:
     h = spark.sql(f"DESCRIBE HISTORY {_quote_path(path)}").select(
-        "version", "operation", "operationParameters").collect()
+        "version", "operation", "operationParameters", "operationMetrics").collect()
     return sorted(({"version": int(r["version"]), "operation": r["operation"],
-                    "operationParameters": dict(r["operationParameters"] or {})} for r in h),
+                    "operationParameters": dict(r["operationParameters"] or {}),
+                    "operationMetrics": dict(r["operationMetrics"] or {})} for r in h),
                   key=lambda d: d["version"])
 
 
@@ -120,9 +126,12 @@ def _run(spark, job: dict) -> dict:
         df = spark.sql(job["sql"])
         df.write.format("delta").mode("append").save(job["path"])
         return {"version": max(h["version"] for h in _history(spark, job["path"]))}
-    if op == "sql":
+    if op in ("sql", "sql_read"):
         out = spark.sql(job["sql"]).collect()
-        return {"rows": [[None if v is None else str(v) for v in r] for r in out]}
+        result = {"rows": [[None if v is None else str(v) for v in r] for r in out]}
+        if op == "sql_read":
+            result["read"] = _read(spark, {"path": job["path"]})
+        return result
     raise ValueError(f"unknown op {op!r}")
 
 
@@ -148,7 +157,7 @@ def main(argv: list[str]) -> int:
         startup = time.time() - started
     result: dict = {"delta_version": _delta_version(spark), "spark_version": spark.version,
                     "startup_seconds": round(startup, 1), "jobs": {}}
-    for job in spec["jobs"]:
+    def one(job: dict) -> dict:
         t = time.time()
         try:
             out = {"ok": True, **_run(spark, job)}
@@ -158,7 +167,13 @@ def main(argv: list[str]) -> int:
             out = {"ok": False, "error_class": type(e).__name__, "error": message[:4000],
                    "traceback": traceback.format_exc(limit=3)[-4000:]}
         out["seconds"] = round(time.time() - t, 2)
-        result["jobs"][job["id"]] = out
+        return out
+
+    # Jobs on distinct tables may run side by side ("threads"): each is mostly driver work.
+    threads = int(spec.get("threads") or 1)
+    with ThreadPoolExecutor(threads) as pool:
+        for job, out in zip(spec["jobs"], pool.map(one, spec["jobs"])):
+            result["jobs"][job["id"]] = out
     spark.stop()
     with open(result_file + ".tmp", "w") as f:
         json.dump(result, f)

@@ -55,7 +55,7 @@ def bind_conjuncts(text: str, schema: Schema) -> Node | None:
     binder = _Binder(text, schema)
     bound = []
     parts = spark_conjuncts(text, parse_sql)
-    for part in parts if parts is not None else _conjuncts(parse_sql(text)):
+    for part in parts if parts is not None else and_conjuncts(parse_sql(text)):
         try:
             bound.append(binder.bind(part))
         except InvalidPredicateError:
@@ -63,11 +63,12 @@ def bind_conjuncts(text: str, schema: Schema) -> Node | None:
     return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
 
 
-def _conjuncts(node: exp.Expression) -> list[exp.Expression]:
+def and_conjuncts(node: exp.Expression) -> list[exp.Expression]:
+    """The parts of a sqlglot tree joined by AND (parentheses seen through)."""
     if isinstance(node, exp.Paren):
-        return _conjuncts(node.this)
+        return and_conjuncts(node.this)
     if isinstance(node, exp.And):
-        return _conjuncts(node.left) + _conjuncts(node.right)
+        return and_conjuncts(node.left) + and_conjuncts(node.right)
     return [node]
 
 

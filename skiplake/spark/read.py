@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from dataclasses import replace
-from typing import Sequence
+from typing import Mapping, Sequence
 
+import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -33,6 +34,7 @@ from skiplake.spark.types import spark_type, to_spark
 
 FILE_COLUMN = "__skiplake_file"
 ROW_COLUMN = "__skiplake_row"
+_NO_ROWS = np.zeros(0, np.uint64)
 
 
 def _extra_columns(with_file_info: bool, file_column: str | None) -> list:
@@ -84,7 +86,7 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
                files: Sequence[AddFile], columns: Sequence[str] | None = None,
                with_file_info: bool = False, bucket_spec: BucketSpec | None = None,
                file_column: str | None = None, tag: tuple[str, str] | None = None,
-               column_mapping: str = "none") -> DataFrame:
+               column_mapping: str = "none", deleted: Mapping[str, np.ndarray] | None = None) -> DataFrame:
     """A DataFrame over exactly `files`, with the table's columns (partition columns included),
     without the rows the files' deletion vectors mark deleted.
 
@@ -99,12 +101,14 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
 
     Files with a deletion vector are read apart, by a second relation whose deleted rows a join
     drops (skiplake.spark.deletions), and the two are unioned; such a read is not declared
-    bucketed (Spark's bucketed scan is one relation)."""
-    with_dv = [f for f in files if f.deletionVector]
+    bucketed (Spark's bucketed scan is one relation). `deleted` (row indexes by log path) drops
+    more rows of the files it names, the same way (rows a MERGE is about to mark deleted)."""
+    deleted = {p: rows for p, rows in (deleted or {}).items() if len(rows)}
+    with_dv = [f for f in files if f.deletionVector or f.path in deleted]
     if not with_dv:
         return _read_exactly(spark, table_path, schema, partition_columns, files, columns, with_file_info,
                              bucket_spec, file_column, tag, column_mapping=column_mapping)
-    plain = [f for f in files if not f.deletionVector]
+    plain = [f for f in files if not f.deletionVector and f.path not in deleted]
     marked = _read_exactly(spark, table_path, schema, partition_columns, with_dv, None, with_file_info, None,
                            file_column, tag, dv_columns=True, column_mapping=column_mapping)
     root = resolve(table_path)
@@ -114,8 +118,9 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     if None in found or len(found) != len(with_dv):
         raise RuntimeError(f"Spark lists {len(spark_paths)} files where {len(with_dv)} with deletion vectors "
                            f"were asked for under {table_path}")
-    deleted = [marked_rows(root, f.deletionVector) for f in found]  # type: ignore[union-attr]
-    df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], deleted)
+    dropped = [np.union1d(marked_rows(root, f.deletionVector), deleted.get(f.path, _NO_ROWS)).astype(np.uint64)
+               for f in found]  # type: ignore[union-attr]
+    df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], dropped)
     if plain:
         df = _read_exactly(spark, table_path, schema, partition_columns, plain, None, with_file_info, None,
                            file_column, tag, column_mapping=column_mapping).unionByName(df)

@@ -19,7 +19,7 @@ from skiplake.expr.tree import Node
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
 from skiplake.log.column_mapping import extend, physical_names, physical_schema, without_mapping
-from skiplake.log.schema import Schema
+from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.log.stats import loose_bounds
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
@@ -83,11 +83,14 @@ class Transaction:
     def read_whole_table(self) -> "DataFrame":
         return self.read(None)
 
-    def read_files(self, files: Sequence[AddFile], with_file_info: bool = False) -> "DataFrame":
-        """The rows of `files` (recorded as read); with_file_info adds each row's file and index."""
+    def read_files(self, files: Sequence[AddFile], with_file_info: bool = False,
+                   deleted: Mapping[str, np.ndarray] | None = None) -> "DataFrame":
+        """The rows of `files` (recorded as read); with_file_info adds each row's file and index;
+        `deleted` (row indexes by log path) leaves out those rows too, as a deletion vector would."""
         self.read_set.files.update(f.path for f in files)
         return read_files(self.spark, self.path, self.snapshot.schema, self.partition_columns, files,
-                          with_file_info=with_file_info, column_mapping=self.snapshot.column_mapping)
+                          with_file_info=with_file_info, column_mapping=self.snapshot.column_mapping,
+                          deleted=deleted)
 
     def read_app_version(self, app_id: str) -> int | None:
         self.read_set.app_ids.add(app_id)
@@ -104,16 +107,20 @@ class Transaction:
         if problems:
             raise SchemaMismatchError(self.path, problems)
         if new_fields:
-            base = self.new_metadata or self.snapshot.metadata
-            schema, config = Schema(self.schema.fields + tuple(new_fields)), dict(base.configuration)
-            if self.snapshot.column_mapping != "none":
-                # The new columns' own ids and physical names (not another table's, if they came with one).
-                new = without_mapping(Schema(tuple(new_fields))).fields
-                schema, config = extend(Schema(self.schema.fields + new), config)
-            self.new_metadata = Metadata(base.id, schema.json_string(), base.partitionColumns,
-                                         config, base.name, base.description, base.format,
-                                         base.createdTime)
+            self.add_columns(new_fields)
         return conform(df, self.schema)
+
+    def add_columns(self, new_fields: Sequence[Field]) -> None:
+        """Add nullable columns to the table's schema (a metaData action in the commit)."""
+        base = self.new_metadata or self.snapshot.metadata
+        schema, config = Schema(self.schema.fields + tuple(new_fields)), dict(base.configuration)
+        if self.snapshot.column_mapping != "none":
+            # The new columns' own ids and physical names (not another table's, if they came with one).
+            new = without_mapping(Schema(tuple(new_fields))).fields
+            schema, config = extend(Schema(self.schema.fields + new), config)
+        self.new_metadata = Metadata(base.id, schema.json_string(), base.partitionColumns,
+                                     config, base.name, base.description, base.format,
+                                     base.createdTime)
 
     def write(self, df: "DataFrame", data_change: bool = True, options: WriteOptions | None = None,
               tags: dict[str, str] | None = None) -> list[AddFile]:
