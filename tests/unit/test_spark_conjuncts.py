@@ -7,7 +7,7 @@ import pytest
 from sqlglot import exp
 
 from skiplake.errors import InvalidPredicateError
-from skiplake.expr.parse import _Binder, _conjuncts, bind_conjuncts, parse_sql
+from skiplake.expr.parse import _Binder, and_conjuncts, bind_conjuncts, parse_sql
 from skiplake.expr.spark_conjuncts import _KEYWORDS, spark_conjuncts
 from skiplake.expr.tree import And
 from skiplake.log.schema import Field, Schema
@@ -53,7 +53,7 @@ TEXTS = [
 
 
 def _sqlglot(text: str) -> list[exp.Expression]:
-    return _conjuncts(parse_sql(text))
+    return and_conjuncts(parse_sql(text))
 
 
 @pytest.mark.parametrize("text", TEXTS)
