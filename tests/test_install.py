@@ -129,7 +129,9 @@ def test_readme_quickstart_runs_in_the_core_install(quickstart):
     assert selected < total / 4   # the Z-ordered files of one day: min/max prunes most
     assert "200000 rows at version 1, 180001 now" in out
     assert "(5, 'MERGE'), (4, 'DELETE'), (3, 'UPDATE'), (2, 'OPTIMIZE'), (1, 'WRITE')" in out
-    assert re.search(r"\|item 8\|\s*719\|", out)
+    assert "20 rows updated, 1 inserted" in out       # the MERGE builder's result
+    assert re.search(r"\|item 8\|\s*800\|", out)       # after RESTORE to version 2: all 200,000 rows again
+    assert re.search(r"^40 files in .*/sales$", out, re.M)   # DESCRIBE DETAIL of the restored OPTIMIZE
     assert re.search(r"DynamicFilePruning sales AS s <- items .*\n  applied: 1 keys", out)
     assert quickstart["imported"] == []   # tables, Z-order, DML and lake.sql import no extra's package
 
