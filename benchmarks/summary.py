@@ -125,15 +125,11 @@ def warnings(run: Run) -> list[str]:
         out.append("**UNCOMMITTED CHANGES: this run did not measure one revision** ("
                    + ", ".join(c.strip() for c in run.changes[:5]) + (", ..." if len(run.changes) > 5 else "") + ").")
     if not run.complete:
-        out.append(f"**Partial run: {len(ran(run))} of the suite's {len(run.suite)} benchmarks ran.**")
-    bad = [s.name for s in ran(run) if s.status != "ok"]
+        out.append(f"**Partial run: {len(run.ran())} of the suite's {len(run.suite)} benchmarks ran.**")
+    bad = [s.name for s in run.ran() if s.status != "ok"]
     if bad:
         out.append(f"**Did not pass: {', '.join(bad)}.**")
     return out
-
-
-def ran(run: Run) -> list[Step]:
-    return [s for s in run.steps if s.status != "pending"]
 
 
 def header(results: Results, details_link: str | None) -> str:
@@ -215,7 +211,7 @@ def refusal(run: Run) -> str | None:
     if not run.clean:
         return "it ran on a tree with uncommitted changes"
     if not run.complete:
-        return f"it ran {len(ran(run))} of the suite's {len(run.suite)} benchmarks"
+        return f"it ran {len(run.ran())} of the suite's {len(run.suite)} benchmarks"
     return None
 
 

@@ -35,7 +35,8 @@ def report(name: str, title: str) -> Report:
 
 
 def fake_run(folder: Path, *, quick: bool = False, clean: bool = True,
-             suite: tuple[str, ...] = ("bench_one", "bench_two", "bench_three", "bench_four")) -> Path:
+             suite: tuple[str, ...] = ("bench_one", "bench_two", "bench_three", "bench_four"),
+             fifth: str = "pending") -> Path:
     """A run of four benchmarks: one meets its goal (with headlines), one misses one of two goals
     (no headlines), one has no goal and a failed check, and one failed without a result."""
     folder.mkdir(parents=True)
@@ -57,7 +58,7 @@ def fake_run(folder: Path, *, quick: bool = False, clean: bool = True,
                   seconds=3600.0),
              Step(3, "bench_three", [], status="checks failed", exit_status=1, seconds=5.0),
              Step(4, "bench_four", [], status="failed", exit_status=2, seconds=1.0)]
-    steps += [Step(5, "bench_five", [])] if "bench_five" in suite else []  # not run yet
+    steps += [Step(5, "bench_five", [], status=fifth)] if "bench_five" in suite else []  # not run to the end
     Run(name=folder.name, revision="a" * 40, revision_short="aaaaaaa", clean=clean,
         changes=[] if clean else [" M skiplake/table.py"], quick=quick, suite=list(suite), machine=dict(MACHINE),
         started_utc="2026-11-25 10:00:00 UTC", finished_utc="2026-11-25 11:01:16 UTC", data="/tmp/data",
@@ -115,11 +116,18 @@ def test_the_docs_take_the_summary_between_the_markers_and_the_tables(tmp_path):
     assert page.read_text() == text
 
 
-@pytest.mark.parametrize("kind, why", [("quick", "quick run"), ("dirty", "uncommitted changes"),
-                                       ("partial", "ran 4 of the suite's 5 benchmarks")])
+PARTIAL = "ran 4 of the suite's 5 benchmarks"
+
+
+@pytest.mark.parametrize("kind, why", [("quick", "quick run"), ("dirty", "uncommitted changes"), ("partial", PARTIAL),
+                                       ("killed", PARTIAL), ("interrupted", PARTIAL)])
 def test_the_docs_refuse_a_quick_a_dirty_or_a_partial_run(tmp_path, kind, why):
-    suite = ("bench_one", "bench_two", "bench_three", "bench_four") + (("bench_five",) if kind == "partial" else ())
-    folder = fake_run(tmp_path / "run", quick=kind == "quick", clean=kind != "dirty", suite=suite)
+    """Partial: a benchmark not run, or one whose process was killed ("running" in run.json) or
+    interrupted, as when a run stops and is resumed with --only naming others."""
+    partial = kind in ("partial", "killed", "interrupted")
+    suite = ("bench_one", "bench_two", "bench_three", "bench_four") + (("bench_five",) if partial else ())
+    fifth = {"killed": "running", "interrupted": "interrupted"}.get(kind, "pending")
+    folder = fake_run(tmp_path / "run", quick=kind == "quick", clean=kind != "dirty", suite=suite, fifth=fifth)
     page = tmp_path / "benchmarks.md"
     page.write_text(PAGE)
     with pytest.raises(InvalidArgumentError, match=why):
@@ -129,8 +137,11 @@ def test_the_docs_refuse_a_quick_a_dirty_or_a_partial_run(tmp_path, kind, why):
     publish(folder, docs=True, page=page, details_path=tmp_path / "benchmark-run.md")
     assert page.read_text() == PAGE and not (tmp_path / "benchmark-run.md").exists()
     marked = (folder / "summary.md").read_text()
-    assert {"quick": "QUICK RUN", "dirty": "UNCOMMITTED CHANGES", "partial": "Partial run: 4 of"}[kind] in marked
-    assert ("| 5 | bench_five | - | - | **not run** |" in marked) == (kind == "partial")
+    assert ("QUICK RUN" if kind == "quick" else "UNCOMMITTED CHANGES" if kind == "dirty" else "Partial run: 4 of") \
+        in marked
+    shown = {"partial": "not run", "killed": "did not finish", "interrupted": "interrupted"}.get(kind)
+    assert ("| 5 | bench_five | - | - | **" in marked) == partial
+    assert shown is None or f"| 5 | bench_five | - | - | **{shown}** |" in marked
 
 
 def test_a_page_without_markers_is_refused():
