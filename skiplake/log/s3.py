@@ -20,6 +20,7 @@ import os
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, BinaryIO, Callable, Iterator, Mapping
 
 from skiplake.errors import (
@@ -89,19 +90,59 @@ def client_for(bucket: str) -> Any:
 
 
 def _new_client(options: Mapping[str, str]) -> Any:
-    import boto3
     from botocore.config import Config
-    session = boto3.session.Session(profile_name=options.get("AWS_PROFILE"))
-    endpoint = options.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3") \
-        or os.environ.get("AWS_ENDPOINT_URL") or None
-    region = options.get("AWS_REGION") or session.region_name or ("us-east-1" if endpoint else None)
+    session = _session(options)
+    endpoint = _endpoint(options)
     # S3-compatible servers on an address (127.0.0.1:9000) have no per-bucket host names.
     config = Config(s3={"addressing_style": "path"} if endpoint else {},
                     retries={"mode": "standard", "max_attempts": 5})
-    return session.client("s3", endpoint_url=endpoint, region_name=region,
+    return session.client("s3", endpoint_url=endpoint, region_name=_region(options, session, endpoint),
                           aws_access_key_id=options.get("AWS_ACCESS_KEY_ID"),
                           aws_secret_access_key=options.get("AWS_SECRET_ACCESS_KEY"),
                           aws_session_token=options.get("AWS_SESSION_TOKEN"), config=config)
+
+
+def _session(options: Mapping[str, str]) -> Any:
+    import boto3
+    return boto3.session.Session(profile_name=options.get("AWS_PROFILE"))
+
+
+def _endpoint(options: Mapping[str, str]) -> str | None:
+    return options.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT_URL_S3") \
+        or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def _region(options: Mapping[str, str], session: Any, endpoint: str | None) -> str | None:
+    return options.get("AWS_REGION") or session.region_name or ("us-east-1" if endpoint else None)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where and as whom this process's client for a bucket connects, for a process that cannot
+    share the client (a Spark job's executors): the endpoint, the region and one set of credentials
+    (None: the other process's own chain finds them)."""
+    endpoint: str | None
+    region: str | None
+    access_key: str | None = None
+    secret_key: str | None = None
+    session_token: str | None = None
+
+
+def connection_for(bucket: str) -> Connection:
+    """The connection of client_for(bucket): the bucket's options, else the profile, environment and
+    chain boto3 resolves, the credentials taken together from the one source that has them."""
+    options = _bucket_options.get(bucket, {})
+    session = _session(options)
+    endpoint = _endpoint(options)
+    region = _region(options, session, endpoint)
+    if options.get("AWS_ACCESS_KEY_ID"):
+        return Connection(endpoint, region, options["AWS_ACCESS_KEY_ID"], options.get("AWS_SECRET_ACCESS_KEY"),
+                          options.get("AWS_SESSION_TOKEN"))
+    found = session.get_credentials()
+    if found is None:
+        return Connection(endpoint, region)
+    frozen = found.get_frozen_credentials()
+    return Connection(endpoint, region, frozen.access_key, frozen.secret_key, frozen.token)
 
 
 def _code(error: Exception) -> str:

@@ -14,14 +14,13 @@ the tasks, as Hadoop's S3A settings are) or the executors' own AWS credential ch
 """
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skiplake.log.location import bucket_and_key, is_remote
-from skiplake.log.s3 import bucket_options
+from skiplake.log.s3 import connection_for
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,10 +63,10 @@ def footer_reader(s3_options: dict[str, str]) -> Reader:
                     fs, where = local, path
                 with fs.open_input_file(where) as f:
                     size = f.size()
-                    tail = min(size, 65536)
+                    tail = min(size, TAIL_BYTES)
                     f.seek(size - tail)
                     data = f.read(tail)
-                    if size < 12 or data[-4:] != b"PAR1":
+                    if size < 12 or data[-4:] != MAGIC:
                         yield index, None, "not a Parquet file (it does not end with the PAR1 marker)"
                         continue
                     length = int.from_bytes(data[-8:-4], "little")
@@ -93,23 +92,16 @@ def parse_footer(footer: bytes) -> pq.FileMetaData:
 
 
 def s3_options_for(path: str) -> dict[str, str]:
-    """pyarrow.fs.S3FileSystem arguments for the bucket of `path`: the options the driver was
-    given for it, else the driver's AWS_* environment (empty: the executors' own chain)."""
+    """pyarrow.fs.S3FileSystem arguments that reach the bucket of `path` as the driver's client
+    does: its endpoint, region and credentials (one set, from one source)."""
     if not is_remote(path):
         return {}
-    given = bucket_options(bucket_and_key(path)[0])
-    def pick(key: str) -> str | None:
-        return given.get(key) or os.environ.get(key)
-    out: dict[str, str] = {}
-    for key, arg in (("AWS_ACCESS_KEY_ID", "access_key"), ("AWS_SECRET_ACCESS_KEY", "secret_key"),
-                     ("AWS_SESSION_TOKEN", "session_token"), ("AWS_REGION", "region")):
-        value = pick(key)
-        if value:
-            out[arg] = value
-    endpoint = pick("AWS_ENDPOINT_URL")
-    if endpoint:
-        scheme, sep, rest = endpoint.partition("://")
-        out["endpoint_override"] = rest.rstrip("/") if sep else endpoint
+    c = connection_for(bucket_and_key(path)[0])
+    out = {arg: value for arg, value in (("access_key", c.access_key), ("secret_key", c.secret_key),
+                                         ("session_token", c.session_token), ("region", c.region)) if value}
+    if c.endpoint:
+        scheme, sep, rest = c.endpoint.partition("://")
+        out["endpoint_override"] = rest.rstrip("/") if sep else c.endpoint
         out["scheme"] = scheme if sep else "https"
     return out
 
