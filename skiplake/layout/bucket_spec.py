@@ -28,7 +28,7 @@ MAX_BUCKETS = 100_000
 # The hidden column the writer puts each row's bucket id in (a folder level while Spark writes).
 BUCKET_COLUMN = "__skiplake_bucket"
 # Spark's BucketingUtils: the digits after the last underscore, before the first dot that follows.
-_SPARK_BUCKET_NAME = re.compile(r".*_(\d+)(?:\..*)?$")
+SPARK_BUCKET_NAME = re.compile(r".*_(\d+)(?:\..*)?$")
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,10 @@ class BucketSpec:
                 raise InvalidArgumentError(f"BucketSpec.{name} must be a column name or a list of names, "
                                            f"not {value!r}")
             object.__setattr__(self, name, tuple(names))
+
+    def bucket_sql(self) -> str:
+        """A row's bucket as a Spark SQL expression: what Spark's bucketBy writes with."""
+        return f"pmod(hash({', '.join(f'`{c}`' for c in self.columns)}), {self.num_buckets})"
 
     def to_configuration(self) -> dict[str, str]:
         out = {NUM_BUCKETS_KEY: str(self.num_buckets), COLUMNS_KEY: json.dumps(list(self.columns))}
@@ -114,7 +118,7 @@ def bucket_file_name(name: str, bucket: int) -> str:
 
 def bucket_id_from_name(name: str) -> int | None:
     """The bucket id Spark's bucketed scan reads from a file name, or None if it has none."""
-    m = _SPARK_BUCKET_NAME.match(name.rsplit("/", 1)[-1])
+    m = SPARK_BUCKET_NAME.match(name.rsplit("/", 1)[-1])
     return int(m.group(1)) if m else None
 
 

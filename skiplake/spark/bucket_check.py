@@ -12,20 +12,13 @@ from typing import Sequence
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from skiplake.layout.bucket_spec import BucketSpec
+from skiplake.layout.bucket_spec import SPARK_BUCKET_NAME, BucketSpec
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import file_key
 from skiplake.log.schema import Schema
 from skiplake.spark.read import FILE_COLUMN, read_files, spark_file_key
 
 _NAME_COLUMN = "__skiplake_file_name"
-# Spark's BucketingUtils.getBucketId: the digits after the last underscore, before the first dot after it.
-_BUCKET_IN_NAME = r".*_(\d+)(?:\..*)?$"
-
-
-def bucket_expression(spec: BucketSpec) -> str:
-    """A row's bucket as Spark computes it: pmod(hash(columns), num_buckets)."""
-    return f"pmod(hash({', '.join(f'`{c}`' for c in spec.columns)}), {spec.num_buckets})"
 
 
 def misplaced_rows(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
@@ -35,8 +28,8 @@ def misplaced_rows(spark: SparkSession, table_path: str, schema: Schema, partiti
         return {}
     df = read_files(spark, table_path, schema, partition_columns, files, with_file_info=True,
                     file_column=_NAME_COLUMN)
-    named = F.regexp_extract(F.col(_NAME_COLUMN), _BUCKET_IN_NAME, 1).cast("int")
-    wrong = F.when(F.expr(bucket_expression(spec)) != named, 1).otherwise(0)
+    named = F.regexp_extract(F.col(_NAME_COLUMN), SPARK_BUCKET_NAME.pattern, 1).cast("int")
+    wrong = F.when(F.expr(spec.bucket_sql()) != named, 1).otherwise(0)
     found = (df.select(FILE_COLUMN, _NAME_COLUMN, *[F.col(f"`{c}`") for c in spec.columns])
              .groupBy(FILE_COLUMN).agg(F.sum(wrong).alias("n")).where("n > 0").collect())
     by_key = {file_key(table_path, f.path): f.path for f in files}

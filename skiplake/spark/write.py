@@ -67,8 +67,7 @@ def bucketed(df: DataFrame, spec: BucketSpec, partition_columns: list[str]) -> D
     if BUCKET_COLUMN.lower() in (c.lower() for c in df.columns):
         raise InvalidArgumentError(f"a bucketed table cannot take a column named {BUCKET_COLUMN!r} (the writer uses "
                                    "that name for each row's bucket id); rename the column")
-    quoted = ", ".join(f"`{c}`" for c in spec.columns)
-    df = df.withColumn(BUCKET_COLUMN, F.expr(f"pmod(hash({quoted}), {spec.num_buckets})"))
+    df = df.withColumn(BUCKET_COLUMN, F.expr(spec.bucket_sql()))
     bucket = F.col(BUCKET_COLUMN)
     parts = [F.col(f"`{p}`") for p in partition_columns]
     if parts:
