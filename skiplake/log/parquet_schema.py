@@ -156,20 +156,22 @@ def schema_key(schema: Schema) -> tuple:
 
 def merged(left: Schema, right: Schema) -> Schema:
     """The union of two schemas as Spark's mergeSchema makes it: `left`'s columns in order, then
-    the columns only `right` has; nested struct fields merged alike. A column both have must
+    the columns only `right` has (names compared ignoring case); nested struct fields merged alike. A column both have must
     have one type (SchemaConflict otherwise): no widening."""
     fields = _merge_fields([f.to_json() for f in left.fields], [f.to_json() for f in right.fields], "")
     return Schema(tuple(Field(f["name"], f["type"], True, f.get("metadata") or {}) for f in fields))
 
 
 def _merge_fields(left: list[dict], right: list[dict], prefix: str) -> list[dict]:
-    by_name = {f["name"]: f for f in right}
+    # Names compare ignoring case, as Spark's mergeSchema does by default (spark.sql.caseSensitive
+    # false): `ID` in one file and `id` in another are one column, spelled as the first file has it.
+    by_name = {f["name"].lower(): f for f in right}
     out = []
     for f in left:
-        other = by_name.get(f["name"])
+        other = by_name.get(f["name"].lower())
         out.append(f if other is None else {**f, "type": _merge_types(f["type"], other["type"], prefix + f["name"])})
-    names = {f["name"] for f in left}
-    return out + [f for f in right if f["name"] not in names]
+    names = {f["name"].lower() for f in left}
+    return out + [f for f in right if f["name"].lower() not in names]
 
 
 def _merge_types(a: Any, b: Any, column: str) -> Any:
