@@ -12,19 +12,16 @@ import datetime as dt
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from skiplake.errors import FilesVacuumedError, InvalidArgumentError, SchemaMismatchError
+from skiplake.errors import FilesVacuumedError, InvalidArgumentError
 from skiplake.inspect import TableDetail, table_detail
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
-from skiplake.layout.partitioning import check_partition_types
 from skiplake.layout.schema_changes import SchemaChangeError, dropped, renamed
 from skiplake.log.actions import Metadata, Protocol
-from skiplake.log.column_mapping import configure
 from skiplake.log.features import required_protocol
 from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
-from skiplake.log.stats import stats_settings
 from skiplake.log.stores import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.plan import ScanPlan, plan_scan
@@ -39,7 +36,14 @@ from skiplake.spark.transaction import Transaction
 from skiplake.spark.types import as_schema, to_spark
 from skiplake.spark.write import WriteOptions
 from skiplake.txn import create
-from skiplake.txn.isolation import check_isolation_property, isolation_level
+from skiplake.txn.isolation import isolation_level
+from skiplake.txn.new_table import (
+    check_properties,
+    partition_columns,
+    refuse_bucketing_properties,
+    table_properties,
+    with_column_mapping,
+)
 from skiplake.txn.restore import RestoreResult, restore
 
 if TYPE_CHECKING:
@@ -81,9 +85,11 @@ class Table:
                description: str | None = None, storage_options: Mapping[str, str] | None = None) -> "Table":
         path = use_location(spark, path, storage_options)
         sch = as_schema(schema, spark)
-        parts = _partition_columns(path, sch, partition_by)
-        config = _configuration(path, sch, parts, bucket_by, properties)
-        sch, config = _mapped(path, sch, config, "none", new_table=True)
+        parts = partition_columns(path, sch, partition_by)
+        config = table_properties(path, properties, bucket_by)
+        if bucket_by is not None:
+            config.update(bucket_by.resolved(path, sch, parts).to_configuration())
+        sch, config = with_column_mapping(path, sch, config, "none", new_table=True, bucketed=bucket_by is not None)
         metadata = Metadata.new(sch, parts, config, name=name, description=description)
         snapshot = create(path, metadata, required_protocol(Protocol(1, 2), config), operation_parameters={
             "partitionBy": parts, "properties": config, "isManaged": "false"})
@@ -281,12 +287,10 @@ class Table:
         txn = self.begin()
         base = txn.snapshot.metadata
         config = {**base.configuration, **{k: str(v) for k, v in properties.items()}}
-        reserved = sorted(k for k in properties if k.startswith("skiplake.bucketing."))
-        if reserved:
-            raise InvalidArgumentError(f"{self.path}: the bucket spec is set at create, not as properties {reserved}")
-        check_isolation_property(config)
-        _check_stats_properties(self.path, config)
-        schema, config = _mapped(self.path, base.schema, config, txn.snapshot.column_mapping, new_table=False)
+        refuse_bucketing_properties(self.path, properties, "the bucket spec is set at create")
+        check_properties(self.path, config)
+        schema, config = with_column_mapping(self.path, base.schema, config, txn.snapshot.column_mapping,
+                                             new_table=False, bucketed=bucket_spec_of(config) is not None)
         txn.set_metadata(replace(base, schemaString=schema.json_string(), configuration=config),
                          required_protocol(txn.snapshot.protocol, config))
         return txn.stage("SET TBLPROPERTIES", {"properties": dict(properties)}).commit()
@@ -314,51 +318,3 @@ class Table:
         return txn.stage("DROP COLUMNS", {"columns": list(names)}).commit()
 
 
-def _mapped(path: str, schema: Schema, config: dict[str, str], current: str, new_table: bool
-            ) -> tuple[Schema, dict[str, str]]:
-    """The schema and configuration with the column mapping the properties ask for."""
-    try:
-        mapped, config = configure(schema, config, current, new_table)
-    except ValueError as e:
-        raise InvalidArgumentError(f"{path}: {e}") from None
-    if mapped is not schema and bucket_spec_of(config) is not None:
-        # The bucketed writer hashes columns by the names the spec gives, which the files would not use.
-        raise InvalidArgumentError(f"{path}: a bucketed table cannot take column mapping in this release")
-    return mapped, config
-
-
-def _partition_columns(path: str, schema: Schema, partition_by: Sequence[str] | None) -> list[str]:
-    parts = [schema.field(c).name if schema.find(c) else c for c in (partition_by or [])]
-    missing = [c for c in parts if schema.find(c) is None]
-    if missing:
-        raise SchemaMismatchError(path, [f"partition column {c!r} is not in the schema" for c in missing],
-                                  "Partition by columns of the schema.")
-    check_partition_types(path, schema, parts)
-    if len(parts) == len(schema.fields) and parts:
-        raise InvalidArgumentError(f"{path}: a table needs at least one column that is not a partition column")
-    return parts
-
-
-def _configuration(path: str, schema: Schema, parts: list[str], bucket_by: BucketSpec | None,
-                   properties: Mapping[str, str] | None) -> dict[str, str]:
-    """metaData.configuration of a new table: its properties, plus the bucket spec."""
-    config = {k: str(v) for k, v in (properties or {}).items()}
-    reserved = sorted(k for k in config if k.startswith("skiplake.bucketing."))
-    if reserved:
-        raise InvalidArgumentError(f"{path}: give the bucketing as bucket_by=BucketSpec(...), "
-                                   f"not as properties {reserved}")
-    if bucket_by is not None:
-        if not isinstance(bucket_by, BucketSpec):
-            raise InvalidArgumentError(f"{path}: bucket_by must be a skiplake.BucketSpec, not {type(bucket_by)}")
-        config.update(bucket_by.resolved(path, schema, parts).to_configuration())
-    check_isolation_property(config)
-    _check_stats_properties(path, config)
-    return config
-
-
-def _check_stats_properties(path: str, config: Mapping[str, str]) -> None:
-    """Refuse a malformed delta.dataSkippingNumIndexedCols: every later write would fail on it."""
-    try:
-        stats_settings(config)
-    except ValueError as e:
-        raise InvalidArgumentError(f"{path}: {e}") from None

@@ -233,6 +233,10 @@ def test_partition_types_are_inferred_as_spark_infers_them(spark: SparkSession, 
         assert types_of(t) == {**types_of(theirs), "p_null": "string"} and types_of(theirs)["p_null"] == "void"
         assert types_of(t) == {"x": "int", **{c: ty for c, (_, ty) in INFERRED.items()}}
         assert rows_as_strings(t.read()) == rows_as_strings(theirs)
+    # The log holds each value cast to its type and spelled as Delta spells it, not as the folder does.
+    stored = {c: sorted({f.partitionValues[c] for f in t.snapshot.add_files}) for c in ("p_int", "p_dbl", "p_ts")}
+    assert stored == {"p_int": ["-2", "1", "7"], "p_dbl": ["-0.25", "1.5", "2.0"],
+                      "p_ts": ["2024-01-01 10:00:00.000000", "2024-01-02 00:00:00.000000", "2024-01-03 00:00:01.500000"]}
     # A DDL string types them instead: leading zeros stay a string.
     copy = tmp_path / "typed"
     shutil.copytree(dirs.pristine / "parted", copy)
@@ -596,10 +600,12 @@ def test_cli_convert(spark: SparkSession, dirs: Dirs, tmp_path: Path, capsys: py
 # ================================================================ 5. other readers
 
 
-def test_delta_rs_reads_converted_tables(plain: Table, parted: Table, bucketed: skiplake.Lake) -> None:
+def test_delta_rs_reads_converted_tables(spark: SparkSession, dirs: Dirs, plain: Table, parted: Table,
+                                        bucketed: skiplake.Lake) -> None:
     deltalake = pytest.importorskip("deltalake")
     from tests.test_deltalake_interop import normalize
-    for t in (plain, parted, bucketed.table("bk_int")):
+    inferred = Table.convert(spark, dirs.inferred, partition_by=list(INFERRED))   # folders like p_int=007
+    for t in (plain, parted, inferred, bucketed.table("bk_int")):
         assert isinstance(t, Table)
         cols = t.schema.names
         theirs = deltalake.DeltaTable(t.path).to_pyarrow_table().to_pylist()

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from skiplake.errors import ConversionPartitionError
 from skiplake.layout.bucket_spec import bucket_id_from_name
-from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, unescape_path_name
+from skiplake.layout.partitioning import partition_value, unescape_path_name
 from skiplake.log.stores import storage_at
 
 COPYING_SUFFIX = "._COPYING_"
@@ -49,8 +49,7 @@ class Folder:
 
     @property
     def value(self) -> str | None:
-        raw = self.raw_value
-        return None if raw == HIVE_DEFAULT_PARTITION else unescape_path_name(raw)
+        return partition_value(self.raw_value)
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ def partition_columns_of(listing: DirectoryListing, names: Sequence[str]) -> lis
             shown = ", ".join(found) or "?"
             raise ConversionPartitionError(
                 root, f"the data files are in partition folders ({shown}) but no partition columns were given",
-                sorted({f.folder for f in listing.files if f.folders})[:ConversionPartitionError.SHOWN],
+                sorted({f.folder for f in listing.files if f.folders}),
                 f"Name them: partition_by=[{', '.join(repr(c) for c in found)}] (types inferred as Spark infers "
                 "them), or typed by a DDL string such as \"" + ", ".join(f"{c} STRING" for c in found)
                 + "\" (--partition-by on the command line).")

@@ -16,12 +16,14 @@ CONVERT TO DELTA checks that a folder's value casts to its column's type.
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from decimal import Decimal, InvalidOperation, localcontext
 from typing import Iterable
 
 from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, unescape_path_name
 from skiplake.log.schema import INTEGER_TYPES, is_decimal
+from skiplake.log.values import format_partition_value, parse_partition_value, parse_timestamp
 
 MAX_PRECISION = 38
 
@@ -164,6 +166,40 @@ def value_fits(value: str | None, type_: str) -> bool:
     if type_ in ("timestamp", "timestamp_ntz"):
         return _is_timestamp(value) or _is_date(value) or _iso_timestamp(value)
     return False
+
+
+def canonical_value(value: str | None, type_: str) -> str | None:
+    """A folder's value of `type_` (one value_fits accepts) as a partition value of the log: cast
+    to the type and spelled the one way every Delta reader parses ('+5' is '5', 'TRUE' is 'true',
+    a date '2024-01-01 10:00' is '2024-01-01'), as Delta's CONVERT casts each folder's value. A
+    timestamp with an offset names an instant: it is kept in UTC, ISO-8601 with 'Z'; one without
+    stays a wall-clock time, which readers take in the session's time zone as Spark reads the folder."""
+    if value is None or type_ == "string":
+        return value
+    if value == "":
+        return None
+    if is_decimal(type_):
+        _, scale = _decimal_parts(type_)
+        return format(Decimal(value).quantize(Decimal(1).scaleb(-scale)), "f")
+    if type_ in ("float", "double"):
+        number = float(value)
+        if math.isnan(number):
+            return "NaN"  # Java's spelling, which Spark's and delta-rs's parsers both read
+        if math.isinf(number):
+            return "Infinity" if number > 0 else "-Infinity"
+        return repr(number)
+    if type_ == "timestamp_ntz":
+        return format_partition_value(parse_timestamp(value, keep_wall_clock=True), type_)
+    if type_ == "timestamp" and _offset(value):
+        return parse_timestamp(value).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return format_partition_value(parse_partition_value(value, type_), type_)
+
+
+def _offset(text: str) -> bool:
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).tzinfo is not None
+    except ValueError:
+        return False
 
 
 def _iso_timestamp(text: str) -> bool:

@@ -47,6 +47,16 @@ def partition_dir(partition_columns: list[str], values: dict[str, str | None]) -
     return "/".join(parts)
 
 
+def partition_value(folder_value: str) -> str | None:
+    """A folder name's value (after `column=`) unescaped; __HIVE_DEFAULT_PARTITION__ is None."""
+    return None if folder_value == HIVE_DEFAULT_PARTITION else unescape_path_name(folder_value)
+
+
+def has_partition_encoding(type_: object) -> bool:
+    """Whether values of `type_` can be partition values (spelled in a folder name)."""
+    return is_primitive(type_) and type_ not in _PARTITION_TYPES_REFUSED
+
+
 def parse_partition_dir(relative_dir: str) -> dict[str, str | None]:
     """col1=v1/col2=v2 to {col1: v1, col2: v2}; __HIVE_DEFAULT_PARTITION__ becomes None."""
     out: dict[str, str | None] = {}
@@ -56,7 +66,7 @@ def parse_partition_dir(relative_dir: str) -> dict[str, str | None]:
         if "=" not in segment:
             continue
         key, _, value = segment.partition("=")
-        out[unescape_path_name(key)] = None if value == HIVE_DEFAULT_PARTITION else unescape_path_name(value)
+        out[unescape_path_name(key)] = partition_value(value)
     return out
 
 
@@ -66,6 +76,6 @@ def check_partition_types(table_path: str, schema: Schema, partition_columns: li
         f = schema.find(name)
         if f is None:
             raise PartitionValueError(table_path, name, None, "the partition column is not in the schema")
-        if not is_primitive(f.type) or f.type in _PARTITION_TYPES_REFUSED:
+        if not has_partition_encoding(f.type):
             raise PartitionValueError(table_path, name, f"<{f.type if isinstance(f.type, str) else f.type['type']}>",
                                       "values of this type have no partition value encoding")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from skiplake.errors import (
@@ -36,12 +36,11 @@ from skiplake.errors import (
     NotATableError,
 )
 from skiplake.layout.bucket_spec import BUCKET_TAG, BucketSpec
-from skiplake.layout.hive_directory import DataFile, DirectoryListing, list_data_files, partition_columns_of
-from skiplake.layout.partition_types import infer_column_type, value_fits
-from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, check_partition_types, unescape_path_name
+from skiplake.layout.hive_directory import DirectoryListing, list_data_files, partition_columns_of
+from skiplake.layout.partition_types import canonical_value, infer_column_type, value_fits
+from skiplake.layout.partitioning import has_partition_encoding, partition_value
 from skiplake.log.actions import AddFile, Metadata, Protocol
 from skiplake.log.checkpoint import write_checkpoint
-from skiplake.log.column_mapping import configure
 from skiplake.log.features import required_protocol
 from skiplake.log.location import is_remote, join, norm, resolve
 from skiplake.log.parquet_schema import (
@@ -53,7 +52,7 @@ from skiplake.log.parquet_schema import (
     schema_key,
 )
 from skiplake.log.paths import to_log_path
-from skiplake.log.schema import Field, Schema, is_primitive, type_name
+from skiplake.log.schema import Field, Schema, type_name
 from skiplake.log.snapshot import Snapshot, log_storage
 from skiplake.log.stats import FooterColumns, footer_columns, read_footers, stats_from_metadata, stats_settings
 from skiplake.spark.bucket_check import misplaced_rows
@@ -62,7 +61,7 @@ from skiplake.spark.object_stores import use_location
 from skiplake.spark.session_catalog import session_table
 from skiplake.spark.types import as_schema
 from skiplake.txn import create
-from skiplake.txn.isolation import check_isolation_property
+from skiplake.txn.new_table import partition_columns, table_properties, with_column_mapping
 
 if TYPE_CHECKING:
     import pyarrow.parquet as pq
@@ -73,7 +72,6 @@ OPERATION = "CONVERT"
 # A converted table of this many files gets a checkpoint at version 0, so that loading it reads
 # one Parquet file rather than parsing a commit of that many JSON lines.
 CHECKPOINT_FILES = 1_000
-_COLUMN_MAPPING_KEY = "delta.columnMapping.mode"
 
 PartitionBy = Sequence[str] | str | None
 
@@ -154,10 +152,12 @@ def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionB
     if existing is not None:
         return Conversion(existing, ConversionReport(root, existing.version, converted=False,
                                                      seconds=round(time.perf_counter() - started, 3)))
-    config = _configuration(root, properties, bucket_by)
+    config = table_properties(root, properties, bucket_by)
     # 2. the data files
     listing = _listing(root)
     say(f"{len(listing.files):,} data files ({listing.total_bytes:,} bytes) under {root}")
+    if bucket_by is not None:
+        _check_bucket_ids(listing, bucket_by)   # from the names alone: refused before any footer is read
     # 3. partitions
     columns = partition_columns_of(listing, [n for n, _ in parts_given])
     part_types = _partition_types(spark, listing, columns, [t for _, t in parts_given])
@@ -165,13 +165,12 @@ def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionB
     use_job = len(listing.files) >= job_threshold(spark, footer_job_threshold) and can_run_jobs(spark)
     say(f"reading {len(listing.files):,} footers in the {'Spark job' if use_job else 'driver'}")
     schema, stats, schema_merged = _schema_and_stats(spark, listing, columns, part_types, config, merge_schema, use_job)
-    schema, config = _mapped(root, schema, config, bucket_by is not None)
+    schema, config = with_column_mapping(root, schema, config, "none", new_table=False, bucketed=bucket_by is not None)
     # 5. buckets
-    adds = _adds(listing, columns, stats)
+    adds = _adds(listing, columns, part_types, stats, bucketed=bucket_by is not None)
     spec = bucket_by.resolved(root, schema, columns) if bucket_by is not None else None
     checked = ""
     if spec is not None:
-        adds = _bucketed(root, listing, adds, spec)
         checked = "names"
         if verify_buckets:
             say(f"checking every row's bucket of {len(adds):,} files (a Spark job over the bucket columns)")
@@ -188,14 +187,14 @@ def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionB
     say(f"committed version {snapshot.version}")
     rows = [f.num_records for f in adds]
     report = ConversionReport(
-        root, snapshot.version, True, len(adds), listing.total_bytes,
-        None if any(r is None for r in rows) else sum(r or 0 for r in rows),
-        [f"{c} {type_name(t)}" for c, t in zip(columns, part_types)],
-        len({tuple(d.raw_value for d in f.folders) for f in listing.files}) if columns else 0,
-        None if spec is None else {"num_buckets": spec.num_buckets, "columns": list(spec.columns),
-                                   "sort_by": list(spec.sort_by)},
-        checked, "spark job" if use_job else "driver", schema_merged, len(listing.skipped),
-        round(time.perf_counter() - started, 3))
+        path=root, version=snapshot.version, converted=True, files=len(adds), bytes=listing.total_bytes,
+        rows=None if any(r is None for r in rows) else sum(r or 0 for r in rows),
+        partition_columns=[f"{c} {type_name(t)}" for c, t in zip(columns, part_types)],
+        partitions=len({tuple(d.raw_value for d in f.folders) for f in listing.files}) if columns else 0,
+        bucket_spec=None if spec is None else {"num_buckets": spec.num_buckets, "columns": list(spec.columns),
+                                               "sort_by": list(spec.sort_by)},
+        buckets_checked=checked, footers_read_by="spark job" if use_job else "driver", schema_merged=schema_merged,
+        skipped_files=len(listing.skipped), seconds=round(time.perf_counter() - started, 3))
     return Conversion(snapshot, report)
 
 
@@ -251,34 +250,6 @@ def _existing_table(root: str) -> Snapshot | None:
         return None
 
 
-def _configuration(root: str, properties: Mapping[str, str] | None, bucket_by: BucketSpec | None) -> dict[str, str]:
-    config = {k: str(v) for k, v in (properties or {}).items()}
-    reserved = sorted(k for k in config if k.startswith("skiplake.bucketing."))
-    if reserved:
-        raise InvalidArgumentError(f"{root}: give the bucketing as bucket_by=BucketSpec(...), not as properties {reserved}")
-    if bucket_by is not None and not isinstance(bucket_by, BucketSpec):
-        raise InvalidArgumentError(f"{root}: bucket_by must be a skiplake.BucketSpec, not {type(bucket_by)}")
-    check_isolation_property(config)
-    try:
-        stats_settings(config)
-    except ValueError as e:
-        raise InvalidArgumentError(f"{root}: {e}") from None
-    return config
-
-
-def _mapped(root: str, schema: Schema, config: dict[str, str], bucketed: bool) -> tuple[Schema, dict[str, str]]:
-    """Column mapping, when the properties ask for it: by name only, each column's physical name
-    its own (the files already use it), as Delta gives an existing table."""
-    if _COLUMN_MAPPING_KEY not in config:
-        return schema, config
-    if bucketed:
-        raise InvalidArgumentError(f"{root}: a bucketed table cannot take column mapping in this release")
-    try:
-        return configure(schema, config, "none", new_table=False)
-    except ValueError as e:
-        raise InvalidArgumentError(f"{root}: {e}") from None
-
-
 # ---------------------------------------------------------------- 2. and 3. files and partitions
 
 
@@ -307,14 +278,12 @@ def _partition_types(spark: "SparkSession", listing: DirectoryListing, columns: 
     out = []
     for i, column in enumerate(columns):
         raws = sorted({f.folders[i].raw_value for f in listing.files})
-        type_ = given[i] if i < len(given) and given[i] is not None else infer_column_type(
-            raws, "timestamp_ntz" if ntz else "timestamp")
-        if not is_primitive(type_) or type_ == "binary":
+        type_ = given[i] if given[i] is not None else infer_column_type(raws, "timestamp_ntz" if ntz else "timestamp")
+        if not has_partition_encoding(type_):
             raise ConversionPartitionError(listing.root, f"partition column {column!r} is given the type "
                                            f"{type_name(type_)}, whose values have no folder encoding", [],
                                            "Type it as a string, number, date, timestamp or boolean.")
-        bad = [f"{column}={raw}" for raw in raws if raw != HIVE_DEFAULT_PARTITION
-               and not value_fits(unescape_path_name(raw), type_)]
+        bad = [f"{column}={raw}" for raw in raws if not value_fits(partition_value(raw), type_)]
         if bad:
             raise ConversionPartitionError(
                 listing.root, f"partition folders whose values are not values of {column} {type_name(type_)}", bad,
@@ -343,6 +312,23 @@ def _table_schema(data: Schema, columns: list[str], types: list[str]) -> Schema:
     return Schema(tuple(fields + [f for c in columns if (f := typed.get(c.lower())) is not None]))
 
 
+class _FileStats:
+    """Each file's stats JSON against one table schema, with the settings the table's properties
+    give; files of one Parquet schema share the work of finding the stats columns in a footer."""
+
+    def __init__(self, table: Schema, columns: list[str], config: dict[str, str]) -> None:
+        self.table, self.columns = table, columns
+        self.limit, self.stats_columns = stats_settings(config)
+        self._placed: dict[tuple, FooterColumns] = {}
+
+    def of(self, meta: "pq.FileMetaData", key: tuple) -> str:
+        layout = self._placed.get((key, meta.num_columns))
+        if layout is None:
+            layout = self._placed[(key, meta.num_columns)] = footer_columns(
+                meta, self.table, self.columns, self.limit, self.stats_columns)
+        return stats_from_metadata(meta, self.table, self.columns, columns=layout)
+
+
 @dataclass
 class _Footers:
     """What one pass over the footers found: each distinct schema and its files (in listing
@@ -355,7 +341,6 @@ class _Footers:
 
 def _first_pass(spark: "SparkSession", listing: DirectoryListing, columns: list[str], types: list[str],
                 config: dict[str, str], use_job: bool) -> _Footers:
-    limit, stats_columns = stats_settings(config)
     files = listing.files
     stats: list[str | None] = [None] * len(files)
     groups: dict[tuple, list[int]] = defaultdict(list)
@@ -363,10 +348,9 @@ def _first_pass(spark: "SparkSession", listing: DirectoryListing, columns: list[
     unreadable: list[str] = []
     unsupported: list[str] = []
     table: Schema | None = None
+    file_stats: _FileStats | None = None
     first: tuple = ()
-    # Files of one schema share its parsing and their stats columns' places in the footer.
-    parsed: dict[bytes, Schema] = {}
-    placed: dict[tuple, FooterColumns] = {}
+    parsed: dict[bytes, Schema] = {}   # files of one schema share its parsing
     for i, meta in _footers(spark, listing, use_job):
         if isinstance(meta, Exception):
             unreadable.append(f"{files[i].rel} ({_one_line(meta)})")
@@ -377,15 +361,13 @@ def _first_pass(spark: "SparkSession", listing: DirectoryListing, columns: list[
             unsupported.append(f"{files[i].rel} ({e})")
             continue
         key = schema_key(schema)
-        if table is None:
+        if file_stats is None:
             table, first = _table_schema(schema, columns, types), key
+            file_stats = _FileStats(table, columns, config)
         groups[key].append(i)
         schemas.setdefault(key, schema)
         if key == first:
-            layout = placed.get((key, meta.num_columns))
-            if layout is None:
-                layout = placed[(key, meta.num_columns)] = footer_columns(meta, table, columns, limit, stats_columns)
-            stats[i] = stats_from_metadata(meta, table, columns, columns=layout)
+            stats[i] = file_stats.of(meta, key)
     if unreadable:
         raise ConversionError(listing.root, "files that are not readable Parquet files (Spark would fail reading "
                               "them too)", sorted(unreadable),
@@ -412,22 +394,25 @@ def _cached_schema(meta: "pq.FileMetaData", parsed: dict[bytes, Schema]) -> Sche
 
 def _schema_and_stats(spark: "SparkSession", listing: DirectoryListing, columns: list[str], types: list[str],
                       config: dict[str, str], merge_schema: bool, use_job: bool
-                      ) -> tuple[Schema, list[str], bool]:
+                      ) -> tuple[Schema, list[str | None], bool]:
     """The table's schema, each file's stats JSON, and whether the files' schemas were merged.
 
     One pass computes stats with the first schema read, which is the table's when all files
-    agree; when they do not (allowed with merge_schema) every file is read again with the merged one."""
+    agree; when they do not (allowed with merge_schema) the footers are read again, each file's
+    stats then computed against the merged schema. (Keeping every footer of the first pass in
+    memory instead would cost the driver about as much as the files' count times a footer.)"""
     found = _first_pass(spark, listing, columns, types, config, use_job)
     if len(found.groups) == 1:
-        return found.table, [s or "" for s in found.stats], False
+        return found.table, found.stats, False
     table = _table_schema(_union(listing, found, merge_schema), columns, types)
-    limit, stats_columns = stats_settings(config)
-    stats = [""] * len(listing.files)
+    file_stats = _FileStats(table, columns, config)
+    parsed: dict[bytes, Schema] = {}
+    stats: list[str | None] = [None] * len(listing.files)
     for i, meta in _footers(spark, listing, use_job):
         if isinstance(meta, Exception):
             raise ConversionError(listing.root, f"a file changed while it was converted ({_one_line(meta)})",
                                   [listing.files[i].rel])
-        stats[i] = stats_from_metadata(meta, table, columns, limit, stats_columns)
+        stats[i] = file_stats.of(meta, schema_key(_cached_schema(meta, parsed)))
     return table, stats, True
 
 
@@ -477,33 +462,31 @@ def _one_line(e: Exception) -> str:
     return text[0] if text else type(e).__name__
 
 
-def _adds(listing: DirectoryListing, columns: list[str], stats: list[str]) -> list[AddFile]:
+def _adds(listing: DirectoryListing, columns: list[str], types: list[str], stats: list[str | None],
+          bucketed: bool) -> list[AddFile]:
+    """An add per file: its partition values as the log spells them, its stats, and in a bucketed
+    table its bucket id (from its name) in its tags."""
     adds = []
     for f, st in zip(listing.files, stats):
-        values = {c: d.value for c, d in zip(columns, f.folders)}
+        values = {c: canonical_value(d.value, t) for c, t, d in zip(columns, types, f.folders)}
         adds.append(AddFile(path=to_log_path(f.rel), partitionValues=values, size=f.size,
-                            modificationTime=f.mtime_ms, dataChange=True, stats=st or None))
+                            modificationTime=f.mtime_ms, dataChange=True, stats=st,
+                            tags={BUCKET_TAG: str(f.bucket_id)} if bucketed else None))
     return adds
 
 
 # ---------------------------------------------------------------- 5. buckets
 
 
-def _bucketed(root: str, listing: DirectoryListing, adds: list[AddFile], spec: BucketSpec) -> list[AddFile]:
-    """The adds with each file's bucket id (from its name) in their tags; every file must have one
-    below the bucket count."""
+def _check_bucket_ids(listing: DirectoryListing, spec: BucketSpec) -> None:
+    """Every file's name must carry a bucket id below the bucket count."""
     wrong = [f"{f.rel} ({'no bucket id in its name' if f.bucket_id is None else f'bucket {f.bucket_id}'})"
              for f in listing.files if f.bucket_id is None or f.bucket_id >= spec.num_buckets]
     if wrong:
         raise ConversionBucketError(
-            root, f"files whose names carry no bucket id of {spec.num_buckets} buckets (Spark's bucketed files "
-                  "end in _<bucket>.c000...parquet)", wrong,
+            listing.root, f"files whose names carry no bucket id of {spec.num_buckets} buckets (Spark's bucketed "
+                          "files end in _<bucket>.c000...parquet)", wrong,
             "Check the bucket count, or move the files that bucketBy did not write out of the directory.")
-    return [_tagged(a, f) for a, f in zip(adds, listing.files)]
-
-
-def _tagged(add: AddFile, f: DataFile) -> AddFile:
-    return replace(add, tags={BUCKET_TAG: str(f.bucket_id)})
 
 
 def _check_rows(spark: "SparkSession", root: str, schema: Schema, columns: list[str], adds: list[AddFile],
@@ -525,9 +508,7 @@ def _commit(root: str, metadata: Metadata, protocol: Protocol, adds: list[AddFil
             params: dict[str, Any]) -> Snapshot:
     """Version 0, and a checkpoint of it for a large table. A failed write leaves no empty
     `_delta_log/` behind."""
-    check_partition_types(root, metadata.schema, list(metadata.partitionColumns))
-    if len(metadata.partitionColumns) >= len(metadata.schema.fields):
-        raise InvalidArgumentError(f"{root}: a table needs at least one column that is not a partition column")
+    partition_columns(root, metadata.schema, list(metadata.partitionColumns))
     try:
         snapshot = create(root, metadata, protocol, list(adds), operation=OPERATION,
                           operation_parameters=params, operation_metrics={"numConvertedFiles": str(len(adds))})

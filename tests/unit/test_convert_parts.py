@@ -12,7 +12,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from skiplake.layout.hive_directory import hidden, list_data_files
-from skiplake.layout.partition_types import infer_column_type, infer_value_type, value_fits, wider_type
+from skiplake.layout.partition_types import (
+    canonical_value,
+    infer_column_type,
+    infer_value_type,
+    value_fits,
+    wider_type,
+)
 from skiplake.log.parquet_schema import SPARK_SCHEMA_KEY, SchemaConflict, UnsupportedColumnError, file_schema, merged
 from skiplake.log.schema import Field, Schema
 from skiplake.log.stats import indexed_columns, stats_from_metadata, stats_settings
@@ -110,6 +116,30 @@ def test_merging_unions_columns_and_refuses_type_changes() -> None:
     assert [f["name"] for f in m.field("s").type["fields"]] == ["x", "y"]
     with pytest.raises(SchemaConflict, match="'id' is long in one file and integer"):
         merged(a, Schema((Field("id", "integer"),)))
+    # Names compare as Spark compares them by default, ignoring case: one column, the first file's spelling.
+    c = Schema((Field("ID", "long"), Field("S", {"type": "struct", "fields": [
+        {"name": "X", "type": "integer", "nullable": True, "metadata": {}}]})))
+    m = merged(a, c)
+    assert m.names == ["id", "s"] and [f["name"] for f in m.field("s").type["fields"]] == ["x"]
+    with pytest.raises(SchemaConflict):
+        merged(a, Schema((Field("ID", "string"),)))
+
+
+@pytest.mark.parametrize("value, type_, stored", [
+    ("+5", "integer", "5"), ("007", "long", "7"), ("-0", "short", "0"), ("TRUE", "boolean", "true"),
+    ("2024-01-01 10:00", "date", "2024-01-01"), ("2024-01-01T00:00:00", "date", "2024-01-01"),
+    ("2024-01-01", "timestamp", "2024-01-01 00:00:00.000000"),
+    ("2024-01-01 10:00:00.5", "timestamp", "2024-01-01 10:00:00.500000"),
+    ("2024-01-01T10:00:00+02:00", "timestamp", "2024-01-01T08:00:00.000000Z"),   # an instant: kept in UTC
+    ("2024-01-01T10:00:00Z", "timestamp", "2024-01-01T10:00:00.000000Z"),
+    ("2024-01-01T10:00:00+02:00", "timestamp_ntz", "2024-01-01 10:00:00.000000"),  # the wall clock
+    ("1e3", "decimal(4,0)", "1000"), ("1.5", "decimal(5,2)", "1.50"), ("-.5", "decimal(3,1)", "-0.5"),
+    ("1.50", "double", "1.5"), ("NaN", "double", "NaN"), ("-Infinity", "float", "-Infinity"),
+    ("a b=c", "string", "a b=c"), ("", "string", ""), ("", "integer", None), (None, "date", None),
+])
+def test_folder_values_are_stored_as_delta_spells_them(value: str | None, type_: str, stored: str | None) -> None:
+    assert value_fits(value, type_)
+    assert canonical_value(value, type_) == stored
 
 
 def test_stats_columns_follow_the_table_properties(tmp_path) -> None:
