@@ -5,6 +5,7 @@ concurrent writers). The comparison with delta-spark itself is tests/test_merge_
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from pyspark.sql import functions as F
@@ -279,6 +280,45 @@ def test_insert_only_merge_writes_no_file_again(table, spark):
     assert not [a for a in actions(table, v + 1) if isinstance(a, RemoveFile)]
     assert result.num_target_rows_inserted == 10 and result.num_target_files_removed == 0
     assert table.read().count() == 40
+
+
+def test_merge_where_no_target_file_can_match(lake, table, spark):
+    """An empty table, and a source whose keys rule out every file: only inserts act, and the
+    source's rows are still counted (a join with no target rows lets Spark skip the source)."""
+    empty = lake.create_table("empty", "id long, v long, s string")
+    source = src(spark, "SELECT id, id AS v, 'n' AS s FROM range(100, 105)")
+    for t in (empty, table):
+        before = t.read().count()
+        result = (t.merge(source, "target.id = source.id").when_matched_update_all().when_not_matched_insert_all()
+                  .when_not_matched_by_source_delete("target.id < 0").execute())
+        assert (result.num_source_rows, result.num_target_rows_inserted, result.num_target_files_removed) == (5, 5, 0)
+        assert t.read().count() == before + 5
+    result = table.merge(source, "target.id = source.id").when_matched_delete().execute()
+    assert (result.num_source_rows, result.num_target_rows_deleted, result.num_output_rows) == (5, 5, 0)
+
+
+def _without_stats(t) -> None:
+    """Rewrite the table's commits as a writer that collects no stats writes them (Delta makes
+    stats, numRecords among them, optional)."""
+    for name in sorted(os.listdir(os.path.join(t.path, "_delta_log"))):
+        if name.endswith(".json"):
+            path = os.path.join(t.path, "_delta_log", name)
+            lines = [json.loads(x) for x in open(path).read().splitlines() if x.strip()]
+            for a in lines:
+                a.get("add", {}).pop("stats", None)
+            with open(path, "w") as f:
+                f.write("".join(json.dumps(a) + "\n" for a in lines))
+
+
+def test_metrics_are_counted_when_files_lack_row_counts(table, spark):
+    _without_stats(table)
+    table = skiplake.Table.open(spark, table.path)
+    assert all(f.num_records is None for f in table.snapshot.add_files)
+    result = (table.merge(src(spark, "SELECT id, -id AS v, 'b' AS s FROM range(25, 35)"), "target.id = source.id")
+              .when_matched_update_all().when_not_matched_insert_all().execute())
+    assert (result.num_target_rows_updated, result.num_target_rows_inserted, result.num_target_rows_copied) == (5, 5, 5)
+    table.delete("id < 3")
+    assert table.history(1)[0]["operationMetrics"]["numDeletedRows"] == "3"
 
 
 def test_deletion_vectors_mark_rows_instead_of_rewriting(lake, spark):

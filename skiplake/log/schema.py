@@ -19,6 +19,29 @@ INTEGER_TYPES = {"long", "integer", "short", "byte"}
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
 
+def column_path_parts(text: str) -> list[str]:
+    """`a.b`, `` `a.b`.c `` -> the parts of a column path, as Spark splits a name: backquotes keep
+    dots in a part, a doubled backquote inside them is one."""
+    parts: list[str] = []
+    cur, quoted, i = "", False, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "`":
+            if quoted and text[i + 1:i + 2] == "`":
+                cur += "`"
+                i += 2
+                continue
+            quoted = not quoted
+        elif ch == "." and not quoted:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+        i += 1
+    parts.append(cur.strip())
+    return parts
+
+
 def is_decimal(type_: Any) -> bool:
     return isinstance(type_, str) and bool(_DECIMAL.match(type_))
 

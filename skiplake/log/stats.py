@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal
+from skiplake.log.schema import INTEGER_TYPES, Schema, column_path_parts, is_decimal
 from skiplake.log.stores import parquet_source
 
 STRING_PREFIX_LENGTH = 32
@@ -106,26 +106,12 @@ def stats_settings(configuration: Mapping[str, str]) -> tuple[int, list[str] | N
     return limit, ([n.strip() for n in names.split(",") if n.strip()] if names is not None else None)
 
 
-def _name_parts(name: str) -> tuple[str, ...]:
-    """A column name of dataSkippingStatsColumns (`a`, `s.x`, `` `a.b` ``) as lower-case parts."""
-    parts, current, quoted = [], "", False
-    for ch in name:
-        if ch == "`":
-            quoted = not quoted
-        elif ch == "." and not quoted:
-            parts.append(current)
-            current = ""
-        else:
-            current += ch
-    return tuple(p.lower() for p in parts + [current])
-
-
 def indexed_columns(schema: Schema, skip: set[str], limit: int,
                     stats_columns: Sequence[str] | None = None) -> list[tuple[tuple[str, ...], Any]]:
     """(path, type) of the leaf columns that get stats, as Delta chooses them: the first `limit`,
     or with `stats_columns` those named (a struct by name: all its fields)."""
     out: list[tuple[tuple[str, ...], Any]] = []
-    named = {_name_parts(n) for n in stats_columns} if stats_columns is not None else None
+    named = {tuple(p.lower() for p in column_path_parts(n)) for n in stats_columns} if stats_columns is not None else None
 
     def wanted(path: tuple[str, ...]) -> bool:
         lowered = tuple(p.lower() for p in path)

@@ -20,7 +20,7 @@ from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
 from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.spark.read import FILE_COLUMN, spark_file_key
-from skiplake.spark.row_marks import logical_rows, mark_rows, matching_rows
+from skiplake.spark.row_marks import counted_rows, logical_rows, mark_rows, matching_rows
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions
 
@@ -96,7 +96,7 @@ def _delete_rows(txn: "Transaction", where: str | None, options: WriteOptions | 
 
 
 def _rows_removed(txn: "Transaction") -> int:
-    before = sum(logical_rows(f) for f in txn.removed_files)
+    before = counted_rows(txn, txn.removed_files)
     after = sum(logical_rows(a) for a in txn.actions if isinstance(a, AddFile))
     return before - after
 
@@ -160,7 +160,7 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
                 txn.remove(marks.rewrite)
         return txn.stage("UPDATE", {"predicate": [where]}, {"numUpdatedRows": updated})
     if where is None:
-        touched, updated = plan.files, sum(logical_rows(f) for f in plan.files)
+        touched, updated = plan.files, counted_rows(txn, plan.files)
     else:
         touched, updated = _touched_files(txn, plan.files, where)
     if touched:

@@ -51,6 +51,15 @@ def logical_rows(f: AddFile) -> int:
     return (f.num_records or 0) - int((f.deletionVector or {}).get("cardinality") or 0)
 
 
+def counted_rows(txn: "Transaction", files: Sequence[AddFile]) -> int:
+    """The rows `files` hold for readers: from their stats, and for files whose stats lack
+    numRecords (optional in Delta: other writers may leave it out) counted by a Spark job, so
+    that metrics derived from it are never wrong."""
+    unknown = [f for f in files if f.num_records is None]
+    known = sum(logical_rows(f) for f in files if f.num_records is not None)
+    return known + (txn.read_files(unknown).count() if unknown else 0)
+
+
 def matching_rows(txn: "Transaction", files: Sequence[AddFile], condition: "Column") -> dict[str, np.ndarray]:
     """The row indexes (uint64, sorted) of the rows of `files` where `condition` is TRUE, per
     log path of the files that have any; deleted rows are not among them."""

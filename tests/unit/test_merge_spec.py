@@ -7,7 +7,7 @@ import pytest
 
 from skiplake.errors import InvalidArgumentError, MergeClauseError
 from skiplake.spark.merge.clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, MergeClause, MergeSpec
-from skiplake.spark.merge.conditions import Sides, as_target_filter, key_equalities, refused, target_only_conjuncts
+from skiplake.spark.merge.conditions import Sides, key_equalities, refused, target_only_conjuncts
 from skiplake.spark.merge.keywords import MergeClauses
 
 SIDES = Sides.of("target", "source", ["id", "v", "d", "both"], ["id", "w", "both"])
@@ -78,8 +78,9 @@ def test_target_only_conjuncts_by_qualifier_or_by_the_side_that_has_the_name():
     assert target_only_conjuncts("both > 1 AND source.w = 1", SIDES) is None   # `both`: either side's
     assert target_only_conjuncts("target.v > 1 OR source.w > 1", SIDES) is None
     assert target_only_conjuncts("target.v IN (SELECT 1)", SIDES) is None
-    assert as_target_filter("target.v < 5 OR d IS NULL", "target") == "`v` < 5 OR `d` IS NULL"
-    assert as_target_filter("source.w < 5", "target") is None
+    # A NOT MATCHED BY SOURCE condition sees the target alone: `both` is the target's there.
+    assert target_only_conjuncts("target.v < 5 OR both IS NULL", SIDES.target_only()) == "(`v` < 5 OR `both` IS NULL)"
+    assert target_only_conjuncts("source.w < 5", SIDES.target_only()) is None
 
 
 def test_key_equalities_either_way_round():

@@ -44,6 +44,10 @@ class Sides:
         return Sides(target_alias, source_alias, frozenset(n.lower() for n in target_names),
                      frozenset(n.lower() for n in source_names))
 
+    def target_only(self) -> "Sides":
+        """The sides of a NOT MATCHED BY SOURCE condition, which sees the target's columns alone."""
+        return Sides(self.target_alias, self.source_alias, self.target_names)
+
     def side(self, col: exp.Column) -> str | None:
         if col.table:
             return {self.target_alias.lower(): "target", self.source_alias.lower(): "source"}.get(col.table.lower())
@@ -71,18 +75,6 @@ def target_only_conjuncts(text: str, sides: Sides) -> str | None:
         return None
     kept = [_unqualified(p) for p in and_conjuncts(tree) if sides.only(p, "target")]
     return " AND ".join(f"({k})" for k in kept) if kept else None
-
-
-def as_target_filter(text: str, target_alias: str) -> str | None:
-    """A condition that may name only target columns (qualified by `target_alias` or not), as
-    unqualified SQL over the target's columns; None when sqlglot cannot read it or it names
-    another qualifier."""
-    tree = parsed(text)
-    if tree is None or any(isinstance(n, (exp.Subquery, exp.Select)) for n in tree.walk()):
-        return None
-    if any(c.table and c.table.lower() != target_alias.lower() for c in tree.find_all(exp.Column)):
-        return None
-    return _unqualified(tree)
 
 
 def key_equalities(on: str, sides: Sides) -> list[tuple[str, str]]:

@@ -33,13 +33,13 @@ from skiplake.errors import MergeConflictError
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
-from skiplake.spark.merge.clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
+from skiplake.spark.merge.clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from skiplake.spark.merge.conditions import Sides, key_equalities
 from skiplake.spark.merge.pruning import target_filter
 from skiplake.spark.merge.resolve import ResolvedMerge, quoted
 from skiplake.spark.merge.result import FileChanges, MergeMetrics
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark, spark_file_key
-from skiplake.spark.row_marks import logical_rows, mark_rows
+from skiplake.spark.row_marks import counted_rows, mark_rows
 from skiplake.spark.types import conform, spark_type
 
 if TYPE_CHECKING:
@@ -188,23 +188,23 @@ class _Run:
     # ---- the second job: writing
 
     def among(self, kinds: Sequence[str], actions: Sequence[str]) -> Column:
-        ids = [c.index for c in self.merge.clauses if c.clause.kind in kinds and c.clause.action in actions]
+        ids = self.merge.ids(kinds, actions)
         return F.coalesce(F.col(CLAUSE).isin(ids), F.lit(False)) if ids else F.lit(False)
 
     def rewrite(self, files: Sequence[AddFile], found: Found) -> int:
         """Rewrite the files with a changed row, with the inserted rows; returns the rows copied."""
         changed = [f for f in files if f.path in found.changed]
-        rows = self.written(files, found, keep_unchanged=True)
+        rows = self.written(files, changed, found, keep_unchanged=True)
         if rows is not None:
             self.write(rows)
         self.txn.remove(changed)
-        return sum(logical_rows(f) for f in changed) - sum(found.rows.values())
+        return counted_rows(self.txn, changed) - sum(found.rows.values())
 
     def mark(self, files: Sequence[AddFile], found: Found) -> int:
         """Write updated and inserted rows, mark the changed rows deleted; returns the rows copied
         (files mostly changed are rewritten rather than marked)."""
         changed = [f for f in files if f.path in found.changed]
-        rows = self.written(files, found, keep_unchanged=False)
+        rows = self.written(files, changed, found, keep_unchanged=False)
         if rows is not None:
             self.write(rows)
         marks = mark_rows(self.txn, changed, found.hits)
@@ -212,10 +212,11 @@ class _Run:
             return 0
         self.write(self.txn.read_files(marks.rewrite, deleted=found.hits))
         self.txn.remove(marks.rewrite)
-        return sum(logical_rows(f) - len(found.hits[f.path]) for f in marks.rewrite)
+        return counted_rows(self.txn, marks.rewrite) - sum(len(found.hits[f.path]) for f in marks.rewrite)
 
-    def written(self, files: Sequence[AddFile], found: Found, keep_unchanged: bool) -> DataFrame | None:
-        """The rows the second job writes (None: none): of the files with a changed row, the
+    def written(self, files: Sequence[AddFile], changed: Sequence[AddFile], found: Found,
+                keep_unchanged: bool) -> DataFrame | None:
+        """The rows the second job writes (None: none): of the files with a changed row (`changed`), the
         updated rows (and with keep_unchanged the rows no clause deletes), and the inserted rows.
 
         A source row is inserted only if it matches no target row, so inserts join the source
@@ -224,10 +225,8 @@ class _Run:
         come from an anti join (only the keys of the target shuffled); a larger one takes one
         outer join of the two."""
         inserts = bool(self.spec.not_matched)
-        updates = any(found.rows.get(i) for i in self.merge.with_action("update"))
-        by_source_updates = any(found.rows.get(c.index) for c in self.merge.of_kind(NOT_MATCHED_BY_SOURCE)
-                                if c.clause.action == "update")
-        changed = [f for f in files if f.path in found.changed]
+        updates = any(found.rows.get(i) for i in self.merge.ids(KINDS, ("update",)))
+        by_source_updates = any(found.rows.get(i) for i in self.merge.ids((NOT_MATCHED_BY_SOURCE,), ("update",)))
         read = [f for f in files if f.path in found.changed or (inserts and f.path in found.matched)]
         from_target = bool(changed) and (keep_unchanged or updates)
         kept = (~self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("delete",)) if keep_unchanged else
@@ -304,7 +303,10 @@ def run(txn: "Transaction", source: DataFrame, merge: ResolvedMerge) -> MergeMet
     r = _Run(txn, source, merge)
     plan = txn.scan(target_filter(txn.spark, txn.snapshot.schema, source, spec))
     found = Found()
-    if spec.insert_only:
+    if spec.insert_only or not plan.files:
+        # No target file can hold a row the source matches: only inserts act, each source row
+        # once. (Joined with no target rows, the source's branch could be dropped by Spark
+        # before it is read, and the count of its rows would never come.)
         scanned = time.perf_counter()
         r.insert_only(plan.files)
         copied = 0
@@ -320,7 +322,7 @@ def _metrics(r: _Run, found: Found, copied: int, started: float, scanned: float,
     files = FileChanges.of(r.txn.actions)
 
     def rows(kind: str, action: str) -> int:
-        return sum(found.rows.get(c.index, 0) for c in r.merge.of_kind(kind) if c.clause.action == action)
+        return sum(found.rows.get(i, 0) for i in r.merge.ids((kind,), (action,)))
 
     matched_updated, by_source_updated = rows(MATCHED, "update"), rows(NOT_MATCHED_BY_SOURCE, "update")
     matched_deleted, by_source_deleted = rows(MATCHED, "delete"), rows(NOT_MATCHED_BY_SOURCE, "delete")

@@ -16,7 +16,7 @@ The clauses narrow or widen that:
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -26,8 +26,8 @@ from skiplake.expr.parse import bind
 from skiplake.expr.tree import And, Col, Node, Or
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_primitive
 from skiplake.spark.build_keys import distinct_keys
-from skiplake.spark.merge.clauses import MergeSpec
-from skiplake.spark.merge.conditions import Sides, as_target_filter, key_equalities, target_only_conjuncts
+from skiplake.spark.merge.clauses import MergeClause, MergeSpec
+from skiplake.spark.merge.conditions import Sides, key_equalities, target_only_conjuncts
 from skiplake.spark.settings import DynamicPruningSettings
 
 if TYPE_CHECKING:
@@ -40,17 +40,13 @@ def target_filter(spark: "SparkSession", schema: Schema, source: DataFrame, spec
     matchable = _all([_bound(target_only_conjuncts(spec.on, sides), schema),
                       _source_keys(spark, schema, source, spec, sides)])
     if spec.matched_only:
-        matchable = _all([matchable, _clauses_allow(schema, spec, sides)])
+        matchable = _all([matchable, _any_clause(schema, spec.matched, sides)])
     if not spec.not_matched_by_source:
         return matchable
-    unmatched = []
-    for c in spec.not_matched_by_source:
-        text = as_target_filter(c.condition, spec.target_alias) if isinstance(c.condition, str) else None
-        node = _bound(text, schema)
-        if node is None or matchable is None:
-            return None  # an unconditional clause (or one that does not bind) may act on any row
-        unmatched.append(node)
-    return Or((matchable, *unmatched))
+    unmatched = _any_clause(schema, spec.not_matched_by_source, sides.target_only())
+    if unmatched is None or matchable is None:
+        return None  # an unconditional clause (or one that does not bind) may act on any row
+    return Or((matchable, unmatched))
 
 
 def _all(parts: list[Node | None]) -> Node | None:
@@ -67,14 +63,14 @@ def _bound(text: str | None, schema: Schema) -> Node | None:
         return None  # not a predicate over the target's columns: prunes nothing
 
 
-def _clauses_allow(schema: Schema, spec: MergeSpec, sides: Sides) -> Node | None:
-    """OR over the WHEN MATCHED clauses of the target-only conjuncts of each one's condition."""
+def _any_clause(schema: Schema, clauses: Sequence[MergeClause], sides: Sides) -> Node | None:
+    """OR over `clauses` of the target-only conjuncts of each one's condition: the rows one of
+    them may act on; None when one may act on any row."""
     parts = []
-    for c in spec.matched:
-        text = target_only_conjuncts(c.condition, sides) if isinstance(c.condition, str) else None
-        node = _bound(text, schema)
+    for c in clauses:
+        node = _bound(target_only_conjuncts(c.condition, sides) if isinstance(c.condition, str) else None, schema)
         if node is None:
-            return None  # this clause may act on any matched row
+            return None
         parts.append(node)
     return parts[0] if len(parts) == 1 else Or(tuple(parts))
 

@@ -29,7 +29,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from skiplake.errors import MergeClauseError
-from skiplake.log.schema import Field, Schema, type_name
+from skiplake.log.schema import Field, Schema, column_path_parts, type_name
 from skiplake.spark.merge.clauses import (
     HEADINGS,
     MATCHED,
@@ -68,35 +68,14 @@ class ResolvedMerge:
     def of_kind(self, kind: str) -> tuple[ResolvedClause, ...]:
         return tuple(c for c in self.clauses if c.clause.kind == kind)
 
-    def with_action(self, *actions: str) -> list[int]:
-        return [c.index for c in self.clauses if c.clause.action in actions]
+    def ids(self, kinds: Sequence[str], actions: Sequence[str]) -> list[int]:
+        """The indexes of the clauses of those kinds with those actions."""
+        return [c.index for c in self.clauses if c.clause.kind in kinds and c.clause.action in actions]
 
 
 def quoted(alias: str, name: str) -> Column:
     """The column `alias`.`name`, whatever characters the name holds."""
     return F.col(f"{alias}.`{name.replace('`', '``')}`")
-
-
-def name_parts(text: str) -> list[str]:
-    """`a.b`, `` `a.b`.c `` -> the parts of a column path (backquotes keep dots in names)."""
-    parts: list[str] = []
-    cur, quoted_part, i = "", False, 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "`":
-            if quoted_part and text[i + 1:i + 2] == "`":
-                cur += "`"
-                i += 2
-                continue
-            quoted_part = not quoted_part
-        elif ch == "." and not quoted_part:
-            parts.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-        i += 1
-    parts.append(cur.strip())
-    return parts
 
 
 class _Resolver:
@@ -106,9 +85,9 @@ class _Resolver:
         self.source_fields = from_spark(source.schema).fields
         self.source_names = {f.name.lower(): f.name for f in self.source_fields}
         spark = source.sparkSession
-        self.frames: dict[str, DataFrame] = {}
         self.source = source.alias(self.s)
         self.empty_target = spark.createDataFrame([], to_spark(target)).alias(self.t)
+        self.matched: DataFrame | None = None   # the ON join, built once for every WHEN MATCHED clause
 
     # ---- the frames a clause is judged over
 
@@ -117,7 +96,9 @@ class _Resolver:
             return self.source
         if kind == NOT_MATCHED_BY_SOURCE:
             return self.empty_target
-        return self.empty_target.join(self.source, F.expr(self.spec.on), "inner")
+        if self.matched is None:
+            self.matched = self.empty_target.join(self.source, F.expr(self.spec.on), "inner")
+        return self.matched
 
     def analyze(self, kind: str, label: str, build: Callable[[DataFrame], DataFrame], what: str) -> None:
         """Have Spark's analyzer judge `build(frame)`; its refusal becomes a MergeClauseError."""
@@ -171,7 +152,7 @@ class _Resolver:
             return ()
         acting = [c for c in self.spec.clauses if c.kind in (MATCHED, NOT_MATCHED) and c.action != "delete"]
         star = any(c.star for c in acting)
-        named = {name_parts(self.key(k))[0].lower() for c in acting if not c.star for k in (c.assignments or {})}
+        named = {column_path_parts(self.key(k))[0].lower() for c in acting if not c.star for k in (c.assignments or {})}
         new = [f for f in self.source_fields
                if self.target.find(f.name) is None and (star or f.name.lower() in named)]
         for f in new:
@@ -184,7 +165,7 @@ class _Resolver:
 
     def key(self, raw: str) -> str:
         """An assignment's column without the target's alias."""
-        parts = name_parts(raw)
+        parts = column_path_parts(raw)
         if len(parts) > 1 and parts[0].lower() == self.t.lower() and self.target.find(parts[0]) is None:
             parts = parts[1:]
         return ".".join(f"`{p.replace('`', '``')}`" for p in parts)
@@ -196,7 +177,7 @@ class _Resolver:
         out: dict[str, list[tuple[list[str], Column]]] = {}
         seen: dict[str, str] = {}
         for raw, value in (clause.assignments or {}).items():
-            parts = name_parts(self.key(raw))
+            parts = column_path_parts(self.key(raw))
             field = schema.find(parts[0])
             if field is None:
                 raise MergeClauseError(
