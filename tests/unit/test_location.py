@@ -58,3 +58,29 @@ def test_storage_options_are_checked():
     assert normalize_options({"aws_region": "eu-west-1", "AWS_DEFAULT_REGION": "x"}) == {"AWS_REGION": "x"}
     with pytest.raises(InvalidArgumentError, match="AWS_ENDPOINT_URL"):
         normalize_options({"endpoint": "http://x"})
+
+
+def test_footer_readers_reach_s3_as_the_drivers_client_does(monkeypatch):
+    """One source of credentials, never a mix: a bucket's options win whole over the environment,
+    whose own set (key, secret, token) is taken whole when no options are given."""
+    from skiplake.log.s3 import connection_for, set_bucket_options
+    from skiplake.spark.footers import s3_options_for
+    for name in ("AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "env-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "env-secret")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "env-token")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9000")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    set_bucket_options("given", {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
+    try:
+        c = connection_for("given")
+        assert (c.access_key, c.secret_key, c.session_token) == ("k", "s", None)   # not the environment's token
+        assert c.endpoint == "http://127.0.0.1:9000" and c.region == "us-east-1"    # as the driver's client
+        env = connection_for("other")
+        assert (env.access_key, env.secret_key, env.session_token) == ("env-key", "env-secret", "env-token")
+        assert s3_options_for("s3://given/t") == {"access_key": "k", "secret_key": "s", "region": "us-east-1",
+                                                  "endpoint_override": "127.0.0.1:9000", "scheme": "http"}
+        assert s3_options_for("/local/t") == {}
+    finally:
+        set_bucket_options("given", None)
