@@ -495,13 +495,13 @@ def test_bucket_refusals(spark: SparkSession, bucketed: skiplake.Lake, tmp_path:
     done = convert(spark, str(tmp_path / "bk"), bucket_by=BucketSpec(4, ["kd"]), verify_buckets=False)
     assert done.report.buckets_checked == "names"
     shutil.rmtree(path / "_delta_log")
-    # A file bucketBy did not write (no id in its name).
-    shutil.copy(next(path.glob("*.parquet")), path / "part-00000-extra.snappy.parquet")
-    e = refused(spark, ConversionBucketError, path, bucket_by=BucketSpec(4, ["kd"]))
-    assert e.files == ["part-00000-extra.snappy.parquet (no bucket id in its name)"]
     with pytest.raises(InvalidArgumentError, match="not in the schema"):
         convert(spark, str(path), bucket_by=BucketSpec(4, ["nope"]))
     assert not (path / "_delta_log").exists()
+    # A file bucketBy did not write (no id in its name): refused from the names, before any footer is read.
+    shutil.copy(next(path.glob("*.parquet")), path / "part-00000-extra.snappy.parquet")
+    e = refused(spark, ConversionBucketError, path, bucket_by=BucketSpec(4, ["kd"]))
+    assert e.files == ["part-00000-extra.snappy.parquet (no bucket id in its name)"]
 
 
 def test_schema_refusals_and_merging(spark: SparkSession, tmp_path: Path) -> None:
