@@ -30,6 +30,17 @@ def parse_timestamp(text: str, keep_wall_clock: bool = False) -> dt.datetime:
     return value
 
 
+def float32(value: float) -> float:
+    """`value` as a FLOAT column holds it, widened back to a double: what Spark compares (0.1 is
+    0.10000000149011612; past the float range, infinity)."""
+    if not math.isfinite(value):
+        return value
+    try:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return math.copysign(math.inf, value)
+
+
 def parse_partition_value(text: str | None, type_: Any) -> Any:
     """A partition value string of the log to a typed value; None stays None."""
     # Delta (and Spark's Hive layout) store NULL and '' alike as a null partition value.
@@ -40,7 +51,7 @@ def parse_partition_value(text: str | None, type_: Any) -> Any:
     if type_ in INTEGER_TYPES:
         return int(text)
     if type_ in ("float", "double"):
-        return float(text)
+        return float32(float(text)) if type_ == "float" else float(text)
     if is_decimal(type_):
         return Decimal(text)
     if type_ == "boolean":
@@ -80,7 +91,7 @@ def parse_stat_value(value: Any, type_: Any) -> Any:
                 return None
             # A float column's stat is printed as the shortest decimal of a float32; Spark compares
             # the float32 widened to a double, so compare with that same value.
-            return struct.unpack("f", struct.pack("f", f))[0] if type_ == "float" and math.isfinite(f) else f
+            return float32(f) if type_ == "float" else f
         if is_decimal(type_):
             return Decimal(str(value))
         if type_ == "string":

@@ -65,3 +65,20 @@ def test_plan_equals_per_file_evaluation(snap, where):
     assert plan.report.files_total == 120 and plan.report.rows_total == 600
     assert plan.report.partitions_total == len({(f.partitionValues["d"], f.partitionValues["s"])
                                                 for f in snap.add_files})
+
+
+def test_a_float_partition_value_is_the_float_spark_reads(tmp_path):
+    """x=0.1 in a FLOAT column is 0.1f, which Spark compares widened (0.10000000149...): a FLOAT
+    literal finds it, a DOUBLE 0.1 does not (as in Spark), and both paths of the planner agree."""
+    schema = Schema((Field("x", "float"), Field("v", "long")))
+    path = str(tmp_path / "t")
+    snap = create(path, Metadata.new(schema, ["x"], {}))
+    commit(snap, [AddFile(f"x={x}/f.parquet", {"x": x}, 10, 1, True, json.dumps({"numRecords": 1}))
+                  for x in ("0.1", "0.5", "1e39")], "WRITE")
+    snap = Snapshot.load(path)
+    for where, expected in [("x = CAST(0.1 AS FLOAT)", ["x=0.1/f.parquet"]),
+                            ("x > CAST(0.3 AS FLOAT)", ["x=0.5/f.parquet", "x=1e39/f.parquet"])]:
+        assert sorted(f.path for f in plan_scan(snap, where).files) == expected, where
+        node = bind(where, schema)
+        assert sorted(f.path for f in snap.add_files if may_match(node, file_lookup(schema, f.partitionValues, f.stats))) \
+            == expected, where
