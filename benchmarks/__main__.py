@@ -30,30 +30,30 @@ BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurren
 # nothing else running, the working data built from scratch: TPC-DS generated once per scale).
 # Every benchmark runs at the scale its goal names; a benchmark not listed runs with its defaults.
 SUITE: dict[str, Entry] = {
-    "bench_snapshot": Entry(minutes=2),
-    "bench_append": Entry(minutes=4),
+    "bench_snapshot": Entry(minutes=1),
+    "bench_append": Entry(minutes=2),
     "bench_commit": Entry(minutes=1),
     "bench_concurrency": Entry(minutes=4),
-    "bench_skipping": Entry(minutes=30),
-    "bench_planning": Entry(minutes=2),
-    "bench_catalog": Entry(minutes=10),
-    "bench_bucketing": Entry(minutes=12),
-    # The lake of TPC-DS sf=10 that benchmarks 9, 12, 14 and 17 share is built here (~15 min).
-    "bench_dfp": Entry(("--contenders", "spark,dynamic"), minutes=107,
+    "bench_skipping": Entry(minutes=12),
+    "bench_planning": Entry(minutes=1),
+    "bench_catalog": Entry(minutes=6),
+    "bench_bucketing": Entry(minutes=6),
+    # The lake of TPC-DS sf=10 that benchmarks 9, 12, 14 and 17 share is built here (~10 min).
+    "bench_dfp": Entry(("--contenders", "spark,dynamic"), minutes=70,
                        note="plain Spark and dynamic pruning only, to fit the suite's time: the contender without "
                             "dynamic pruning and Spark's DPP on a date-partitioned copy (the goal against DPP) would "
                             "add about 1 h 45 min; benchmark 14 compares with DPP"),
     "bench_py4j": Entry(minutes=1),
-    "bench_overhead": Entry(minutes=12),
-    "bench_local_build": Entry(minutes=2),
+    "bench_overhead": Entry(minutes=5),
+    "bench_local_build": Entry(minutes=1),
     "bench_dv": Entry(minutes=9),
-    "bench_dfp_layout": Entry(minutes=17),
-    "bench_s3": Entry(minutes=8),
-    "bench_catalog_server": Entry(minutes=20),
-    "bench_row_filter": Entry(minutes=12),
-    "bench_install": Entry(minutes=12),
-    "bench_convert": Entry(minutes=20),
-    "bench_merge": Entry(minutes=10),
+    "bench_dfp_layout": Entry(minutes=12),
+    "bench_s3": Entry(minutes=6),
+    "bench_catalog_server": Entry(minutes=15),
+    "bench_row_filter": Entry(minutes=11),
+    "bench_install": Entry(minutes=6),
+    "bench_convert": Entry(minutes=14),
+    "bench_merge": Entry(minutes=4),
 }
 
 
