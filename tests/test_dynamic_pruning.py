@@ -177,6 +177,10 @@ def test_each_layout_and_key_type_prunes_the_fact(spark, star, layout, key):
         assert fact.buckets_selected < fact.buckets_total
     assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
     assert star.last_explain is not None and star.last_explain.dynamic
+    # Where the planning time went: each stage in order, then the final query's making.
+    stages = list(star.last_explain.to_dict()["planning"])
+    assert stages == ["find_references", "push_filters", "prune_dynamically", "plan_bucket_joins", "final_frame"]
+    assert all(s >= 0 for s in star.last_explain.planning.values())
 
 
 def test_joins_it_must_not_prune_say_why(spark, star):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, Union
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, Union
 
 from skiplake.expr.sql import sql_literal, sql_name, to_sql
 from skiplake.expr.tree import And, InList, Node, Opaque, Or
@@ -228,6 +228,7 @@ class QueryPlan:
     joins: list[JoinReport] = field(default_factory=list)  # joins of two lake tables, one bucketed
     dynamic: list[DynamicPruningReport] = field(default_factory=list)
     build_seconds: float = 0.0                   # wall time of the build sides (they run concurrently)
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per planning stage, in order
     bound: dict[tuple[str, int], Node | None] = field(default_factory=dict)  # (filter SQL, id(reference)) -> bound
 
     def give_up(self, reason: str) -> "QueryPlan":
@@ -241,7 +242,7 @@ class QueryPlan:
         return [r.plan.report for r in self.references if r.plan is not None]
 
     def explain(self) -> "QueryExplain":
-        return QueryExplain(self.reports, self.joins, self.dynamic, self.build_seconds)
+        return QueryExplain(self.reports, self.joins, self.dynamic, self.build_seconds, self.timings)
 
     def text(self, final: bool) -> str:
         """The query with each reference replaced: by its slot view (for the analysis), or by what
@@ -296,13 +297,17 @@ class QueryExplain(list):
     joins) and `dynamic` (dynamic file pruning, per join)."""
 
     def __init__(self, reports: Sequence[ScanReport], joins: Sequence[JoinReport] = (),
-                 dynamic: Sequence[DynamicPruningReport] = (), build_seconds: float = 0.0) -> None:
+                 dynamic: Sequence[DynamicPruningReport] = (), build_seconds: float = 0.0,
+                 planning: Mapping[str, float] | None = None) -> None:
         super().__init__(reports)
         self.joins = list(joins)
         self.dynamic = list(dynamic)
         # Wall time of the dynamic pruning build sides: they run concurrently, so it can be less
         # than the sum of each DynamicPruningReport.build_seconds.
         self.build_seconds = build_seconds
+        # Seconds each planning stage took (the build sides' time is within dynamic pruning's),
+        # and the final query's making: where lake.sql's overhead over spark.sql goes.
+        self.planning = dict(planning or {})
 
     def text(self) -> str:
         lines = [r.text() for r in self] + [j.text() for j in self.joins] + [d.text() for d in self.dynamic]
@@ -312,4 +317,5 @@ class QueryExplain(list):
 
     def to_dict(self) -> dict:
         return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins],
-                "dynamic": [d.to_dict() for d in self.dynamic], "build_seconds": self.build_seconds}
+                "dynamic": [d.to_dict() for d in self.dynamic], "build_seconds": self.build_seconds,
+                "planning": self.planning}

@@ -8,6 +8,7 @@ needs one (a bucketed read, a catalog table).
 """
 from __future__ import annotations
 
+import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
@@ -42,7 +43,9 @@ def plan_query(spark: "SparkSession", query: str, resolver: Resolver, views: "Sl
     quick_replies(spark)  # planning reads plans as text: long replies
     plan = QueryPlan(query, tree, views, DynamicPruningSettings.of(spark))
     for rule in RULES:
+        started = time.perf_counter()
         plan = rule(spark, plan, resolver)
+        plan.timings[rule.__name__] = time.perf_counter() - started
         if not plan.analysed:
             break
     return plan
@@ -57,7 +60,10 @@ def run_query(spark: "SparkSession", query: str, resolver: Resolver,
         for name, source in plan.sources.items():
             whole_table(spark, source).createOrReplaceTempView(name)
         return spark.sql(query), plan
-    return final_frame(spark, plan), plan
+    started = time.perf_counter()
+    frame = final_frame(spark, plan)
+    plan.timings["final_frame"] = time.perf_counter() - started
+    return frame, plan
 
 
 def final_frame(spark: "SparkSession", plan: QueryPlan) -> "DataFrame":
