@@ -39,6 +39,8 @@ class Answer:
     seconds: float
     error: str = ""
     applied: list[str] = field(default_factory=list)        # join types dynamic pruning applied to
+    # ... and those it would apply to but for its cost model (before or after the build)
+    candidates: list[str] = field(default_factory=list)
     fact_files: dict[str, list[int]] = field(default_factory=dict)  # fact table -> [files read, files]
 
 
@@ -93,6 +95,8 @@ def check(spark: "SparkSession", lake: "skiplake.Lake", raw: Path, numbers: Sequ
         answer = Answer(n, canonical(rows) == canonical(expected[n]), len(rows), round(seconds, 3))
         if explained is not None:
             answer.applied = sorted({d.join_type for d in explained.dynamic if d.applied})
+            answer.candidates = sorted({d.join_type for d in explained.dynamic
+                                        if d.applied or d.reason.startswith("by cost")})
             for r in explained:
                 name = r.table.rstrip("/").rsplit("/", 1)[-1]
                 if name in FACTS:

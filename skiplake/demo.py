@@ -413,19 +413,32 @@ def _dynamic_pruning_stage(spark: "SparkSession", lake: Any, tables: dict[str, A
                            progress: _Progress) -> dict[str, Any]:
     """The star join with item: the filter is on item, so only dynamic file pruning (item's keys, found at
     run time) lets store_sales skip files. Timed against plain Spark over the very same files."""
-    from skiplake.spark.settings import FILES_THRESHOLD, SIZE_THRESHOLD
+    from skiplake.spark.settings import COST_MODEL, FILES_THRESHOLD, SIZE_THRESHOLD
     q2 = QUERIES[1][3]
     # Small demo scales fall below the probe-size triggers (32 MiB, 8 files by default); lower
-    # them for this stage only (the session may be the caller's).
+    # them for this stage only (the session may be the caller's). The cost model's verdict is
+    # shown first; it is then switched off so that the stage shows what pruning itself does.
     demo_conf = {SIZE_THRESHOLD: "0", FILES_THRESHOLD: "2"}
-    previous = {k: spark.conf.get(k, None) for k in demo_conf}
+    previous = {k: spark.conf.get(k, None) for k in (*demo_conf, COST_MODEL)}
     for k, v in demo_conf.items():
         spark.conf.set(k, v)
     try:
-        return _timed_q2(spark, lake, tables, progress, q2)
+        verdict = _cost_verdict(lake, q2)
+        progress.line(f"the cost model at this size: {verdict}; switched off for this stage to show the pruning")
+        spark.conf.set(COST_MODEL, "false")
+        return {**_timed_q2(spark, lake, tables, progress, q2), "cost_model": verdict}
     finally:
         for k, v in previous.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
+def _cost_verdict(lake: Any, query: str) -> str:
+    """What dynamic pruning's cost model decides for the store_sales join of `query`."""
+    found = [d for d in lake.explain(query).dynamic if "store_sales" in d.probe]
+    if not found:
+        return "no join to price"
+    d = found[0]
+    return ("applied" if d.applied else d.reason) + (f" ({d.cost.text()})" if d.cost is not None else "")
 
 
 def _timed_q2(spark: "SparkSession", lake: Any, tables: dict[str, Any], progress: _Progress,

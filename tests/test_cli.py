@@ -286,8 +286,11 @@ def test_demo_tiny(spark, tmp_path, capsys):
     # At sf=0.01 the layout puts Q2's keys near half the rows, and where Spark cuts the files
     # moves that a little (0.49 seen once, above 0.5 otherwise): a clear share, not a fixed line.
     assert d["files_selected"] < d["files_total"] and d["rows_skipped"] > 0.4
-    from skiplake.spark.settings import FILES_THRESHOLD, SIZE_THRESHOLD
+    # At this size pruning saves milliseconds: the cost model declines the build, and says why.
+    assert d["cost_model"].startswith("by cost") and "probe" in d["cost_model"], d["cost_model"]
+    from skiplake.spark.settings import COST_MODEL, FILES_THRESHOLD, SIZE_THRESHOLD
     assert spark.conf.get(SIZE_THRESHOLD, None) is None and spark.conf.get(FILES_THRESHOLD, None) is None
+    assert spark.conf.get(COST_MODEL, None) is None
 
     generated = summary["generated"]["rows"]
     tables = summary["tables"]

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 
 import skiplake
 from skiplake.spark import settings as dfp
+from tests.pruning_conf import COST_SETTINGS, SMALL_TABLES
 
 pytestmark = pytest.mark.spark
 
@@ -25,8 +26,9 @@ N = 3000            # fact rows; keys repeat three times; every 17th row's keys 
 FILES = 12          # files per fact table
 KEYS = ("k_int", "k_big", "k_dec", "k_date", "k_str")
 LAYOUTS = ("clustered", "partitioned", "bucketed")
-# Low thresholds so small test tables qualify; the clustering check stays on.
-TEST_CONF = {dfp.SIZE_THRESHOLD: "0", dfp.FILES_THRESHOLD: "2", dfp.MAX_VALUES: "40"}
+# Low thresholds so small test tables qualify (the clustering check stays on), and a cost model
+# that lets them prune.
+TEST_CONF = {**SMALL_TABLES, dfp.MAX_VALUES: "40"}
 
 
 def _fact_rows(spark: SparkSession):
@@ -302,12 +304,56 @@ def test_switched_off_and_thresholds(spark, star):
         spark.conf.set(dfp.FILES_THRESHOLD, TEST_CONF[dfp.FILES_THRESHOLD])
 
 
+def test_tiny_tables_skip_dynamic_pruning_by_cost(spark, star):
+    """With the cost model's own figures, a build over tables of kilobytes saves milliseconds at
+    most and costs more: it is not evaluated (no Spark job runs while lake.sql plans), and the
+    report says so with the figures."""
+    query = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int WHERE d.a = 7"
+    tracker = spark.sparkContext.statusTracker()
+    for k in COST_SETTINGS:
+        spark.conf.unset(k)
+    spark.conf.set(dfp.LOCAL_BUILD_THRESHOLD, "0")  # a Spark job, were it built
+    try:
+        before = set(tracker.getJobIdsForGroup())
+        df = star.sql(query)
+        jobs = set(tracker.getJobIdsForGroup()) - before
+        explained = star.last_explain
+    finally:
+        spark.conf.unset(dfp.LOCAL_BUILD_THRESHOLD)
+        for k in COST_SETTINGS:
+            spark.conf.set(k, TEST_CONF[k])
+    assert explained is not None
+    [d] = [d for d in explained.dynamic if "fact_clustered" in d.probe]
+    assert not d.applied and d.reason.startswith("by cost"), explained.text()
+    assert d.cost is not None and d.cost.build_s + d.cost.apply_s > d.cost.best_saving_s > 0
+    assert not d.cost.build_local and d.build_seconds is None
+    assert "cost: probe" in explained.text() and explained.to_dict()["dynamic"][0]["cost"]["scan_s"] > 0
+    assert jobs == set(), jobs
+    [scan] = [r for r in explained if r.label.startswith("fact_clustered")]
+    assert scan.files_selected == scan.files_total
+    assert _rows(df) == _rows(spark.sql(_plain(query, star)))
+
+
+def test_keys_that_rule_out_no_file_are_not_applied(spark, star):
+    """A build worth evaluating whose keys turn out to span the fact: the files they keep are
+    planned exactly, and pruning nothing is not worth a changed final query."""
+    query = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int WHERE d.a < 49"
+    explained = star.explain(query)
+    [d] = [d for d in explained.dynamic if "fact_clustered" in d.probe]
+    assert not d.applied and d.reason.startswith("by cost after the build: its keys keep 12 of 12 files"), d.reason
+    assert d.key_count and d.key_count > 100
+    [scan] = [r for r in explained if r.label.startswith("fact_clustered")]
+    assert scan.files_selected == scan.files_total and not scan.dynamic_filters
+    assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+
+
 def test_settings_are_read_from_the_session_conf(spark):
     """Every setting, read in one pass over the conf, as `spark.conf.get` would give it."""
     given = {dfp.SIZE_THRESHOLD: "3GB", dfp.FILES_THRESHOLD: "77", dfp.MAX_VALUES: "123",
              dfp.MAX_RANGES: "9", dfp.JOIN_TYPES: "inner, left_semi", dfp.BUILD_SIZE_THRESHOLD: "5m",
              dfp.MAX_FILE_OVERLAP: "0.25", dfp.LOCAL_BUILD_THRESHOLD: "0", dfp.UNCLUSTERED_ROW_FILTER: "false",
-             "spark.skiplake.unrelated": "a=b\u0002, c"}
+             dfp.COST_MODEL: "false", dfp.SCAN_BYTES_PER_SECOND: "50MB", dfp.BUILD_JOB_SECONDS: "0.5",
+             dfp.SPECULATIVE_BUILD_SHARE: "0.2", dfp.FILTERED_SCAN_SHARE: "0.3", "spark.skiplake.unrelated": "a=b\u0002, c"}
     previous = {k: spark.conf.get(k, None) for k in given}
     for k, v in given.items():
         spark.conf.set(k, v)
@@ -316,7 +362,8 @@ def test_settings_are_read_from_the_session_conf(spark):
         assert got == dfp.DynamicPruningSettings(
             enabled=True, size_threshold=3 << 30, files_threshold=77, max_values=123, max_ranges=9,
             join_types=("Inner", "LeftSemi"), build_size_threshold=5 << 20, max_file_overlap=0.25,
-            local_build_threshold=0, unclustered_row_filter=False)
+            local_build_threshold=0, unclustered_row_filter=False, cost_model=False,
+            scan_bytes_per_second=50 << 20, build_job_seconds=0.5, speculative_build_share=0.2, filtered_scan_share=0.3)
         spark.conf.set(dfp.ENABLED, "off")
         assert dfp.DynamicPruningSettings.of(spark) == dfp.DynamicPruningSettings(enabled=False)
     finally:
@@ -362,10 +409,17 @@ def test_unclustered_files_take_few_keys_as_a_row_filter(spark, star):
 
 def test_many_keys_are_sent_as_ranges(spark, star):
     query = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int WHERE d.a < 45 AND d.k_int < 300"
-    explained = star.explain(query)
-    [fact] = [r for r in explained if r.label.startswith("fact")]
-    assert any("RANGES" in f for f in fact.dynamic_filters), explained.text()
-    assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+    # The ranges keep every file static pruning left: the cost model does not apply them ...
+    [d] = [d for d in star.explain(query).dynamic if "fact_clustered" in d.probe]
+    assert not d.applied and d.reason.startswith("by cost after the build"), d.reason
+    spark.conf.set(dfp.COST_MODEL, "false")  # ... and without it they are sent as ranges
+    try:
+        explained = star.explain(query)
+        [fact] = [r for r in explained if r.label.startswith("fact")]
+        assert any("RANGES" in f for f in fact.dynamic_filters), explained.text()
+        assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+    finally:
+        spark.conf.unset(dfp.COST_MODEL)
 
 
 def test_dataframes_get_the_same_pruning(spark, star):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
+from skiplake.skipping.dfp_cost import CostEstimate
+
 
 @dataclass(frozen=True)
 class StageCount:
@@ -92,19 +94,23 @@ class DynamicPruningReport:
     filters: list[str] = field(default_factory=list)  # the dynamic filters sent to the probe scans
     joins: int = 1                   # joins of Spark's plan it stands for (a CTE inlined twice repeats its joins)
     build_local: bool = False        # the build side was read in the driver, without a Spark job
+    cost: CostEstimate | None = None  # the cost model's figures, when it decided
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["cost"] = self.cost.to_dict() if self.cost is not None else None
+        return out
 
     def text(self) -> str:
         on = " AND ".join(f"{p} = {b}" for p, b in self.keys) or "?"
         alike = f", {self.joins} joins alike" if self.joins > 1 else ""
         head = f"DynamicFilePruning {self.probe} <- {self.build} ({self.join_type} ON {on}{alike})"
+        estimate = f"\n  cost: {self.cost.text()}" if self.cost is not None else ""
         if not self.applied:
-            return f"{head}\n  not applied: {self.reason}"
+            return f"{head}{estimate}\n  not applied: {self.reason}"
         where = " (read in the driver)" if self.build_local else ""
         cost = f"; build {self.build_seconds:.3f} s{where}" if self.build_seconds is not None else ""
-        return f"{head}\n  applied: {self.reason}{cost}"
+        return f"{head}{estimate}\n  applied: {self.reason}{cost}"
 
     def __str__(self) -> str:
         return self.text()

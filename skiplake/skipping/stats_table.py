@@ -214,8 +214,9 @@ class StatsTable:
 
     def _parse_arrow(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
         n = self.num_files
-        if n == 0:
-            return np.zeros(0), {name: (pa.nulls(0), pa.nulls(0), pa.nulls(0)) for name in names}
+        if n == 0:  # typed, as the string and timestamp adjustments of _finish need
+            empty = {name: pa.nulls(0, arrow_type(self.schema.field(name).type) or pa.null()) for name in names}
+            return np.zeros(0), {name: (empty[name], empty[name], pa.nulls(0, pa.int64())) for name in names}
         types = {name: self.schema.field(name).type for name in names}
         fields = [("numRecords", pa.int64())]
         if names:

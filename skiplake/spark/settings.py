@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from skiplake.errors import InvalidArgumentError
+from skiplake.skipping.dfp_cost import CostModel
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -24,6 +25,11 @@ BUILD_SIZE_THRESHOLD = PREFIX + "dynamicFilePruning.buildSizeThreshold"
 MAX_FILE_OVERLAP = PREFIX + "dynamicFilePruning.maxFileOverlap"
 LOCAL_BUILD_THRESHOLD = PREFIX + "dynamicFilePruning.localBuildThreshold"
 UNCLUSTERED_ROW_FILTER = PREFIX + "dynamicFilePruning.unclusteredRowFilter"
+COST_MODEL = PREFIX + "dynamicFilePruning.costModel"
+SCAN_BYTES_PER_SECOND = PREFIX + "dynamicFilePruning.scanBytesPerSecond"
+BUILD_JOB_SECONDS = PREFIX + "dynamicFilePruning.buildJobSeconds"
+SPECULATIVE_BUILD_SHARE = PREFIX + "dynamicFilePruning.speculativeBuildShare"
+FILTERED_SCAN_SHARE = PREFIX + "dynamicFilePruning.filteredScanShare"
 
 # Spark's names of the join types the rule may apply to (the seed: inner and left semi; outer
 # joins on their side that is not preserved).
@@ -42,6 +48,17 @@ class DynamicPruningSettings:
     max_file_overlap: float = 0.5               # skip probes whose files are not clustered by the key
     local_build_threshold: int = 64 * 1024 * 1024  # a one-table build side read in the driver up to this
     unclustered_row_filter: bool = True         # a probe not clustered by the key still gets a short key list as a row filter
+    cost_model: bool = True                     # evaluate a build and apply its keys only where pruning pays (dfp_cost)
+    scan_bytes_per_second: int = CostModel.scan_bytes_per_second  # Parquet bytes one task scans per second
+    build_job_seconds: float = CostModel.build_job_seconds        # a Spark job's fixed cost, for a build side
+    speculative_build_share: float = CostModel.speculative_share  # a build not sure to pay costs at most this share of the scan
+    filtered_scan_share: float = CostModel.filtered_scan_share    # kept files read through the file filter cost this share more
+
+    def model(self, parallelism: int) -> CostModel:
+        """The cost model with these settings, for scans `parallelism` tasks wide."""
+        return CostModel(parallelism=max(1, parallelism), scan_bytes_per_second=max(1, self.scan_bytes_per_second),
+                         build_job_seconds=self.build_job_seconds, speculative_share=self.speculative_build_share,
+                         filtered_scan_share=self.filtered_scan_share)
 
     @staticmethod
     def of(spark: "SparkSession") -> "DynamicPruningSettings":
@@ -62,6 +79,12 @@ class DynamicPruningSettings:
             max_file_overlap=float(conf.get(MAX_FILE_OVERLAP) or d.max_file_overlap),
             local_build_threshold=_bytes(conf.get(LOCAL_BUILD_THRESHOLD), d.local_build_threshold),
             unclustered_row_filter=_bool(conf.get(UNCLUSTERED_ROW_FILTER, "true")),
+            cost_model=_bool(conf.get(COST_MODEL, "true")),
+            scan_bytes_per_second=_bytes(conf.get(SCAN_BYTES_PER_SECOND), d.scan_bytes_per_second),
+            build_job_seconds=_number(BUILD_JOB_SECONDS, conf.get(BUILD_JOB_SECONDS), d.build_job_seconds),
+            speculative_build_share=_number(SPECULATIVE_BUILD_SHARE, conf.get(SPECULATIVE_BUILD_SHARE),
+                                            d.speculative_build_share),
+            filtered_scan_share=_number(FILTERED_SCAN_SHARE, conf.get(FILTERED_SCAN_SHARE), d.filtered_scan_share),
         )
 
 
@@ -78,7 +101,8 @@ def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
         text = str(jvm.org.apache.commons.lang3.StringUtils.join(entries, _SEPARATOR))
     except Exception:  # a session without the classic JVM conf (Spark Connect): one call each
         keys = (ENABLED, SIZE_THRESHOLD, FILES_THRESHOLD, MAX_VALUES, MAX_RANGES, JOIN_TYPES,
-                BUILD_SIZE_THRESHOLD, MAX_FILE_OVERLAP, LOCAL_BUILD_THRESHOLD, UNCLUSTERED_ROW_FILTER)
+                BUILD_SIZE_THRESHOLD, MAX_FILE_OVERLAP, LOCAL_BUILD_THRESHOLD, UNCLUSTERED_ROW_FILTER, COST_MODEL,
+                SCAN_BYTES_PER_SECOND, BUILD_JOB_SECONDS, SPECULATIVE_BUILD_SHARE, FILTERED_SCAN_SHARE)
         return {k: v for k in keys if (v := spark.conf.get(k, None)) is not None}
     out: dict[str, str] = {}
     for entry in text.split(_SEPARATOR):
@@ -106,6 +130,18 @@ def _bytes(text: str | None, default: int) -> int:
     if unit not in _UNITS or not digits.strip():
         raise InvalidArgumentError(f"{text!r} is not a size; write it like 32MB, 10GB or a number of bytes")
     return int(float(digits) * _UNITS[unit])
+
+
+def _number(key: str, text: str | None, default: float) -> float:
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise InvalidArgumentError(f"{key}: {text!r} is not a number of at least 0")
+    return value
 
 
 _ALIASES = {"inner": "Inner", "leftsemi": "LeftSemi", "semi": "LeftSemi", "leftouter": "LeftOuter",

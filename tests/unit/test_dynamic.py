@@ -132,3 +132,15 @@ def test_plain_keys_convert_as_probe_value_says(type_, keys, uniform):
     kf = key_filter(col, keys, max_values=10_000, max_ranges=4)
     expected = InList(col, tuple(by_key)) if by_key else Const(False)
     assert kf.predicate == expected
+
+
+def test_stats_of_no_files_are_typed():
+    """A build side whose static pruning selected no file: its stats table is empty, and a string
+    or timestamp column's stats are still typed (the cost model reads the build key's range)."""
+    table = pa.table({"path": pa.array([], pa.string()), "stats": pa.array([], pa.string()),
+                      "partitionValues": pa.array([], pa.map_(pa.string(), pa.string())),
+                      "tags": pa.array([], pa.map_(pa.string(), pa.string()))})
+    stats = StatsTable(table, Schema((Field("s", "string"), Field("t", "timestamp"))), [])
+    for name in ("s", "t"):
+        col = stats.column(name)
+        assert len(col.min) == len(col.max) == 0 and col.min.type != pa.null()

@@ -48,6 +48,7 @@ from skiplake.expr.tree import And, Col, Const, InList, IsNull, Node, Not, conju
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.schema import INTEGER_TYPES, is_decimal, is_primitive
 from skiplake.log.values import TIMESTAMP_TYPES
+from skiplake.skipping.dfp_cost import CostEstimate, CostModel
 from skiplake.skipping.dynamic import BuildKeys, KeyFilter, file_overlap
 from skiplake.skipping.local_build import local_keys
 from skiplake.skipping.plan import stats_table
@@ -55,8 +56,9 @@ from skiplake.skipping.report import DynamicPruningReport
 from skiplake.skipping.rows import NotExact
 from skiplake.spark.build_keys import distinct_keys
 from skiplake.spark.query.catalyst import condition_sql, frame_of, size_in_bytes
+from skiplake.spark.query.dynamic_cost import estimate, parallelism, probe_size, tentative_size
 from skiplake.spark.query.model import ROW_FILTER_MAX_VALUES, Occurrence, QueryPlan, Resolver, TableReference
-from skiplake.spark.query.plan_text import FILTER_COMMUTES, Attr, Operand, PlanNode, split_top
+from skiplake.spark.query.plan_text import Attr, Operand, PlanNode, split_top, trace
 from skiplake.spark.query.plan_text import conjuncts as text_conjuncts
 from skiplake.spark.settings import JOIN_TYPES
 
@@ -65,10 +67,6 @@ if TYPE_CHECKING:
 
 # (probe child, build child) of each join type the rule applies to.
 _SIDES = {"Inner": ((0, 1), (1, 0)), "LeftSemi": ((0, 1),), "LeftOuter": ((1, 0),), "RightOuter": ((0, 1),)}
-# The child a row of a join's output comes from unchanged, per join type, when that child's rows
-# pass into the output whole (filtering them first filters the output the same way).
-_PRESERVED = {"Inner": (0, 1), "Cross": (0, 1), "LeftOuter": (0,), "RightOuter": (1,), "LeftSemi": (0,),
-              "LeftAnti": (0,)}
 _WIDER = {"byte": ("short", "int", "integer", "bigint", "long"), "short": ("int", "integer", "bigint", "long"),
           "integer": ("bigint", "long"), "long": ()}
 _EXPR_ID = re.compile(r"#\d+")
@@ -83,6 +81,7 @@ class _Target:
     occ: Occurrence
     column: Col
     unclustered: str = ""   # why its files are not pruned by the key: it takes a short key list as a row filter only
+    overlap: float = 1.0    # the average share of its files one key value falls into
 
 
 @dataclass
@@ -95,6 +94,7 @@ class _Candidate:
     build_label: str
     result: Any = None
     seconds: float = 0.0
+    estimate: CostEstimate | None = None   # the cost model's figures for its build, when it decided
 
     @property
     def rows_only(self) -> bool:
@@ -135,9 +135,13 @@ def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver
             candidates.extend(chosen)
         else:
             plan.dynamic.append(DynamicPruningReport(applied=False, reason=best.reason, **best.report_fields))
-    if candidates:
-        _evaluate_builds(spark, plan, candidates)
-        _apply(plan, candidates)
+    groups = _groups(plan, candidates)
+    model = settings.model(parallelism(spark)) if groups and settings.cost_model else None
+    if model is not None:
+        groups = _worth_building(plan, groups, model)
+    if groups:
+        _evaluate_builds(spark, plan, groups)
+        _apply(plan, [c for group in groups.values() for c in group], model)
     plan.dynamic = _alike_once(plan.dynamic)
     return plan
 
@@ -245,7 +249,7 @@ def _targets(plan: QueryPlan, probe: PlanNode, op: Operand,
     """The lake relations (and columns) the probe key comes from unchanged, or why none."""
     found: list[_Target] = []
     reasons: list[str] = []
-    for relation, attr in _trace(probe, op.attr.id):
+    for relation, attr in trace(probe, op.attr.id):
         hit = occurrences.get(relation.number)
         if hit is None:
             continue  # a relation that is not a lake table: it is read whole
@@ -263,22 +267,6 @@ def _targets(plan: QueryPlan, probe: PlanNode, op: Operand,
     if not found and not reasons:
         reasons.append("the probe side's key does not come unchanged from a lake table's column")
     return found, reasons[0] if not found else ""
-
-
-def _trace(node: PlanNode, attr_id: int) -> list[tuple[PlanNode, int]]:
-    """The relations (with the attribute id there) an output attribute of `node` comes from
-    unchanged, through nodes a filter on it commutes with; empty when it is computed."""
-    if node.kind == "Relation":
-        return [(node, attr_id)] if any(a.id == attr_id for a in node.output or []) else []
-    if node.kind == "Join":
-        side = next((i for i, c in enumerate(node.children) if any(a.id == attr_id for a in c.output or [])), None)
-        if side is None or side not in _PRESERVED.get(node.join_type, ()):
-            return []
-        return _trace(node.children[side], attr_id)
-    if node.kind not in FILTER_COMMUTES | {"Project", "Aggregate", "Union"}:
-        return []
-    sources = node.sources(attr_id)
-    return [hit for child, child_attr in sources or [] for hit in _trace(child, child_attr)]
 
 
 def _type_problem(column: str, type_: Any, cast: str | None) -> str:
@@ -334,8 +322,9 @@ def _clustering_problem(t: _Target, max_overlap: float) -> str:
     assert snapshot is not None
     spec = bucket_spec_of(snapshot.configuration)
     if spec is not None and [c.lower() for c in spec.columns] == [t.column.name.lower()]:
+        t.overlap = 1 / max(1, spec.num_buckets)
         return ""  # bucket pruning selects the keys' buckets whatever the clustering
-    overlap = file_overlap(stats_table(snapshot), t.column.name)
+    overlap = t.overlap = file_overlap(stats_table(snapshot), t.column.name)
     if overlap > max_overlap:
         return (f"{t.ref.label}'s files are not clustered by {t.column.name}: a key value falls in "
                 f"{overlap:.0%} of them on average (maxFileOverlap {max_overlap:.0%})")
@@ -360,7 +349,7 @@ def _build_input(plan: QueryPlan, build: PlanNode) -> int:
     total = 0
     for node in build.walk():
         if not node.children and node.kind not in ("OneRowRelation", "LocalRelation"):
-            hit = _occurrence(plan, node)
+            hit = plan.occurrence(node)
             if hit is not None and hit[0].static is not None:
                 total += hit[0].static.report.bytes_selected
             else:
@@ -381,11 +370,54 @@ def _selective(build: PlanNode) -> bool:
 # ---------------------------------------------------------------- evaluating and applying
 
 
-def _evaluate_builds(spark: "SparkSession", plan: QueryPlan, candidates: list[_Candidate]) -> None:
-    """Each distinct build once (the same subtree and keys give the same keys), concurrently."""
+def _groups(plan: QueryPlan, candidates: list[_Candidate]) -> dict[str, list[_Candidate]]:
+    """The candidates by their build side: the same subtree and keys give the same keys."""
     groups: dict[str, list[_Candidate]] = {}
     for c in candidates:
         groups.setdefault(_canonical(plan, c), []).append(c)
+    return groups
+
+
+def _worth_building(plan: QueryPlan, groups: dict[str, list[_Candidate]],
+                    model: CostModel) -> dict[str, list[_Candidate]]:
+    """The build sides the cost model finds worth evaluating; the others' joins are reported with
+    the figures. Builds whose keys can prune files are priced by what pruning saves; the others
+    (their probes' files are not clustered by the key, and they take a short key list as a row
+    filter only) are worth it only when they are cheap next to their probes' scans."""
+    kept: dict[str, list[_Candidate]] = {}
+    for key, group in groups.items():
+        first = group[0]
+        local = _local_shape(plan, first) is not None
+        build_bytes = _build_input(plan, first.build)
+        pruning = [c for c in group if not c.rows_only]
+        rows = [c for c in group if c.rows_only]
+        if pruning:
+            e = estimate(plan, pruning, model, build_bytes, local)
+            worth, why = e.worth_building()
+            if worth:
+                kept[key] = group  # the row filters come with it for free
+                for c in pruning:
+                    c.estimate = e
+                continue
+            _decline(plan, pruning, why, e)
+        if rows and local:
+            e = estimate(plan, rows, model, build_bytes, local, rows_only=True)
+            worth, why = e.worth_filtering_rows()
+            if not worth:
+                _decline(plan, rows, why, e)
+                continue
+        if rows:
+            kept[key] = rows
+    return kept
+
+
+def _decline(plan: QueryPlan, candidates: list[_Candidate], why: str, e: CostEstimate) -> None:
+    plan.dynamic.extend(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False, why,
+                                             cost=e) for c in candidates)
+
+
+def _evaluate_builds(spark: "SparkSession", plan: QueryPlan, groups: dict[str, list[_Candidate]]) -> None:
+    """Each distinct build once, concurrently."""
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=min(4, len(groups))) as pool:
         # A Spark job only where some probe can prune files by the keys.
@@ -403,7 +435,7 @@ def _canonical(plan: QueryPlan, c: _Candidate) -> str:
     for node in c.build.walk():
         line = node.line()
         if node.kind == "Relation":
-            hit = _occurrence(plan, node)
+            hit = plan.occurrence(node)
             line += f" <{hit[0].source.table_path if hit and hit[0].snapshot else node.number}>"
         lines.append(line)
     lines.append(repr([(b.attr.name, b.cast) for _t, b in c.pairs]))
@@ -439,12 +471,29 @@ def _local_keys(plan: QueryPlan, c: _Candidate) -> BuildKeys | None:
     is of another shape, or its filter or key columns are not ones skiplake evaluates exactly as
     Spark (skiplake.skipping.rows says which). A filter conjunct that does not bind (it names
     something else) is left out: more rows give more keys, which prunes less, never wrongly."""
+    shape = _local_shape(plan, c)
+    if shape is None:
+        return None
+    ref, chain, keys = shape
+    snapshot, static = ref.snapshot, ref.static
+    assert snapshot is not None and static is not None
+    try:
+        parts = [p for p in (_bound_filter(plan, ref, n) for n in chain if n.kind == "Filter") if p is not None]
+        predicate = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
+        return local_keys(snapshot.table_path, static.selected, snapshot.schema, predicate, keys)
+    except (NotExact, InvalidPredicateError, OSError, pa.ArrowException):
+        return None
+
+
+def _local_shape(plan: QueryPlan, c: _Candidate) -> tuple[TableReference, list[PlanNode], list[str]] | None:
+    """(its table, its Projects and Filters, its key columns) of a build read in the driver, or
+    None when it is not of that shape (nothing is read to tell)."""
     limit = plan.settings.local_build_threshold
     chain, node = [], c.build
     while node.kind in ("Project", "Filter") and len(node.children) == 1 and not node.subqueries:
         chain.append(node)
         node = node.children[0]
-    hit = _occurrence(plan, node) if node.kind == "Relation" and limit > 0 else None
+    hit = plan.occurrence(node) if node.kind == "Relation" and limit > 0 else None
     if hit is None or hit[0].snapshot is None or hit[0].static is None:
         return None
     ref, snapshot, static = hit[0], hit[0].snapshot, hit[0].static
@@ -460,12 +509,7 @@ def _local_keys(plan: QueryPlan, c: _Candidate) -> BuildKeys | None:
         if field_ is None or (b.cast is not None and b.cast not in _WIDER.get(field_.type, ())):
             return None
         keys.append(field_.name)
-    try:
-        parts = [p for p in (_bound_filter(plan, ref, n) for n in chain if n.kind == "Filter") if p is not None]
-        predicate = None if not parts else parts[0] if len(parts) == 1 else And(tuple(parts))
-        return local_keys(snapshot.table_path, static.selected, snapshot.schema, predicate, keys)
-    except (NotExact, InvalidPredicateError, OSError, pa.ArrowException):
-        return None
+    return ref, chain, keys
 
 
 def _bound_filter(plan: QueryPlan, ref: TableReference, node: PlanNode) -> Node | None:
@@ -481,10 +525,16 @@ def _position(out: list[Attr] | None, attr: Attr) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def _apply(plan: QueryPlan, candidates: list[_Candidate]) -> None:
+def _apply(plan: QueryPlan, candidates: list[_Candidate], model: CostModel | None) -> None:
     s = plan.settings
     touched: dict[int, TableReference] = {}
     for c in candidates:
+        why_not = _not_worth_applying(c, model, s.max_values, s.max_ranges) if model is not None else ""
+        if why_not:
+            plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False,
+                                                     why_not, round(c.seconds, 4), c.result.count,
+                                                     build_local=c.result.local, cost=c.estimate))
+            continue
         if c.result is None:
             reason = "the build side's key columns could not be read"
             if c.rows_only:
@@ -518,12 +568,30 @@ def _apply(plan: QueryPlan, candidates: list[_Candidate]) -> None:
             how += " (a row filter where the files are not clustered by the key)"
         plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, True,
                                                  how, round(c.seconds, 4), max(counts, default=0),
-                                                 list(dict.fromkeys(filters)), build_local=c.result.local))
+                                                 list(dict.fromkeys(filters)), build_local=c.result.local,
+                                                 cost=c.estimate))
     for ref in touched.values():
         ref.plan_dynamic()
 
 
 _ON_ROWS = " on rows only"
+
+
+def _not_worth_applying(c: _Candidate, model: CostModel, max_values: int, max_ranges: int) -> str:
+    """Why the build's keys, now known, do not save what applying them costs; '' when they do
+    (or the cost model did not price this build). The files they keep are planned exactly."""
+    clustered = [(i, t) for i, (targets, _op) in enumerate(c.pairs) for t in targets if not t.unclustered]
+    if c.estimate is None or c.result is None or not clustered:
+        return ""
+    # Per probe reference, every key column's filter at once, as _apply will give them.
+    filters: dict[int, tuple[_Target, list[Node]]] = {}
+    for i, t in clustered:
+        kf = c.result.key_filter(i, t.column, max_values, max_ranges)
+        filters.setdefault(id(t.ref), (t, []))[1].append(kf.predicate)
+    before = probe_size([t for t, _p in filters.values()])
+    after = [tentative_size(t, p[0] if len(p) == 1 else And(tuple(p))) for t, p in filters.values()]
+    worth, why = c.estimate.worth_applying(before, (sum(f for f, _b in after), sum(b for _f, b in after)), model)
+    return "" if worth else why
 
 
 def _place(t: _Target, kf: KeyFilter, build: str) -> tuple[str, str]:
@@ -553,7 +621,7 @@ def _describe(plan: QueryPlan, build: PlanNode) -> str:
     for node in build.walk():
         if node.kind != "Relation":
             continue
-        hit = _occurrence(plan, node)
+        hit = plan.occurrence(node)
         if hit is None:
             parts.append("a Spark relation")
             continue
@@ -561,14 +629,6 @@ def _describe(plan: QueryPlan, build: PlanNode) -> str:
         shown = [c for c in conjuncts(occ.static) if not _is_not_null(c)] if occ.static is not None else []
         parts.append(ref.name + (f" WHERE {' AND '.join(to_sql(c) for c in shown)}" if shown else ""))
     return ", ".join(dict.fromkeys(parts)) or "a computed relation"
-
-
-def _occurrence(plan: QueryPlan, node: PlanNode) -> tuple[TableReference, Occurrence] | None:
-    for ref in plan.references:
-        for occ in ref.occurrences:
-            if occ.node is node:
-                return ref, occ
-    return None
 
 
 def _relations(plan: QueryPlan, node: PlanNode, occurrences: dict[int, tuple[TableReference, Occurrence]]) -> str:

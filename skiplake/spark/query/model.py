@@ -237,6 +237,14 @@ class QueryPlan:
         self.reason = reason
         return self
 
+    def occurrence(self, node: "PlanNode") -> tuple[TableReference, Occurrence] | None:
+        """The reference, and its occurrence, a relation node of the optimized plan reads."""
+        for ref in self.references:
+            for occ in ref.occurrences:
+                if occ.node is node:
+                    return ref, occ
+        return None
+
     @property
     def reports(self) -> list[ScanReport]:
         return [r.plan.report for r in self.references if r.plan is not None]

@@ -34,6 +34,10 @@ _PASS_THROUGH = {"Filter", "Sort", "Sample", "Repartition", "RepartitionByExpres
 FILTER_COMMUTES = {"Filter", "Sort", "Repartition", "RepartitionByExpression", "RebalancePartitions", "Distinct",
                    "Subquery"}
 JOIN_TYPES = ("Inner", "LeftOuter", "RightOuter", "FullOuter", "LeftSemi", "LeftAnti", "Cross")
+# The child a row of a join's output comes from unchanged, per join type, when that child's rows
+# pass into the output whole (filtering them first filters the output the same way).
+PRESERVED = {"Inner": (0, 1), "Cross": (0, 1), "LeftOuter": (0,), "RightOuter": (1,), "LeftSemi": (0,),
+              "LeftAnti": (0,)}
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,22 @@ def _attach(nodes: list[PlanNode], node: PlanNode) -> None:
 
 
 # ---------------------------------------------------------------- text helpers
+
+
+def trace(node: PlanNode, attr_id: int) -> list[tuple[PlanNode, int]]:
+    """The relations (with the attribute id there) an output attribute of `node` comes from
+    unchanged, through nodes a filter on it commutes with; empty when it is computed."""
+    if node.kind == "Relation":
+        return [(node, attr_id)] if any(a.id == attr_id for a in node.output or []) else []
+    if node.kind == "Join":
+        side = next((i for i, c in enumerate(node.children) if any(a.id == attr_id for a in c.output or [])), None)
+        if side is None or side not in PRESERVED.get(node.join_type, ()):
+            return []
+        return trace(node.children[side], attr_id)
+    if node.kind not in FILTER_COMMUTES | {"Project", "Aggregate", "Union"}:
+        return []
+    sources = node.sources(attr_id)
+    return [hit for child, child_attr in sources or [] for hit in trace(child, child_attr)]
 
 
 def split_top(text: str, sep: str = ",") -> list[str]:
