@@ -16,6 +16,11 @@ taking turns:
             buildJobSeconds is the job's time less its bytes at the fitted scan rate
   applying  lake.sql's making of the final query (QueryExplain.planning's final_frame) for
             queries whose pruning applied, against those where none did
+  savings   what pruning saves end to end: TPC-DS queries at sf=1 with dynamic pruning (the cost
+            model off, so that it applies wherever it can) against without it; the bytes it kept
+            out of the scans (each file counting openCostInBytes) over the seconds it saved, per
+            task, is the rate scanBytesPerSecond stands for: pruned rows also skip the joins,
+            shuffles and aggregates above the scan, so it is lower than the bare scan's
 
     .venv/bin/python -m benchmarks.bench_dfp_cost [--quick] [--sf N] [--files N] [--reps N] [--json]
 """
@@ -32,6 +37,8 @@ from benchmarks.tpcds_lake import add_lake_arguments, build_lake, lake_scale
 
 DFP = "spark.skiplake.optimizer.dynamicFilePruning"
 SCAN_COLUMNS = ("ss_sold_date_sk", "ss_item_sk", "ss_quantity", "ss_net_paid")
+# TPC-DS queries whose date or item builds prune their fact tables at sf=1.
+SAVINGS_QUERIES = (3, 19, 25, 40, 42, 43, 52, 55, 98)
 BUILD_QUERY = ("SELECT sum(ss_quantity) FROM store_sales JOIN date_dim ON ss_sold_date_sk = d_date_sk "
                "WHERE d_year = 2000")
 # Queries of TPC-DS's shape whose date or item build prunes store_sales at any scale, and ones
@@ -146,9 +153,48 @@ def main(argv: list[str] | None = None) -> int:
         apply_s = median(making["applied"]) - median(making["not applied"])
         report.headline("applying (the final query made again)", apply_s, "s")
         report.extra["apply_seconds"] = apply_s
+    _savings(spark, lake, report, reps, open_cost, parallelism, progress)
     report.check("the scan fit explains the times (R² >= 0.9)", r2 >= 0.9, f"R² {r2:.3f}")
     spark.stop()
     return finish(report, args)
+
+
+def _savings(spark: Any, lake: Any, report: Report, reps: int, open_cost: int, parallelism: int,
+             progress: Progress) -> None:
+    from benchmarks.bench_dfp import query_texts
+    texts = query_texts([str(q) for q in SAVINGS_QUERIES])
+    bytes_kept_out, seconds_saved = 0, 0.0
+    for name, text in texts.items():
+        def run(on: bool, text: str = text) -> Any:
+            spark.conf.set(DFP, "true" if on else "false")
+            spark.conf.set(f"{DFP}.costModel", "false")
+            try:
+                lake.sql(text).collect()
+                return lake.last_explain
+            finally:
+                spark.conf.unset(DFP)
+                spark.conf.unset(f"{DFP}.costModel")
+        explained: list[Any] = []
+        samples = _alternate({"with": lambda: explained.append(run(True)), "without": lambda: run(False)}, reps)
+        saved = median(samples["without"]) - median(samples["with"])
+        kept_out = 0
+        for r in explained[-1] or []:
+            stages = {s.stage: s for s in r.stages}
+            if "dynamic" in stages and "static" in stages:
+                st, dy = stages["static"], stages["dynamic"]
+                kept_out += (st.bytes - dy.bytes) + (st.files - dy.files) * open_cost
+        report.timing("savings", f"q{name} with dynamic pruning", samples["with"],
+                      f"{kept_out / 1e6:,.0f} MB kept out (files counted at openCostInBytes)")
+        report.timing("savings", f"q{name} without", samples["without"])
+        bytes_kept_out += kept_out
+        seconds_saved += saved
+        progress(f"q{name}: saved {saved:.3f} s, {kept_out / 1e6:,.0f} MB kept out of the scans")
+    if seconds_saved > 0:
+        rate = bytes_kept_out / seconds_saved / parallelism
+        report.headline("scanBytesPerSecond, end to end (per task)", rate, "/s",
+                        f"{len(texts)} TPC-DS queries at sf=1: {bytes_kept_out / 1e6:,.0f} MB kept out, "
+                        f"{seconds_saved:.2f} s saved")
+        report.extra["end_to_end_bytes_per_second"] = rate
 
 
 def _alternate(cases: dict[Any, Any], reps: int) -> dict[Any, list[float]]:

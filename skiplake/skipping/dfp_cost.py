@@ -15,14 +15,15 @@ The model prices each in seconds from what is known before any build runs:
   (the average share of files a key value falls into, `file_overlap`), and for sure the share
   whose [min, max] meets the build's key range (from the build table's stats; 1 when the build
   key does not come from a lake table's column);
-- the build: `local_build_seconds + bytes / local_bytes_per_second` in the driver, or
-  `build_job_seconds + bytes / (scan_bytes_per_second * parallelism)` as a Spark job;
+- the build: `local_build_seconds + rows * local_row_seconds` in the driver (its filter runs
+  over every row of the table), or `build_job_seconds` plus its bytes at the scan rate as a Spark
+  job;
 - applying it: `apply_seconds`, and the kept files are read through a filter on each row's file
   name, which costs `filtered_scan_share` more per file than a plain read.
 
 A build is evaluated when what it saves for sure pays for it, or when its best case does and
-the build is cheap next to the probe's scan (at most `speculative_share` of it): a build that
-then prunes nothing wastes at most that share. Once the keys are known, the files they keep
+the build is cheap next to the probe's scan (at most `speculative_share` of it, or
+`speculative_seconds`): a build that then prunes nothing wastes at most that. Once the keys are known, the files they keep
 are exact, and the pruning is applied only if it saves more than applying it costs.
 The constants are measured by benchmarks/bench_dfp_cost.py (docs/dynamic-pruning.md gives them).
 """
@@ -34,29 +35,34 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True)
 class CostModel:
     parallelism: int = 2                        # tasks the probe's scan runs at once (Spark's defaultParallelism)
-    scan_bytes_per_second: int = 1700 << 20     # Parquet bytes one task scans per second
+    scan_bytes_per_second: int = 750 << 20      # bytes of files one task gets through per second (scan and the work above it)
     file_open_bytes: int = 4 * 1024 * 1024      # a file costs as much as this many bytes more (Spark's openCostInBytes)
     build_job_seconds: float = 0.1              # a Spark job's fixed cost (scheduling, code generation, collect)
-    local_build_seconds: float = 0.005          # a build read in the driver: fixed cost
-    local_bytes_per_second: int = 200_000_000   # ... and its bytes per second
+    local_build_seconds: float = 0.003          # a build read in the driver: fixed cost
+    local_row_seconds: float = 80e-9            # ... and per row of its table
     apply_seconds: float = 0.02                 # a final query that differs from the analysis pass
     filtered_scan_share: float = 0.1            # the kept files read through the file-name filter cost this share more
     speculative_share: float = 0.1              # a build whose saving is not sure costs at most this share of the scan
+    speculative_seconds: float = 0.025          # ... or at most this long
 
     def scan_seconds(self, files: int, bytes_: int) -> float:
         return (bytes_ + files * self.file_open_bytes) / (self.scan_bytes_per_second * max(1, self.parallelism))
 
-    def build_seconds(self, bytes_: int, local: bool) -> float:
+    def build_seconds(self, bytes_: int, rows: int, local: bool) -> float:
         if local:
-            return self.local_build_seconds + bytes_ / self.local_bytes_per_second
+            return self.local_build_seconds + rows * self.local_row_seconds
         return self.scan_seconds(0, bytes_) + self.build_job_seconds
 
     def estimate(self, probe_files: int, probe_bytes: int, best_share: float, sure_share: float,
-                 build_bytes: int, build_local: bool) -> "CostEstimate":
+                 build_bytes: int, build_rows: int, build_local: bool) -> "CostEstimate":
         return CostEstimate(probe_files, probe_bytes, self.scan_seconds(probe_files, probe_bytes),
                             _share(best_share), _share(sure_share), build_bytes,
-                            self.build_seconds(build_bytes, build_local), build_local, self.apply_seconds,
-                            self.speculative_share, self.filtered_scan_share)
+                            self.build_seconds(build_bytes, build_rows, build_local), build_local, self.apply_seconds,
+                            self.speculative_allowance(probe_files, probe_bytes), self.filtered_scan_share)
+
+    def speculative_allowance(self, files: int, bytes_: int) -> float:
+        """What a build that may prune nothing may cost, for a probe of that size."""
+        return max(self.speculative_share * self.scan_seconds(files, bytes_), self.speculative_seconds)
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,7 @@ class CostEstimate:
     build_s: float
     build_local: bool       # read in the driver, not by a Spark job
     apply_s: float
-    speculative_share: float
+    allowance_s: float      # what a build whose saving is not sure may cost
     filtered_share: float   # the kept files cost this share more to read
 
     @property
@@ -94,9 +100,9 @@ class CostEstimate:
             return False, (f"by cost: pruning saves at most ~{_s(self.best_saving_s)} of the probe's scan "
                            f"({self.probe_files:,} files, {self.probe_bytes:,} bytes, ~{_s(self.scan_s)}), less "
                            f"than the build ~{_s(self.build_s)} ({self._where()}) + applying ~{_s(self.apply_s)}")
-        if self.build_s > self.speculative_share * self.scan_s:
-            return False, (f"by cost: the build ~{_s(self.build_s)} ({self._where()}) is more than "
-                           f"{self.speculative_share:.0%} of the probe's scan ~{_s(self.scan_s)}, and its key range "
+        if self.build_s > self.allowance_s:
+            return False, (f"by cost: the build ~{_s(self.build_s)} ({self._where()}) is more than a build not sure to "
+                           f"pay may cost (~{_s(self.allowance_s)} for a scan of ~{_s(self.scan_s)}), and its key range "
                            f"rules out {1 - self.sure_share:.0%} of it for sure, saving ~{_s(max(0.0, self.sure_saving_s))}")
         return True, ""
 
@@ -104,11 +110,11 @@ class CostEstimate:
         """For a build whose keys can only filter the probe's rows (its files are not clustered by
         the key): whether the build is cheap next to the probe's scan. How much the row filter
         saves (rows kept out of joins and shuffles) is not known before the keys are."""
-        if self.build_s <= self.speculative_share * self.scan_s:
+        if self.build_s <= self.allowance_s:
             return True, ""
         return False, (f"by cost: its keys could only filter the probe's rows, and the build ~{_s(self.build_s)} "
-                       f"({self._where()}) is more than {self.speculative_share:.0%} of the probe's scan "
-                       f"~{_s(self.scan_s)} ({self.probe_files:,} files, {self.probe_bytes:,} bytes)")
+                       f"({self._where()}) is more than a build not sure to pay may cost (~{_s(self.allowance_s)} "
+                       f"for the probe's scan of ~{_s(self.scan_s)}: {self.probe_files:,} files, {self.probe_bytes:,} bytes)")
 
     def worth_applying(self, before: tuple[int, int], after: tuple[int, int],
                        model: CostModel) -> tuple[bool, str]:

@@ -58,7 +58,20 @@ def estimate(plan: QueryPlan, group: "list[_Candidate]", model: CostModel, build
     bytes_ = sum(_static(t)[1] for t, _s in targets.values())
     best = 1.0 if rows_only else combined_share([(t.overlap, _static(t)[1]) for t, _s in targets.values()])
     sure = combined_share([(s, _static(t)[1]) for t, s in targets.values()])
-    return model.estimate(files, bytes_, best, sure, build_bytes, build_local)
+    return model.estimate(files, bytes_, best, sure, build_bytes, _build_rows(plan, group[0].build, build_bytes),
+                          build_local)
+
+
+def _build_rows(plan: QueryPlan, build: PlanNode, build_bytes: int) -> int:
+    """The rows of the lake tables a build reads (their statically selected files' record counts);
+    a table whose stats lack them counts a row per 10 bytes."""
+    rows = 0
+    for node in build.walk():
+        hit = plan.occurrence(node) if node.kind == "Relation" else None
+        if hit is not None and hit[0].static is not None:
+            report = hit[0].static.report
+            rows += report.rows_selected if report.rows_selected is not None else report.bytes_selected // 10
+    return rows or build_bytes // 10
 
 
 def probe_size(targets: "list[_Target]") -> tuple[int, int]:
