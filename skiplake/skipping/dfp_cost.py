@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 @dataclass(frozen=True)
 class CostModel:
     parallelism: int = 2                        # tasks the probe's scan runs at once (Spark's defaultParallelism)
-    scan_bytes_per_second: int = 750 << 20      # bytes of files one task gets through per second (scan and the work above it)
+    scan_bytes_per_second: int = 700 << 20      # bytes of files one task gets through per second (scan and the work above it)
     file_open_bytes: int = 4 * 1024 * 1024      # a file costs as much as this many bytes more (Spark's openCostInBytes)
     build_job_seconds: float = 0.1              # a Spark job's fixed cost (scheduling, code generation, collect)
     local_build_seconds: float = 0.003          # a build read in the driver: fixed cost
