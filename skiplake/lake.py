@@ -198,15 +198,27 @@ class Lake:
 
 
 class _LakeTables:
-    """How `lake.sql` resolves a query's table names: the root's tables, then the catalog's."""
+    """How `lake.sql` resolves a query's table names: the root's tables, then the catalog's.
+
+    A name is looked up where its table would be (one check of its log folder, as named and in
+    lower case); the root is listed only when neither holds a table, so that a query pays for the
+    tables it names, not for every table of the lake (on an object store, a LIST each)."""
 
     def __init__(self, lake: Lake) -> None:
         self.lake = lake
-        self.known = {t.lower(): t for t in lake.tables()}
+        self._listed: dict[str, str] | None = None
+
+    @property
+    def known(self) -> dict[str, str]:
+        """The root's tables by lower-case name (listed once, when needed)."""
+        if self._listed is None:
+            self._listed = {t.lower(): t for t in self.lake.tables()}
+        return self._listed
 
     def source(self, name: str) -> Source | None:
-        if name.lower() in self.known:
-            return self.lake._latest(self.lake.path_of(self.known[name.lower()]))
+        folder = self._folder(name)
+        if folder is not None:
+            return self.lake._latest(self.lake.path_of(folder))
         if self.lake.catalog is None:
             return None
         try:
@@ -214,6 +226,15 @@ class _LakeTables:
         except NotATableError:
             return None
         return found.snapshot if isinstance(found, Table) else found
+
+    def _folder(self, name: str) -> str | None:
+        """The root's folder of table `name` (any case), or None."""
+        if self.lake.root is None or not name or "/" in name or name.startswith((".", "_")):
+            return None
+        for candidate in dict.fromkeys((name, name.lower())):
+            if self.lake._under_root(candidate):
+                return candidate
+        return self.known.get(name.lower())
 
     def unknown(self, name: str) -> Exception:
         lake = self.lake

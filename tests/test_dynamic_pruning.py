@@ -334,6 +334,30 @@ def test_tiny_tables_skip_dynamic_pruning_by_cost(spark, star):
     assert _rows(df) == _rows(spark.sql(_plain(query, star)))
 
 
+def test_the_analysis_pass_is_skipped_when_no_file_can_be_skipped(spark, star):
+    """No filter and no join: nothing to prune, so the query is analysed once, as written. Tables
+    of a file each, priced by the cost model's own figures, are not worth the pass either."""
+    explained = star.explain("SELECT count(*) AS n, sum(m) AS s FROM fact_clustered")
+    assert explained.notes == ["analysis pass skipped: no filter or join can skip a file"], explained.text()
+    assert "Planning: analysis pass skipped" in explained.text() and explained.to_dict()["notes"]
+    [scan] = explained
+    assert scan.files_selected == scan.files_total
+    query = "SELECT count(*) AS n FROM dim d1 JOIN dim d2 ON d1.k_int = d2.k_int WHERE d1.a = 7"
+    for k in COST_SETTINGS:
+        spark.conf.unset(k)
+    try:
+        explained = star.explain(query)
+        got = _rows(star.sql(query))
+    finally:
+        for k in COST_SETTINGS:
+            spark.conf.set(k, TEST_CONF[k])
+    [note] = explained.notes
+    assert note.startswith("analysis pass skipped: its tables are a file each, and reading them all (2 files"), note
+    assert got == _rows(spark.sql(_plain(query, star)))
+    # Priced as the other tests price them, the same tables are analysed (and pruned).
+    assert star.explain(query).notes == []
+
+
 def test_keys_that_rule_out_no_file_are_not_applied(spark, star):
     """A build worth evaluating whose keys turn out to span the fact: the files they keep are
     planned exactly, and pruning nothing is not worth a changed final query."""

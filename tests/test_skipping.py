@@ -421,6 +421,23 @@ def test_q1_item_in_list(spark: SparkSession, sql_lake: tuple[skiplake.Lake, lis
     assert report.rows_selected is not None and report.rows_selected < report.rows_total
 
 
+def test_table_names_are_found_where_they_lie(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query's table names resolve in any case without listing the lake's root (on an object
+    store a LIST per table); a name no table has still gets an error that lists the tables."""
+    from skiplake.errors import NotATableError
+    lake, rows = sql_lake
+    listed: list[int] = []
+    real = lake.tables
+    monkeypatch.setattr(lake, "tables", lambda: listed.append(1) or real())
+    assert lake.sql("SELECT count(*) AS n FROM STORE_SALES").collect()[0].n == len(rows)
+    assert lake.last_explain is not None and [r.label for r in lake.last_explain] == ["STORE_SALES"]
+    assert listed == []
+    with pytest.raises(NotATableError, match="the lake has .*store_sales"):
+        lake.sql("SELECT * FROM no_such_table")
+    assert listed
+
+
 def test_inner_join_prunes_both_sides(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
     """Filters on each side of an inner join prune that side's files; labels keep the aliases."""
     lake, _ = sql_lake

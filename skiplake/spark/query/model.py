@@ -229,6 +229,7 @@ class QueryPlan:
     dynamic: list[DynamicPruningReport] = field(default_factory=list)
     build_seconds: float = 0.0                   # wall time of the build sides (they run concurrently)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per planning stage, in order
+    notes: list[str] = field(default_factory=list)          # how planning went, for the report ("analysis pass skipped: ...")
     bound: dict[tuple[str, int], Node | None] = field(default_factory=dict)  # (filter SQL, id(reference)) -> bound
 
     def give_up(self, reason: str) -> "QueryPlan":
@@ -250,7 +251,7 @@ class QueryPlan:
         return [r.plan.report for r in self.references if r.plan is not None]
 
     def explain(self) -> "QueryExplain":
-        return QueryExplain(self.reports, self.joins, self.dynamic, self.build_seconds, self.timings)
+        return QueryExplain(self.reports, self.joins, self.dynamic, self.build_seconds, self.timings, self.notes)
 
     def text(self, final: bool) -> str:
         """The query with each reference replaced: by its slot view (for the analysis), or by what
@@ -306,7 +307,7 @@ class QueryExplain(list):
 
     def __init__(self, reports: Sequence[ScanReport], joins: Sequence[JoinReport] = (),
                  dynamic: Sequence[DynamicPruningReport] = (), build_seconds: float = 0.0,
-                 planning: Mapping[str, float] | None = None) -> None:
+                 planning: Mapping[str, float] | None = None, notes: Sequence[str] = ()) -> None:
         super().__init__(reports)
         self.joins = list(joins)
         self.dynamic = list(dynamic)
@@ -316,14 +317,16 @@ class QueryExplain(list):
         # Seconds each planning stage took (the build sides' time is within dynamic pruning's),
         # and the final query's making: where lake.sql's overhead over spark.sql goes.
         self.planning = dict(planning or {})
+        self.notes = list(notes)  # how planning went ("analysis pass skipped: ...")
 
     def text(self) -> str:
         lines = [r.text() for r in self] + [j.text() for j in self.joins] + [d.text() for d in self.dynamic]
         if self.build_seconds:
             lines.append(f"Build sides: {self.build_seconds:.3f} s (run concurrently)")
+        lines += [f"Planning: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins],
-                "dynamic": [d.to_dict() for d in self.dynamic], "build_seconds": self.build_seconds,
+                "dynamic": [d.to_dict() for d in self.dynamic], "build_seconds": self.build_seconds, "notes": self.notes,
                 "planning": self.planning}

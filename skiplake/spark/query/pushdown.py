@@ -21,7 +21,9 @@ from sqlglot import exp
 from skiplake.errors import InvalidPredicateError
 from skiplake.expr.parse import bind, bind_conjuncts
 from skiplake.expr.tree import And, Node, Or
+from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.spark.query.catalyst import condition_sql, optimized_plan, relation_tag, tree_text
+from skiplake.spark.query.dynamic_cost import parallelism
 from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
 from skiplake.spark.query.plan_text import PlanNode, parse_plan
 from skiplake.spark.query.views import TAG_OPTION
@@ -37,6 +39,13 @@ def push_filters(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> 
     if single is not None:
         plan.references[0].plan_static(single)
         return plan
+    why = _nothing_to_prune(spark, plan)
+    if why:
+        # The query then runs as written, analysed once: no stage after this one has anything to do.
+        for ref in plan.references:
+            ref.plan_static(None)
+        plan.notes.append(f"analysis pass skipped: {why}")
+        return plan
     plan.analysis = spark.sql(plan.text(final=False))
     plan.optimized = optimized_plan(plan.analysis)
     plan.root = parse_plan(tree_text(plan.optimized))
@@ -44,6 +53,33 @@ def push_filters(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> 
     for ref in plan.references:
         ref.plan_static(_predicate(ref))
     return plan
+
+
+def _nothing_to_prune(spark: "SparkSession", plan: QueryPlan) -> str:
+    """Why no reference can lose a file, so that the analysis pass is not worth its time, or ''.
+
+    Either the query has no filter and no join (no WHERE, HAVING, QUALIFY, JOIN: a whole-table
+    aggregate, a LIMIT), or every table it names is one file, and the cost model prices reading
+    them all at less than the analysis pass (pruning could only skip a whole small table; not for
+    catalog tables, whose partitions are fetched by the pushed predicate, nor bucketed ones,
+    which may join without a shuffle). Tables of more files keep their static pruning, which the
+    report shows, however small they are."""
+    assert plan.tree is not None
+    if not any(True for _ in plan.tree.find_all(exp.Where, exp.Having, exp.Qualify, exp.Join)):
+        return "no filter or join can skip a file"
+    settings = plan.settings
+    snapshots = [ref.snapshot for ref in plan.references]
+    if not settings.cost_model or not snapshots or any(
+            s is None or s.num_files > 1 or bucket_spec_of(s.configuration) is not None for s in snapshots):
+        return ""
+    files = sum(s.num_files for s in snapshots if s is not None)
+    bytes_ = sum(s.size_bytes for s in snapshots if s is not None)
+    model = settings.model(parallelism(spark))
+    scan = model.scan_seconds(files, bytes_)
+    if scan >= model.apply_seconds:
+        return ""
+    return (f"its tables are a file each, and reading them all ({files:,} files, {bytes_:,} bytes) costs "
+            f"~{scan * 1000:.0f} ms, less than the pass")
 
 
 def _find_occurrences(plan: QueryPlan, root: PlanNode) -> None:
