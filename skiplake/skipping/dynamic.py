@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Sequence
 
@@ -59,6 +59,10 @@ class BuildKeys:
     bounded: bool = False      # more keys than KEY_CAP: only each column's min and max
     seconds: float = 0.0       # the time to compute them
     local: bool = False        # read in the driver (skiplake.skipping.local_build), not by a Spark job
+    # (key column, probe type, max_ranges) -> the keys as the type's sorted values and their ranges:
+    # one build feeds several probes (a date build the three sales channels), and sorting and
+    # cutting 10,000 keys takes milliseconds.
+    _made: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def count(self) -> int:
@@ -69,20 +73,38 @@ class BuildKeys:
         allow, or the one range [min, max] when the keys were bounded."""
         if self.bounded:
             return key_filter(column, self.columns[i], 0, 1)
-        return key_filter(column, self.columns[i], max_values, max_ranges)
+        made = self._made.get((i, column.type, max_ranges))
+        if made is None:
+            values = probe_values(self.columns[i], column.type)
+            made = self._made[(i, column.type, max_ranges)] = (values, None)
+        values, spans = made
+        if len(values) > max_values and spans is None:
+            spans = _ranges(values, max_ranges)
+            self._made[(i, column.type, max_ranges)] = (values, spans)
+        return _filter_of(column, values, max_values, spans)
 
 
 def key_filter(column: Col, keys: Sequence[Any], max_values: int, max_ranges: int) -> KeyFilter:
     """The predicate that keeps the probe's files that may hold one of `keys` in `column`."""
-    values = _plain_values(keys, column.type)
+    values = probe_values(keys, column.type)
+    return _filter_of(column, values, max_values, _ranges(values, max_ranges) if len(values) > max_values else None)
+
+
+def probe_values(keys: Sequence[Any], type_: Any) -> list[Any]:
+    """The keys as values of the probe column's type, sorted and distinct (NULLs and keys the
+    type cannot hold dropped)."""
+    values = _plain_values(keys, type_)
     if values is None:
-        values = sorted(v for v in (probe_value(k, column.type) for k in keys) if v is not None)
+        values = sorted(v for v in (probe_value(k, type_) for k in keys) if v is not None)
         values = [v for i, v in enumerate(values) if i == 0 or v != values[i - 1]]
+    return values
+
+
+def _filter_of(column: Col, values: list[Any], max_values: int, spans: list[tuple[Any, Any]] | None) -> KeyFilter:
     if not values:
         return KeyFilter(column, Const(False), 0)
-    if len(values) <= max_values:
+    if len(values) <= max_values or spans is None:
         return KeyFilter(column, InList(column, tuple(values)), len(values))
-    spans = _ranges(values, max_ranges)
     parts: list[Node] = [Cmp("=", column, lo) if lo == hi else And((Cmp(">=", column, lo), Cmp("<=", column, hi)))
                          for lo, hi in spans]
     return KeyFilter(column, parts[0] if len(parts) == 1 else Or(tuple(parts)), len(values), len(spans))

@@ -34,8 +34,9 @@ class ScanPlan:
     """The files a scan must read (as the snapshot's Arrow rows), its report and bound predicate."""
 
     def __init__(self, selected: pa.Table, report: ScanReport, predicate: Node | None,
-                 buckets: frozenset[int] | None = None) -> None:
+                 buckets: frozenset[int] | None = None, mask: np.ndarray | None = None) -> None:
         self.selected = selected
+        self.mask = mask        # which of the snapshot's files are selected, when planned from it
         self.report = report
         self.predicate = predicate
         self.buckets = buckets  # the buckets the predicate may select; None when not bucketed or all
@@ -100,7 +101,7 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None, describe: boo
     # 4. report
     text = None if not describe else where if isinstance(where, str) else to_sql(where) if where is not None else None
     report = _report(snapshot, stats, mask, scope, text, node if describe else None, spec, buckets)
-    return ScanPlan(selected, report, node, buckets)
+    return ScanPlan(selected, report, node, buckets, mask)
 
 
 def _by_stats(node: Node | None, stats: StatsTable) -> np.ndarray:

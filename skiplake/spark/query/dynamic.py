@@ -526,22 +526,12 @@ def _position(out: list[Attr] | None, attr: Attr) -> int | None:
 
 
 def _apply(plan: QueryPlan, candidates: list[_Candidate], model: CostModel | None) -> None:
-    s = plan.settings
     touched: dict[int, TableReference] = {}
+    key_filter = _KeyFilters(plan.settings.max_values, plan.settings.max_ranges)
     for c in candidates:
-        why_not = _not_worth_applying(c, model, s.max_values, s.max_ranges) if model is not None else ""
-        if why_not:
-            plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False,
-                                                     why_not, round(c.seconds, 4), c.result.count,
-                                                     build_local=c.result.local, cost=c.estimate))
-            continue
-        if c.result is None:
-            reason = "the build side's key columns could not be read"
-            if c.rows_only:
-                reason = (f"{c.pairs[0][0][0].unclustered}; its keys could reach only its rows, which is worth "
-                          "it for a build side read in the driver, and this one is not")
-            plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False,
-                                                     reason))
+        unapplied = _unapplied(c, model, key_filter)
+        if unapplied is not None:
+            plan.dynamic.append(unapplied)
             continue
         filters: list[str] = []
         counts: list[int] = []
@@ -549,7 +539,7 @@ def _apply(plan: QueryPlan, candidates: list[_Candidate], model: CostModel | Non
         for i, (targets, _op) in enumerate(c.pairs):
             used = False
             for t in targets:
-                kf = c.result.key_filter(i, t.column, s.max_values, s.max_ranges)
+                kf = key_filter(c, i, t.column)
                 text, why = _place(t, kf, c.build_label)
                 if why:
                     declined.append(why)
@@ -577,7 +567,37 @@ def _apply(plan: QueryPlan, candidates: list[_Candidate], model: CostModel | Non
 _ON_ROWS = " on rows only"
 
 
-def _not_worth_applying(c: _Candidate, model: CostModel, max_values: int, max_ranges: int) -> str:
+class _KeyFilters:
+    """One filter per build, key column and probe column: builds feed several probes (a date build
+    the three sales channels), and a filter of 10,000 keys takes milliseconds to make."""
+
+    def __init__(self, max_values: int, max_ranges: int) -> None:
+        self.max_values, self.max_ranges = max_values, max_ranges
+        self._made: dict[tuple[int, int, str, Any], KeyFilter] = {}
+
+    def __call__(self, c: _Candidate, i: int, column: Col) -> KeyFilter:
+        key = (id(c.result), i, column.name, column.type)
+        if key not in self._made:
+            self._made[key] = c.result.key_filter(i, column, self.max_values, self.max_ranges)
+        return self._made[key]
+
+
+def _unapplied(c: _Candidate, model: CostModel | None, key_filter: _KeyFilters) -> DynamicPruningReport | None:
+    """The report of a candidate whose keys are not applied (by cost, or not read), or None."""
+    why_not = _not_worth_applying(c, model, key_filter) if model is not None else ""
+    if why_not:
+        return DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False, why_not,
+                                    round(c.seconds, 4), c.result.count, build_local=c.result.local, cost=c.estimate)
+    if c.result is not None:
+        return None
+    reason = "the build side's key columns could not be read"
+    if c.rows_only:
+        reason = (f"{c.pairs[0][0][0].unclustered}; its keys could reach only its rows, which is worth "
+                  "it for a build side read in the driver, and this one is not")
+    return DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False, reason)
+
+
+def _not_worth_applying(c: _Candidate, model: CostModel, key_filter: _KeyFilters) -> str:
     """Why the build's keys, now known, do not save what applying them costs; '' when they do
     (or the cost model did not price this build). The files they keep are planned exactly."""
     clustered = [(i, t) for i, (targets, _op) in enumerate(c.pairs) for t in targets if not t.unclustered]
@@ -586,7 +606,7 @@ def _not_worth_applying(c: _Candidate, model: CostModel, max_values: int, max_ra
     # Per probe reference, every key column's filter at once, as _apply will give them.
     filters: dict[int, tuple[_Target, list[Node]]] = {}
     for i, t in clustered:
-        kf = c.result.key_filter(i, t.column, max_values, max_ranges)
+        kf = key_filter(c, i, t.column)
         filters.setdefault(id(t.ref), (t, []))[1].append(kf.predicate)
     before = probe_size([t for t, _p in filters.values()])
     after = [tentative_size(t, p[0] if len(p) == 1 else And(tuple(p))) for t, p in filters.values()]

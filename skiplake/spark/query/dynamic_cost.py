@@ -19,8 +19,7 @@ import pyarrow.compute as pc
 from skiplake.expr.tree import And, Col
 from skiplake.skipping.dfp_cost import CostEstimate, CostModel, combined_share
 from skiplake.skipping.dynamic import key_filter, probe_value
-from skiplake.skipping.plan import plan_scan
-from skiplake.skipping.stats_table import StatsTable
+from skiplake.skipping.plan import plan_scan, stats_table
 from skiplake.spark.query.model import QueryPlan
 from skiplake.spark.query.plan_text import Operand, PlanNode, trace
 
@@ -112,8 +111,9 @@ def _build_key_range(plan: QueryPlan, build: PlanNode, op: Operand) -> tuple[Any
         return None
     snapshot = ref.snapshot
     assert snapshot is not None and ref.static is not None
-    stats = StatsTable(ref.static.selected, snapshot.schema, snapshot.partition_columns).column(field_.name)
-    some = ~np.asarray(stats.all_null, dtype=bool)
+    stats = stats_table(snapshot).column(field_.name)  # parsed once per snapshot
+    selected = ref.static.mask if ref.static.mask is not None else np.ones(snapshot.num_files, dtype=bool)
+    some = selected & ~np.asarray(stats.all_null, dtype=bool)
     if not some.any():
         return None
     mask = pa.array(some)
