@@ -57,6 +57,7 @@ from skiplake.skipping.rows import NotExact
 from skiplake.spark.build_keys import distinct_keys
 from skiplake.spark.query.catalyst import condition_sql, frame_of, size_in_bytes
 from skiplake.spark.query.dynamic_cost import estimate, parallelism, probe_size, tentative_size
+from skiplake.spark.query.join_candidates import Candidate, Target
 from skiplake.spark.query.model import ROW_FILTER_MAX_VALUES, Occurrence, QueryPlan, Resolver, TableReference
 from skiplake.spark.query.plan_text import Attr, Operand, PlanNode, split_top, trace
 from skiplake.spark.query.plan_text import conjuncts as text_conjuncts
@@ -75,37 +76,9 @@ _KEY_TYPES = ("string", "date", "boolean", *TIMESTAMP_TYPES)
 
 
 @dataclass
-class _Target:
-    """A probe relation the key reaches, and the column it is there."""
-    ref: TableReference
-    occ: Occurrence
-    column: Col
-    unclustered: str = ""   # why its files are not pruned by the key: it takes a short key list as a row filter only
-    overlap: float = 1.0    # the average share of its files one key value falls into
-
-
-@dataclass
-class _Candidate:
-    join: PlanNode
-    build: PlanNode
-    pairs: list[tuple[list[_Target], Operand]]   # per key: the probe targets, the build side's operand
-    keys: list[tuple[str, str]]                    # (probe column, build attribute) for the report
-    probe_label: str
-    build_label: str
-    result: Any = None
-    seconds: float = 0.0
-    estimate: CostEstimate | None = None   # the cost model's figures for its build, when it decided
-
-    @property
-    def rows_only(self) -> bool:
-        """Every probe target takes the keys as a row filter only: a Spark job for them does not pay."""
-        return all(t.unclustered for targets, _op in self.pairs for t in targets)
-
-
-@dataclass
 class _Verdict:
     """Why a join direction cannot prune, or the candidate that can."""
-    candidate: _Candidate | None = None
+    candidate: Candidate | None = None
     reason: str = ""
     probe_bytes: int = 0
     report_fields: dict = field(default_factory=dict)
@@ -117,7 +90,7 @@ def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver
         return plan
     occurrences = {occ.node.number: (ref, occ) for ref in plan.references for occ in ref.occurrences
                    if ref.snapshot is not None}
-    candidates: list[_Candidate] = []
+    candidates: list[Candidate] = []
     for join in (n for n in plan.root.walk() if n.kind == "Join"):
         verdicts = [_consider(plan, join, sides, occurrences) for sides in _sides(join)]
         chosen = [v.candidate for v in verdicts if v.candidate is not None]
@@ -182,7 +155,7 @@ def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
     pairs = _oriented_keys(join, probe_node, build_node)
     if not pairs:
         return _no_key_pairs(plan, join, probe_node, build_node, occurrences)
-    traced: list[tuple[list[_Target], Operand]] = []
+    traced: list[tuple[list[Target], Operand]] = []
     reasons: list[str] = []
     for probe_op, build_op in pairs:
         targets, why = _targets(plan, probe_node, probe_op, occurrences)
@@ -203,7 +176,7 @@ def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
     if why_not:
         return _Verdict(reason=why_not, probe_bytes=probe_bytes, report_fields=fields)
     keys = [(ts[0].column.name, b.attr.name) for ts, b in traced]
-    candidate = _Candidate(join, build_node, traced, keys, fields["probe"], fields["build"])
+    candidate = Candidate(join, build_node, traced, keys, fields["probe"], fields["build"])
     return _Verdict(candidate, probe_bytes=probe_bytes, report_fields=fields)
 
 
@@ -245,9 +218,9 @@ def _oriented_keys(join: PlanNode, probe: PlanNode, build: PlanNode) -> list[tup
 
 
 def _targets(plan: QueryPlan, probe: PlanNode, op: Operand,
-             occurrences: dict[int, tuple[TableReference, Occurrence]]) -> tuple[list[_Target], str]:
+             occurrences: dict[int, tuple[TableReference, Occurrence]]) -> tuple[list[Target], str]:
     """The lake relations (and columns) the probe key comes from unchanged, or why none."""
-    found: list[_Target] = []
+    found: list[Target] = []
     reasons: list[str] = []
     for relation, attr in trace(probe, op.attr.id):
         hit = occurrences.get(relation.number)
@@ -263,7 +236,7 @@ def _targets(plan: QueryPlan, probe: PlanNode, op: Operand,
         if problem:
             reasons.append(problem)
             continue
-        found.append(_Target(ref, occ, Col(field_.name, field_.type)))
+        found.append(Target(ref, occ, Col(field_.name, field_.type)))
     if not found and not reasons:
         reasons.append("the probe side's key does not come unchanged from a lake table's column")
     return found, reasons[0] if not found else ""
@@ -284,11 +257,11 @@ def _type_problem(column: str, type_: Any, cast: str | None) -> str:
     return f"the join compares cast({column} as {cast}), not {column} itself ({type_}), so its stats do not apply"
 
 
-def _probe_problem(plan: QueryPlan, traced: list[tuple[list[_Target], Operand]]) -> str:
+def _probe_problem(plan: QueryPlan, traced: list[tuple[list[Target], Operand]]) -> str:
     """Why no probe target is worth pruning (thresholds, clustering), or ''."""
     s = plan.settings
     reasons = []
-    keep: list[tuple[list[_Target], Operand]] = []
+    keep: list[tuple[list[Target], Operand]] = []
     for targets, op in traced:
         good = []
         for t in targets:
@@ -304,7 +277,7 @@ def _probe_problem(plan: QueryPlan, traced: list[tuple[list[_Target], Operand]])
     return "" if keep else reasons[0]
 
 
-def _size_problem(t: _Target, size_threshold: int, files_threshold: int) -> str:
+def _size_problem(t: Target, size_threshold: int, files_threshold: int) -> str:
     assert t.ref.static is not None
     report = t.ref.static.report
     if report.files_selected < files_threshold:
@@ -316,7 +289,7 @@ def _size_problem(t: _Target, size_threshold: int, files_threshold: int) -> str:
     return ""
 
 
-def _clustering_problem(t: _Target, max_overlap: float) -> str:
+def _clustering_problem(t: Target, max_overlap: float) -> str:
     """Why the key cannot prune the target's files, or ''."""
     snapshot = t.ref.snapshot
     assert snapshot is not None
@@ -370,21 +343,21 @@ def _selective(build: PlanNode) -> bool:
 # ---------------------------------------------------------------- evaluating and applying
 
 
-def _groups(plan: QueryPlan, candidates: list[_Candidate]) -> dict[str, list[_Candidate]]:
+def _groups(plan: QueryPlan, candidates: list[Candidate]) -> dict[str, list[Candidate]]:
     """The candidates by their build side: the same subtree and keys give the same keys."""
-    groups: dict[str, list[_Candidate]] = {}
+    groups: dict[str, list[Candidate]] = {}
     for c in candidates:
         groups.setdefault(_canonical(plan, c), []).append(c)
     return groups
 
 
-def _worth_building(plan: QueryPlan, groups: dict[str, list[_Candidate]],
-                    model: CostModel) -> dict[str, list[_Candidate]]:
+def _worth_building(plan: QueryPlan, groups: dict[str, list[Candidate]],
+                    model: CostModel) -> dict[str, list[Candidate]]:
     """The build sides the cost model finds worth evaluating; the others' joins are reported with
     the figures. Builds whose keys can prune files are priced by what pruning saves; the others
     (their probes' files are not clustered by the key, and they take a short key list as a row
     filter only) are worth it only when they are cheap next to their probes' scans."""
-    kept: dict[str, list[_Candidate]] = {}
+    kept: dict[str, list[Candidate]] = {}
     for key, group in groups.items():
         first = group[0]
         local = _local_shape(plan, first) is not None
@@ -411,12 +384,12 @@ def _worth_building(plan: QueryPlan, groups: dict[str, list[_Candidate]],
     return kept
 
 
-def _decline(plan: QueryPlan, candidates: list[_Candidate], why: str, e: CostEstimate) -> None:
+def _decline(plan: QueryPlan, candidates: list[Candidate], why: str, e: CostEstimate) -> None:
     plan.dynamic.extend(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False, why,
                                              cost=e) for c in candidates)
 
 
-def _evaluate_builds(spark: "SparkSession", plan: QueryPlan, groups: dict[str, list[_Candidate]]) -> None:
+def _evaluate_builds(spark: "SparkSession", plan: QueryPlan, groups: dict[str, list[Candidate]]) -> None:
     """Each distinct build once, concurrently."""
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=min(4, len(groups))) as pool:
@@ -429,7 +402,7 @@ def _evaluate_builds(spark: "SparkSession", plan: QueryPlan, groups: dict[str, l
             c.result, c.seconds = keys, seconds
 
 
-def _canonical(plan: QueryPlan, c: _Candidate) -> str:
+def _canonical(plan: QueryPlan, c: Candidate) -> str:
     """A build's identity: its subtree without expression ids, what each relation reads, its keys."""
     lines = []
     for node in c.build.walk():
@@ -442,7 +415,7 @@ def _canonical(plan: QueryPlan, c: _Candidate) -> str:
     return _EXPR_ID.sub("#", "\n".join(lines))
 
 
-def _keys_of(spark: "SparkSession", plan: QueryPlan, c: _Candidate,
+def _keys_of(spark: "SparkSession", plan: QueryPlan, c: Candidate,
              spark_job: bool) -> tuple[BuildKeys | None, float]:
     """The build's distinct non-null keys, per key column; None when they cannot be read. A small
     one-table build is read in the driver; any other is a Spark job, if `spark_job`."""
@@ -465,7 +438,7 @@ def _keys_of(spark: "SparkSession", plan: QueryPlan, c: _Candidate,
     return keys, keys.seconds
 
 
-def _local_keys(plan: QueryPlan, c: _Candidate) -> BuildKeys | None:
+def _local_keys(plan: QueryPlan, c: Candidate) -> BuildKeys | None:
     """The keys of a build that is Projects and Filters over one unpartitioned lake table whose
     selected files are at most localBuildThreshold bytes, read in the driver; None when the build
     is of another shape, or its filter or key columns are not ones skiplake evaluates exactly as
@@ -485,7 +458,7 @@ def _local_keys(plan: QueryPlan, c: _Candidate) -> BuildKeys | None:
         return None
 
 
-def _local_shape(plan: QueryPlan, c: _Candidate) -> tuple[TableReference, list[PlanNode], list[str]] | None:
+def _local_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[PlanNode], list[str]] | None:
     """(its table, its Projects and Filters, its key columns) of a build read in the driver, or
     None when it is not of that shape (nothing is read to tell)."""
     limit = plan.settings.local_build_threshold
@@ -525,7 +498,7 @@ def _position(out: list[Attr] | None, attr: Attr) -> int | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def _apply(plan: QueryPlan, candidates: list[_Candidate], model: CostModel | None) -> None:
+def _apply(plan: QueryPlan, candidates: list[Candidate], model: CostModel | None) -> None:
     touched: dict[int, TableReference] = {}
     key_filter = _KeyFilters(plan.settings.max_values, plan.settings.max_ranges)
     for c in candidates:
@@ -575,14 +548,14 @@ class _KeyFilters:
         self.max_values, self.max_ranges = max_values, max_ranges
         self._made: dict[tuple[int, int, str, Any], KeyFilter] = {}
 
-    def __call__(self, c: _Candidate, i: int, column: Col) -> KeyFilter:
+    def __call__(self, c: Candidate, i: int, column: Col) -> KeyFilter:
         key = (id(c.result), i, column.name, column.type)
         if key not in self._made:
             self._made[key] = c.result.key_filter(i, column, self.max_values, self.max_ranges)
         return self._made[key]
 
 
-def _unapplied(c: _Candidate, model: CostModel | None, key_filter: _KeyFilters) -> DynamicPruningReport | None:
+def _unapplied(c: Candidate, model: CostModel | None, key_filter: _KeyFilters) -> DynamicPruningReport | None:
     """The report of a candidate whose keys are not applied (by cost, or not read), or None."""
     why_not = _not_worth_applying(c, model, key_filter) if model is not None else ""
     if why_not:
@@ -597,14 +570,14 @@ def _unapplied(c: _Candidate, model: CostModel | None, key_filter: _KeyFilters) 
     return DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False, reason)
 
 
-def _not_worth_applying(c: _Candidate, model: CostModel, key_filter: _KeyFilters) -> str:
+def _not_worth_applying(c: Candidate, model: CostModel, key_filter: _KeyFilters) -> str:
     """Why the build's keys, now known, do not save what applying them costs; '' when they do
     (or the cost model did not price this build). The files they keep are planned exactly."""
     clustered = [(i, t) for i, (targets, _op) in enumerate(c.pairs) for t in targets if not t.unclustered]
     if c.estimate is None or c.result is None or not clustered:
         return ""
     # Per probe reference, every key column's filter at once, as _apply will give them.
-    filters: dict[int, tuple[_Target, list[Node]]] = {}
+    filters: dict[int, tuple[Target, list[Node]]] = {}
     for i, t in clustered:
         kf = key_filter(c, i, t.column)
         filters.setdefault(id(t.ref), (t, []))[1].append(kf.predicate)
@@ -614,7 +587,7 @@ def _not_worth_applying(c: _Candidate, model: CostModel, key_filter: _KeyFilters
     return "" if worth else why
 
 
-def _place(t: _Target, kf: KeyFilter, build: str) -> tuple[str, str]:
+def _place(t: Target, kf: KeyFilter, build: str) -> tuple[str, str]:
     """Give one probe target its key filter: (the filter as the report shows it, '') or ('', why
     not). A clustered target prunes its files by it; an unclustered one takes a short key list as
     a row filter only (Occurrence.kept), and longer ones not at all."""

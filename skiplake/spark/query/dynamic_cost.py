@@ -26,7 +26,7 @@ from skiplake.spark.query.plan_text import Operand, PlanNode, trace
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from skiplake.spark.query.dynamic import _Candidate, _Target
+    from skiplake.spark.query.join_candidates import Candidate, Target
 
 
 def parallelism(spark: "SparkSession") -> int:
@@ -39,11 +39,11 @@ def _parallelism(context: Any) -> int:
     return int(context.defaultParallelism)
 
 
-def estimate(plan: QueryPlan, group: "list[_Candidate]", model: CostModel, build_bytes: int,
+def estimate(plan: QueryPlan, group: "list[Candidate]", model: CostModel, build_bytes: int,
              build_local: bool, rows_only: bool = False) -> CostEstimate:
     """The costs and savings of one build side for the probes of every candidate that shares it:
     the probes whose files it can prune, or with `rows_only` those it can only filter rows of."""
-    targets: dict[int, tuple["_Target", float]] = {}   # per probe reference: its target, the share kept for sure
+    targets: dict[int, tuple["Target", float]] = {}   # per probe reference: its target, the share kept for sure
     for c in group:
         for probe_targets, build_op in c.pairs:
             key_range = None if rows_only else _build_key_range(plan, c.build, build_op)
@@ -73,20 +73,20 @@ def _build_rows(plan: QueryPlan, build: PlanNode, build_bytes: int) -> int:
     return rows or build_bytes // 10
 
 
-def probe_size(targets: "list[_Target]") -> tuple[int, int]:
+def probe_size(targets: "list[Target]") -> tuple[int, int]:
     """The (files, bytes) static pruning left the distinct references of `targets`."""
     seen = {id(t.ref): _static(t) for t in targets}
     return sum(f for f, _b in seen.values()), sum(b for _f, b in seen.values())
 
 
-def tentative_size(t: "_Target", predicate: Any) -> tuple[int, int]:
+def tentative_size(t: "Target", predicate: Any) -> tuple[int, int]:
     """The (files, bytes) the target's occurrence would read with `predicate` added."""
     node = predicate if t.occ.static is None else And((t.occ.static, predicate))
     report = plan_scan(t.ref.source, node, describe=False, within=t.ref.within).report  # type: ignore[arg-type]
     return report.files_selected, report.bytes_selected
 
 
-def _static(t: "_Target") -> tuple[int, int]:
+def _static(t: "Target") -> tuple[int, int]:
     assert t.ref.static is not None
     report = t.ref.static.report
     return report.files_selected, report.bytes_selected
@@ -123,7 +123,7 @@ def _build_key_range(plan: QueryPlan, build: PlanNode, op: Operand) -> tuple[Any
     return pc.min(lows).as_py(), pc.max(highs).as_py()
 
 
-def _kept_share(t: "_Target", key_range: tuple[Any, Any]) -> float:
+def _kept_share(t: "Target", key_range: tuple[Any, Any]) -> float:
     """The share of the target's statically selected bytes whose files may hold a key in range."""
     lo, hi = (probe_value(v, t.column.type) for v in key_range)
     if lo is None or hi is None:
