@@ -49,7 +49,7 @@ class DynamicPruningSettings:
     local_build_threshold: int = 64 * 1024 * 1024  # a one-table build side read in the driver up to this
     unclustered_row_filter: bool = True         # a probe not clustered by the key still gets a short key list as a row filter
     cost_model: bool = True                     # evaluate a build and apply its keys only where pruning pays (dfp_cost)
-    scan_bytes_per_second: int = CostModel.scan_bytes_per_second  # Parquet bytes one task scans per second
+    scan_bytes_per_second: int = CostModel.scan_bytes_per_second  # file bytes one task gets through per second, scan and the work above it
     build_job_seconds: float = CostModel.build_job_seconds        # a Spark job's fixed cost, for a build side
     speculative_build_share: float = CostModel.speculative_share  # a build not sure to pay costs at most this share of the scan
     filtered_scan_share: float = CostModel.filtered_scan_share    # kept files read through the file filter cost this share more

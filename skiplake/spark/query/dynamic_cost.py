@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skiplake.expr.tree import And, Col
+from skiplake.expr.tree import And
 from skiplake.skipping.dfp_cost import CostEstimate, CostModel, combined_share
 from skiplake.skipping.dynamic import key_filter, probe_value
 from skiplake.skipping.plan import plan_scan, stats_table
@@ -53,8 +53,7 @@ def estimate(plan: QueryPlan, group: "list[Candidate]", model: CostModel, build_
                 sure = _kept_share(t, key_range) if key_range is not None else 1.0
                 seen = targets.get(id(t.ref))
                 targets[id(t.ref)] = (t, sure if seen is None else min(seen[1], sure))
-    files = sum(_static(t)[0] for t, _s in targets.values())
-    bytes_ = sum(_static(t)[1] for t, _s in targets.values())
+    files, bytes_ = probe_size([t for t, _s in targets.values()])
     best = 1.0 if rows_only else combined_share([(t.overlap, _static(t)[1]) for t, _s in targets.values()])
     sure = combined_share([(s, _static(t)[1]) for t, s in targets.values()])
     return model.estimate(files, bytes_, best, sure, build_bytes, _build_rows(plan, group[0].build, build_bytes),
@@ -128,5 +127,5 @@ def _kept_share(t: "Target", key_range: tuple[Any, Any]) -> float:
     lo, hi = (probe_value(v, t.column.type) for v in key_range)
     if lo is None or hi is None:
         return 1.0
-    kept = tentative_size(t, key_filter(Col(t.column.name, t.column.type), [lo, hi], 0, 1).predicate)[1]
+    kept = tentative_size(t, key_filter(t.column, [lo, hi], 0, 1).predicate)[1]
     return kept / max(1, _static(t)[1])
