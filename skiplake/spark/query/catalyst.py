@@ -73,3 +73,90 @@ def frame_of(spark: "SparkSession", plan: Any, number: int) -> "DataFrame":
     from pyspark.sql import DataFrame
     jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan.apply(number))
     return DataFrame(jdf, spark)
+
+
+def file_relation(df: "DataFrame") -> Any:
+    """The one file relation (LogicalRelation) a read over a file list analyses to, under its
+    column reordering; None when the read is anything else (a union of reads, no files)."""
+    node = df._jdf.queryExecution().analyzed()
+    while kind(node) == "Project":
+        node = node.child()
+    return node if kind(node) == "LogicalRelation" else None
+
+
+def file_relations(df: "DataFrame") -> list[Any]:
+    """The leaves of a DataFrame's analysed plan that are file relations, in plan order."""
+    return [leaf for leaf in seq(df._jdf.queryExecution().analyzed().collectLeaves())
+            if kind(leaf) == "LogicalRelation"]
+
+
+def with_relation(node: Any, relation: Any) -> Any:
+    """A LogicalRelation node reading `relation` (a HadoopFsRelation) under the node's own output
+    columns: nothing above the node sees a difference but the files."""
+    return node.copy(relation, node.output(), node.catalogTable(), node.isStreaming(), node.stream())
+
+
+def filtered(spark: "SparkSession", node: Any, condition: str) -> Any:
+    """An analysed Filter of `condition` (Spark SQL over the node's columns) above a plan node."""
+    dataset = spark._jvm.org.apache.spark.sql.classic.Dataset
+    return dataset.ofRows(spark._jsparkSession, node).where(condition).queryExecution().analyzed()
+
+
+def found_nodes(spark: "SparkSession", plan: Any, nodes: list[Any]) -> set[int]:
+    """Which of `nodes` (by index) occur in the plan, subqueries included (one round trip to collect)."""
+    index = spark._jvm.java.util.HashMap()
+    for i, node in enumerate(nodes):
+        index.put(node, i)
+    found = plan.collectWithSubqueries(_as_scala(spark, index)).mkString(",")
+    return {int(i) for i in str(found).split(",") if i}
+
+
+def replace_nodes(spark: "SparkSession", plan: Any, pairs: list[tuple[Any, Any]]) -> "DataFrame":
+    """A DataFrame of an analysed plan with each node equal to a pair's first replaced by its second."""
+    from pyspark.sql import DataFrame
+    replacements = spark._jvm.java.util.HashMap()
+    for old, new in pairs:
+        replacements.put(old, new)
+    # A Scala Map is a PartialFunction: transform every node that is a key into its value.
+    edited = plan.transformUpWithSubqueries(_as_scala(spark, replacements))
+    # Every node is resolved (the plan's own and the replacements, each analysed on its own), so
+    # the analyzer need not run over the plan again: marked analysed, it returns it as it is.
+    edited.setAnalyzed()
+    return DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, edited), spark)
+
+
+def _as_scala(spark: "SparkSession", java_map: Any) -> Any:
+    return spark._jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_map)
+
+
+def jvm_class(spark: "SparkSession", name: str) -> Any:
+    """A JVM class (static members, constructor) by its full name, looked up once per session:
+    py4j otherwise resolves `jvm.a.b.C` one round trip per dotted segment, on every use."""
+    gateway = spark.sparkContext._gateway
+    cache = _CLASSES.setdefault(id(gateway), {})
+    if name not in cache:
+        from py4j.java_gateway import JavaClass
+        cache[name] = JavaClass(name, gateway._gateway_client)
+    return cache[name]
+
+
+_CLASSES: dict[int, dict[str, Any]] = {}
+
+
+def relation_over(spark: "SparkSession", relation: Any, paths: list[str]) -> Any:
+    """`relation` (a HadoopFsRelation over a file list) reading only `paths`, fully qualified as
+    Spark names them: the same schema, partition columns, format and options, a new file index.
+    Spark finds the files' statuses in its file status cache, where listing the relation's files
+    put them, so nothing is read from storage; a few round trips whatever the count."""
+    joined = "\n".join(paths)
+    names = jvm_class(spark, "org.apache.commons.lang3.StringUtils").split(joined, "\n")
+    hadoop_paths = jvm_class(spark, "org.apache.hadoop.util.StringUtils").stringToPath(names)
+    roots = jvm_class(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(hadoop_paths)
+    session = relation.sparkSession()
+    option = jvm_class(spark, "scala.Option")
+    cache = jvm_class(spark, "org.apache.spark.sql.execution.datasources.FileStatusCache").getOrCreate(session)
+    index = jvm_class(spark, "org.apache.spark.sql.execution.datasources.InMemoryFileIndex")(
+        session, roots, relation.options(), option.apply(relation.schema()), cache, option.empty(), option.empty())
+    return jvm_class(spark, "org.apache.spark.sql.execution.datasources.HadoopFsRelation")(
+        index, relation.partitionSchema(), relation.dataSchema(), relation.bucketSpec(), relation.fileFormat(),
+        relation.options(), session)

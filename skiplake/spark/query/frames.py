@@ -18,7 +18,15 @@ import numpy as np
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
-from skiplake.spark.query.catalyst import node_at, optimized_plan, relation_tag, tree_text
+from skiplake.spark.query.catalyst import (
+    file_relation,
+    node_at,
+    optimized_plan,
+    relation_tag,
+    replace_nodes,
+    tree_text,
+    with_relation,
+)
 from skiplake.spark.query.dynamic import prune_dynamically
 from skiplake.spark.query.model import Occurrence, QueryPlan, TableReference
 from skiplake.spark.query.plan_text import parse_plan
@@ -91,23 +99,16 @@ def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarr
 def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan,
              swaps: dict[int, tuple[TableReference, list[AddFile]]]) -> "DataFrame":
     """`df` with each swapped relation reading its reference's planned files instead."""
-    from pyspark.sql import DataFrame
-    jvm = spark._jvm
-    replacements = jvm.java.util.HashMap()
+    pairs = []
     for number, (ref, files) in swaps.items():
         old = node_at(plan.optimized, number)
         assert ref.snapshot is not None and ref.plan is not None
-        fresh = _relation_of(read_planned(spark, ref.snapshot, files, bucketed=_bucketed(old)))
-        if fresh is None:
-            continue
-        replacements.put(old, old.copy(fresh.relation(), old.output(), old.catalogTable(), old.isStreaming(),
-                                       old.stream()))
-    if replacements.isEmpty():
+        fresh = file_relation(read_planned(spark, ref.snapshot, files, bucketed=_bucketed(old)))
+        if fresh is not None:
+            pairs.append((old, with_relation(old, fresh.relation())))
+    if not pairs:
         return df
-    # A Scala Map is a PartialFunction: transform every node that is a key into its value.
-    swap = jvm.scala.jdk.javaapi.CollectionConverters.asScala(replacements)
-    analyzed = df._jdf.queryExecution().analyzed().transformUpWithSubqueries(swap)
-    return DataFrame(jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, analyzed), spark)
+    return replace_nodes(spark, df._jdf.queryExecution().analyzed(), pairs)
 
 
 def _roots(plan: QueryPlan, number: int) -> tuple[int, str | None]:
@@ -116,14 +117,6 @@ def _roots(plan: QueryPlan, number: int) -> tuple[int, str | None]:
     roots = node_at(plan.optimized, number).relation().location().rootPaths()
     count = int(roots.size())
     return count, (str(roots.apply(0).toString()) if count else None)
-
-
-def _relation_of(df: "DataFrame") -> Any:
-    """The one file relation a read over a file list analyses to (under its column reordering)."""
-    node = df._jdf.queryExecution().analyzed()
-    while node.getClass().getSimpleName() == "Project":
-        node = node.child()
-    return node if node.getClass().getSimpleName() == "LogicalRelation" else None
 
 
 def _bucketed(relation: Any) -> bool:

@@ -54,6 +54,14 @@ class Resolver(Protocol):
 
 
 @dataclass(frozen=True)
+class ViewRelation:
+    """One file relation of a slot view, as the final query may swap it (skiplake.spark.query.swap)."""
+    node: Any                   # the LogicalRelation (py4j)
+    with_dv: bool               # whether it reads the files with deletion vectors (else those without)
+    roots: Mapping[str, str]    # its files: paths.file_key -> the path as its file index names it
+
+
+@dataclass(frozen=True)
 class SlotView:
     """A whole-table view a reference reads through (skiplake.spark.query.views)."""
     name: str                   # the view, as a query names it (global_temp.<local>)
@@ -61,6 +69,9 @@ class SlotView:
     first_id: int | None        # expression id of its relation's first column, as first read
     local: str = ""             # its name in the global temporary database
     with_file: str = ""         # the twin view that adds FILE_COLUMN (for file filters)
+    # Its file relations, one per kind of file (with and without deletion vectors); empty when
+    # the table is read otherwise (no files, files outside the Hive layout).
+    relations: tuple[ViewRelation, ...] = ()
 
 
 class Views(Protocol):

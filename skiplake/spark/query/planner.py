@@ -2,9 +2,11 @@
 
 Like sqlglot's optimizer applies its RULES, `plan_query` applies these in order; a stage that
 cannot analyse the query gives up, and the query then runs over whole tables, as plain Spark
-would. The final query is the user's, each lake reference replaced by its whole-table view with
-a filter on the files planned for it (Spark lists only those), or by a view of its own where it
-needs one (a bucketed read, a catalog table).
+would. The final query is the analysis pass's plan with each pruned relation swapped for one
+over its planned files (skiplake.spark.query.swap); where that cannot be, it is the user's text
+with each lake reference replaced by its whole-table view filtered to the files planned for it
+(Spark lists only those), or by a view of its own where it needs one (a bucketed read, a catalog
+table).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from skiplake.spark.query.dynamic import prune_dynamically
 from skiplake.spark.query.model import QueryPlan, Resolver, TableReference, whole_table
 from skiplake.spark.query.pushdown import push_filters
 from skiplake.spark.query.references import find_references
+from skiplake.spark.query.swap import swapped
 from skiplake.spark.settings import DynamicPruningSettings
 
 if TYPE_CHECKING:
@@ -67,7 +70,15 @@ def run_query(spark: "SparkSession", query: str, resolver: Resolver,
 
 
 def final_frame(spark: "SparkSession", plan: QueryPlan) -> "DataFrame":
-    """The query as it finally runs (the analysis pass's DataFrame when nothing was pruned)."""
+    """The query as it finally runs: the analysis pass's plan with its pruned relations swapped
+    (itself when nothing was pruned), else the query text over each reference's files."""
+    if plan.analysis is not None:
+        frame, how = swapped(spark, plan)
+        if frame is not None:
+            if frame is not plan.analysis:
+                plan.notes.append(f"final plan: {how}")
+            return frame
+        plan.notes.append(f"final query analysed again: {how}")
     token = uuid.uuid4().hex[:8]
     own = [ref for ref in plan.references if _needs_own_view(ref)]
     for i, ref in enumerate(own):

@@ -22,6 +22,7 @@ from skiplake.errors import InvalidPredicateError
 from skiplake.expr.parse import bind, bind_conjuncts
 from skiplake.expr.tree import And, Node, Or
 from skiplake.layout.bucket_spec import bucket_spec_of
+from skiplake.log.column_mapping import physical_names
 from skiplake.spark.query.catalyst import condition_sql, optimized_plan, relation_tag, tree_text
 from skiplake.spark.query.dynamic_cost import parallelism
 from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
@@ -119,12 +120,25 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
         # parsed and bound once per reference.
         key = (sql, id(ref))
         if key not in plan.bound:
-            plan.bound[key] = bind_conjuncts(sql, ref.schema)
+            plan.bound[key] = bind_conjuncts(_logical(sql, ref), ref.schema)
         part = plan.bound[key]
         if part is not None:
             bound.append(part)
         child, node = node, node.parent
     return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
+
+
+def _logical(sql: str, ref: TableReference) -> str:
+    """A filter's SQL with the columns named as the table's schema names them. Under column
+    mapping the relation reads the files' physical names (`col-<uuid>`) and a projection gives
+    the logical ones, so Spark's optimizer puts the filters above the relation in physical names."""
+    snapshot = ref.snapshot
+    if snapshot is None or snapshot.column_mapping == "none":
+        return sql
+    for logical, physical in physical_names(snapshot.schema, snapshot.column_mapping).items():
+        if physical != logical:
+            sql = sql.replace(f"`{physical}`", f"`{logical.replace('`', '``')}`")
+    return sql
 
 
 def _predicate(ref: TableReference) -> Node | None:

@@ -1,14 +1,15 @@
 """Whole-table views of lake tables that `lake.sql` reads through, kept for the session.
 
 Each table reference of a query reads through a temporary view over all the files of its table's
-snapshot, and a twin view that adds FILE_COLUMN (each row's file name, from Spark's `_metadata`).
-The analysis pass runs the query over the plain views; the final query reads the twin with
-`WHERE FILE_COLUMN IN (...)` for the references whose files were pruned, and Spark lists only
-those files: a filter on a file's metadata prunes files before any task starts. The twin is kept
-apart because Spark then reads the whole `_metadata` struct (row indexes included) for every
-row, which costs full scans 10-20%. Building a DataFrame over a file list costs
-tens of milliseconds, so the views are built once per table version and slot (the n-th reference
-of a table in a query) and reused by every later query.
+snapshot. The analysis pass runs the query over these views; the final query is usually that
+analysed plan with each pruned relation swapped for one over its planned files
+(skiplake.spark.query.swap), so each view keeps its file relations and their files' paths.
+Where the swap cannot be made, the final query is text again and reads a twin view that adds
+FILE_COLUMN (each row's file name, from Spark's `_metadata`) with `WHERE FILE_COLUMN IN (...)`:
+Spark lists only those files, but then reads the `_metadata` struct for every row, which costs
+full scans 10-20%. Building a DataFrame over a file list costs tens of milliseconds, so the
+views are built once per table version and slot (the n-th reference of a table in a query) and
+reused by every later query.
 
 A catalog table (Hive-style Parquet) gets an empty view with its columns instead: its
 partitions are fetched per query from the pushed predicate (skiplake.spark.catalog_tables).
@@ -22,13 +23,14 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
 from skiplake.spark.catalog_tables import CatalogTable
-from skiplake.spark.query.catalyst import tree_text
-from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source
+from skiplake.spark.query.catalyst import file_relations, tree_text
+from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source, ViewRelation
 from skiplake.spark.query.plan_text import parse_plan
-from skiplake.spark.read import read_files
+from skiplake.spark.read import read_files, spark_file_key
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -60,7 +62,8 @@ class SlotViews:
             df.createOrReplaceGlobalTempView(local)
             self._frame(source, local, files, with_file=True).createOrReplaceGlobalTempView(local + "_f")
             db = self._database()
-            view = SlotView(f"{db}.{local}", tuple(df.columns), _first_id(df), local, f"{db}.{local}_f")
+            relations = _relations(df, source) if isinstance(source, Snapshot) else ()
+            view = SlotView(f"{db}.{local}", tuple(df.columns), _first_id(df), local, f"{db}.{local}_f", relations)
             if found is not None:
                 self.spark.catalog.dropGlobalTempView(found[1].local)
                 self.spark.catalog.dropGlobalTempView(found[1].local + "_f")
@@ -99,6 +102,23 @@ def _identity(source: Source) -> tuple[Any, Any]:
     if isinstance(source, CatalogTable):
         return ("catalog", source.database, source.name), source.ddl
     return ("delta", os.path.normpath(source.table_path)), source.version
+
+
+def _relations(df: "DataFrame", snapshot: Snapshot) -> tuple[ViewRelation, ...]:
+    """The view's file relations: one per kind of file the snapshot has (read.read_files reads
+    the files with deletion vectors apart), else none."""
+    has_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
+    kinds = {bool(k) for k in has_dv}
+    found = file_relations(df)
+    if len(found) != len(kinds):
+        return ()
+    marked = {file_key(snapshot.table_path, p) for p in snapshot.files.column("path").filter(has_dv).to_pylist()}
+    out = []
+    for node in found:
+        roots = str(node.relation().location().rootPaths().mkString("\n")).split("\n")
+        by_key = {spark_file_key(r): r for r in roots}
+        out.append(ViewRelation(node, next(iter(by_key)) in marked, by_key))
+    return tuple(out)
 
 
 def _first_id(df: "DataFrame") -> int | None:

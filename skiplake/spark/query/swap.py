@@ -1,0 +1,122 @@
+"""The final query of `lake.sql` as an edit of the analysis pass's plan, not a second query text.
+
+The analysis pass analysed the query over each reference's whole-table view. Once the files are
+planned, each file relation of a pruned reference is replaced, in that analysed plan, by a
+relation over just its planned files under the very same output columns (expression ids
+included), so nothing above it changes; a reference that build sides left a short key list also
+gets it as a Filter right above the relation. Spark then does not parse and analyse the query a
+second time, and the scan does not carry each row's file name, as the text's filter on the file
+name makes it do (the slot views' twin, which costs full scans 10-20%).
+
+References of one table version pruned to the same files share one relation (one file index),
+so Spark reuses their scans as it does for a table named several times (TPC-DS q44 names
+store_sales four times); so do those that read all files under the same filters. A relation
+that reads all its files otherwise stays as it is.
+
+Where the edit cannot be made with certainty, `swapped` says why and the caller writes the final
+query as text (planner.final_frame): a catalog table or a bucket join (they read through views of
+their own), a pruned table its view reads in more relations than one per kind of file (files
+outside the Hive layout), a key list over renamed columns (column mapping), or a relation that
+is not found in the analysed plan.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from skiplake.expr.sql import to_sql
+from skiplake.log.paths import file_key
+from skiplake.spark.catalog_tables import CatalogTable
+from skiplake.spark.query.catalyst import filtered, found_nodes, relation_over, replace_nodes, with_relation
+from skiplake.spark.query.model import QueryPlan, TableReference, ViewRelation
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class _NotSwapped(Exception):
+    """Why the final query cannot be an edit of the analysed plan."""
+
+
+def swapped(spark: "SparkSession", plan: QueryPlan) -> tuple["DataFrame | None", str]:
+    """(the analysis pass's DataFrame with every pruned relation swapped, how many were) or
+    (None, why it cannot be)."""
+    if plan.analysis is None:
+        return None, "no analysis pass"
+    try:
+        pairs = _Swaps(spark).of(plan.references)
+    except _NotSwapped as e:
+        return None, str(e)
+    if not pairs:
+        return plan.analysis, "the analysis pass's plan, nothing swapped"
+    analysed = plan.analysis._jdf.queryExecution().analyzed()
+    found = found_nodes(spark, analysed, [old for old, _ in pairs])
+    if len(found) != len(pairs):
+        return None, f"{len(pairs) - len(found)} of {len(pairs)} relations not found in the analysed plan"
+    return replace_nodes(spark, analysed, pairs), f"the analysis pass's plan, {len(pairs)} relations swapped"
+
+
+class _Swaps:
+    """The (old node, new node) pairs of a query's references; one relation per distinct read."""
+
+    def __init__(self, spark: "SparkSession") -> None:
+        self.spark = spark
+        # (table, version, deletion-vector kind, files) -> the relation every reference reading
+        # exactly those files shares
+        self.reads: dict[tuple, Any] = {}
+        # (table, version, deletion-vector kind, filters above) -> the first relation that reads
+        # all files of that kind under those filters
+        self.whole: dict[tuple, Any] = {}
+
+    def of(self, references: list[TableReference]) -> list[tuple[Any, Any]]:
+        pairs = []
+        for ref in references:
+            if isinstance(ref.source, CatalogTable):
+                raise _NotSwapped("a catalog table reads through a view of its own")
+            if ref.bucketed:
+                raise _NotSwapped("a bucket join reads through views of its own")
+            pairs += self._of_reference(ref)
+        return pairs
+
+    def _of_reference(self, ref: TableReference) -> list[tuple[Any, Any]]:
+        snapshot, view = ref.snapshot, ref.view
+        assert snapshot is not None and view is not None and ref.plan is not None
+        rows = ref.row_filter()
+        pruned = ref.plan.report.files_selected < ref.plan.report.files_total
+        if not view.relations:
+            if pruned or rows:
+                raise _NotSwapped(f"{ref.label}: its files are read in several relations")
+            return []
+        if rows and snapshot.column_mapping != "none":
+            raise _NotSwapped(f"{ref.label}: a key list over renamed columns (column mapping)")
+        pairs = []
+        for relation in view.relations:
+            files = [f for f in ref.plan.files if (f.deletionVector is not None) == relation.with_dv]
+            new = self._node(ref, relation, files)
+            if rows:
+                new = filtered(self.spark, new, rows)
+            if new is not relation.node:
+                pairs.append((relation.node, new))
+        return pairs
+
+    def _node(self, ref: TableReference, relation: ViewRelation, files: list) -> Any:
+        """The node that reads `files` in place of the view's relation (over all files of its kind)."""
+        snapshot = ref.snapshot
+        assert snapshot is not None
+        old = relation.node
+        if not files:
+            return filtered(self.spark, old, "false")
+        if len(files) == len(relation.roots):
+            # All its files: unchanged, unless an earlier reference reads them all under the same
+            # filters, whose relation it then shares (else a swap would only cost the plan its
+            # cached optimization).
+            filters = tuple(to_sql(o.static) if o.static is not None else "" for o in ref.occurrences)
+            first = self.whole.setdefault((snapshot.table_path, snapshot.version, relation.with_dv, filters), old)
+            return old if first is old else with_relation(old, first.relation())
+        key = (snapshot.table_path, snapshot.version, relation.with_dv, frozenset(f.path for f in files))
+        if key not in self.reads:
+            try:
+                roots = [relation.roots[file_key(snapshot.table_path, f.path)] for f in files]
+            except KeyError:
+                raise _NotSwapped(f"{ref.label}: a planned file is not among its relation's") from None
+            self.reads[key] = relation_over(self.spark, old.relation(), roots)
+        return with_relation(old, self.reads[key])
