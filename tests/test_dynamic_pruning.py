@@ -9,6 +9,7 @@ with dynamic pruning equals the answer with it switched off, and equals plain Sp
 from __future__ import annotations
 
 import datetime as dt
+import os
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -272,6 +273,65 @@ def test_one_build_feeds_every_probe_once(spark, star, monkeypatch):
     scans = [r for r in explained if r.label.startswith("fact_clustered")]
     assert len(scans) == 2 and all(r.files_selected < r.files_total for r in scans)
     assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
+
+
+def _scans_of(spark, path: str, run) -> int:
+    """How many file scans over `path` the Spark SQL executions that `run()` starts hold."""
+    store = spark._jsparkSession.sharedState().statusStore()
+    before = {e.executionId() for e in _seq(store.executionsList())}
+    run()
+    plans = [e.physicalPlanDescription() for e in _seq(store.executionsList()) if e.executionId() not in before]
+    # The description lists each scan's details once, its files on a `Location:` line.
+    return sum(1 for p in plans for line in p.splitlines() if line.startswith("Location:") and path in line)
+
+
+def _seq(scala_seq) -> list:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+@pytest.mark.parametrize("build", ["SELECT * FROM dim WHERE a = 7",
+                                   "SELECT * FROM dim WHERE a < 20 AND k_int > 100 ORDER BY k_int LIMIT 9"])
+def test_a_build_is_evaluated_once(spark, star, build):
+    """A build side evaluated by a Spark job for its keys is not evaluated again by the query: its
+    rows take its place in the final plan. The dimension's files are scanned once in all, not
+    twice (materializeBuilds off), and the answer is plain Spark's."""
+    query = (f"SELECT count(*) AS n, sum(f.m) AS s, max(d.b) AS b FROM fact_clustered f "
+             f"JOIN ({build}) d ON f.k_int = d.k_int")
+    dim_path = os.path.basename(star.table("dim").path)
+    spark.conf.set(dfp.LOCAL_BUILD_THRESHOLD, "0")
+    scans, answers, notes = {}, {}, {}
+    try:
+        for materialize in ("true", "false"):
+            spark.conf.set(dfp.MATERIALIZE_BUILDS, materialize)
+            out: list = []
+            scans[materialize] = _scans_of(spark, f"/{dim_path}/", lambda: out.append(_rows(star.sql(query))))
+            answers[materialize] = out[0]
+            notes[materialize] = star.last_explain.notes
+            [d] = [d for d in star.last_explain.dynamic if "fact_clustered" in d.probe]
+            assert d.applied and not d.build_local, star.last_explain.text()
+    finally:
+        spark.conf.unset(dfp.LOCAL_BUILD_THRESHOLD)
+        spark.conf.unset(dfp.MATERIALIZE_BUILDS)
+    assert scans == {"true": 1, "false": 2}, (scans, notes)
+    assert any("1 build sides evaluated once" in n for n in notes["true"]), notes
+    assert answers["true"] == answers["false"] == _rows(spark.sql(_plain(query, star)))
+    assert answers["true"][0][0] > 0
+
+
+def test_a_query_pruning_nothing_runs_as_its_analysis_pass(spark, star):
+    """The guard: when no file and no row is pruned, lake.sql returns the analysis pass's own
+    DataFrame (its optimized plan already made), having started no Spark job; it reads what plain
+    Spark reads."""
+    query = f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_int = d.k_int WHERE d.a >= 0"
+    tracker = spark.sparkContext.statusTracker()
+    jobs = set(tracker.getJobIdsForGroup(None))
+    df = star.sql(query)
+    assert set(tracker.getJobIdsForGroup(None)) == jobs
+    explained = star.last_explain
+    assert all(r.files_selected == r.files_total for r in explained), explained.text()
+    assert not any(n.startswith("final") for n in explained.notes), explained.notes
+    assert df._jdf.queryExecution().optimizedPlan() is not None
+    assert _rows(df) == _rows(spark.sql(_plain(query, star)))
 
 
 def test_cli_explains_a_query_over_a_lake_root(spark, star, capsys):

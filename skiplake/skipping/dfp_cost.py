@@ -18,8 +18,9 @@ The model prices each in seconds from what is known before any build runs:
 - the build: `local_build_seconds + rows * local_row_seconds` in the driver (its filter runs
   over every row of the table), or `build_job_seconds` plus its bytes at the scan rate as a Spark
   job;
-- applying it: `apply_seconds`, and the kept files are read through a filter on each row's file
-  name, which costs `filtered_scan_share` more per file than a plain read.
+- applying it: `apply_seconds`, and the kept files may cost `filtered_scan_share` more per file
+  than a plain read (none when the final plan reads them through a relation of their own, as it
+  does but where the final query falls back to text with a filter on each row's file name).
 
 A build is evaluated when what it saves for sure pays for it, or when its best case does and
 the build is cheap next to the probe's scan (at most `speculative_share` of it, or
@@ -41,7 +42,7 @@ class CostModel:
     local_build_seconds: float = 0.003          # a build read in the driver: fixed cost
     local_row_seconds: float = 80e-9            # ... and per row of its table
     apply_seconds: float = 0.02                 # a final query that differs from the analysis pass
-    filtered_scan_share: float = 0.1            # the kept files read through the file-name filter cost this share more
+    filtered_scan_share: float = 0.0            # the kept files cost this share more to read than a plain read
     speculative_share: float = 0.1              # a build whose saving is not sure costs at most this share of the scan
     speculative_seconds: float = 0.025          # ... or at most this long
 

@@ -13,7 +13,7 @@ is left as it is.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,3 +54,35 @@ def set_nodelay(spark: "SparkSession", on: bool) -> int:
         return done
     except Exception:  # not a py4j gateway skiplake knows: it works as before, only slower
         return 0
+
+
+def jvm_class(spark: "SparkSession", name: str) -> Any:
+    """A JVM class (static members, constructor) by its full name, looked up once per session:
+    py4j otherwise resolves `jvm.a.b.C` one round trip per dotted segment, and each static
+    member by one more, on every use. Calling a static member or the constructor is then one."""
+    gateway = spark.sparkContext._gateway
+    key = (id(gateway), name)
+    if key not in _CLASSES:
+        from py4j.java_gateway import JavaClass
+        _CLASSES[key] = _Class(JavaClass(name, gateway._gateway_client))
+    return _CLASSES[key]
+
+
+class _Class:
+    """A py4j JavaClass whose static members are looked up once."""
+
+    def __init__(self, java_class: Any) -> None:
+        self._java_class = java_class
+        self._members: dict[str, Any] = {}
+
+    def __call__(self, *args: Any) -> Any:
+        return self._java_class(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        members = self.__dict__["_members"]
+        if name not in members:
+            members[name] = getattr(self._java_class, name)
+        return members[name]
+
+
+_CLASSES: dict[tuple[int, str], _Class] = {}

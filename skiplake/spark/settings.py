@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.skipping.dfp_cost import CostModel
+from skiplake.spark.gateway import jvm_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -30,6 +31,7 @@ SCAN_BYTES_PER_SECOND = PREFIX + "dynamicFilePruning.scanBytesPerSecond"
 BUILD_JOB_SECONDS = PREFIX + "dynamicFilePruning.buildJobSeconds"
 SPECULATIVE_BUILD_SHARE = PREFIX + "dynamicFilePruning.speculativeBuildShare"
 FILTERED_SCAN_SHARE = PREFIX + "dynamicFilePruning.filteredScanShare"
+MATERIALIZE_BUILDS = PREFIX + "dynamicFilePruning.materializeBuilds"
 
 # Spark's names of the join types the rule may apply to (the seed: inner and left semi; outer
 # joins on their side that is not preserved).
@@ -53,6 +55,7 @@ class DynamicPruningSettings:
     build_job_seconds: float = CostModel.build_job_seconds        # a Spark job's fixed cost, for a build side
     speculative_build_share: float = CostModel.speculative_share  # a build not sure to pay costs at most this share of the scan
     filtered_scan_share: float = CostModel.filtered_scan_share    # kept files read through the file filter cost this share more
+    materialize_builds: bool = True             # a build evaluated by a Spark job serves the query too (runs once)
 
     def model(self, parallelism: int) -> CostModel:
         """The cost model with these settings, for scans `parallelism` tasks wide."""
@@ -85,6 +88,7 @@ class DynamicPruningSettings:
             speculative_build_share=_number(SPECULATIVE_BUILD_SHARE, conf.get(SPECULATIVE_BUILD_SHARE),
                                             d.speculative_build_share),
             filtered_scan_share=_number(FILTERED_SCAN_SHARE, conf.get(FILTERED_SCAN_SHARE), d.filtered_scan_share),
+            materialize_builds=_bool(conf.get(MATERIALIZE_BUILDS, "true")),
         )
 
 
@@ -92,17 +96,17 @@ _SEPARATOR = "\u0001"
 
 
 def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
-    """The session conf's settings under PREFIX, read in four JVM round trips rather than one per
+    """The session conf's settings under PREFIX, read in a few JVM round trips rather than one per
     setting (each `spark.conf.get` is one, ~2-3 ms here, and every lake.sql query reads them)."""
     try:
         # Copied into a java.util.HashMap: its entries print as key=value (Scala's wrappers' do not).
-        jvm = spark._jvm
-        entries = jvm.java.util.HashMap(spark.conf._jconf.getAllAsJava()).entrySet()  # type: ignore[attr-defined]
-        text = str(jvm.org.apache.commons.lang3.StringUtils.join(entries, _SEPARATOR))
+        entries = jvm_class(spark, "java.util.HashMap")(spark.conf._jconf.getAllAsJava()).entrySet()  # type: ignore[attr-defined]
+        text = str(jvm_class(spark, "org.apache.commons.lang3.StringUtils").join(entries, _SEPARATOR))
     except Exception:  # a session without the classic JVM conf (Spark Connect): one call each
         keys = (ENABLED, SIZE_THRESHOLD, FILES_THRESHOLD, MAX_VALUES, MAX_RANGES, JOIN_TYPES,
                 BUILD_SIZE_THRESHOLD, MAX_FILE_OVERLAP, LOCAL_BUILD_THRESHOLD, UNCLUSTERED_ROW_FILTER, COST_MODEL,
-                SCAN_BYTES_PER_SECOND, BUILD_JOB_SECONDS, SPECULATIVE_BUILD_SHARE, FILTERED_SCAN_SHARE)
+                SCAN_BYTES_PER_SECOND, BUILD_JOB_SECONDS, SPECULATIVE_BUILD_SHARE, FILTERED_SCAN_SHARE,
+                MATERIALIZE_BUILDS)
         return {k: v for k in keys if (v := spark.conf.get(k, None)) is not None}
     out: dict[str, str] = {}
     for entry in text.split(_SEPARATOR):

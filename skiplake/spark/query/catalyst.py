@@ -6,7 +6,9 @@ needs: a filter's SQL, a relation's tag, a build side's size estimate and rows.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
+
+from skiplake.spark.gateway import jvm_class
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -71,7 +73,7 @@ def size_in_bytes(plan: Any, number: int) -> int:
 def frame_of(spark: "SparkSession", plan: Any, number: int) -> "DataFrame":
     """A DataFrame of one node's subtree of an optimized plan, runnable on its own."""
     from pyspark.sql import DataFrame
-    jdf = spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, plan.apply(number))
+    jdf = jvm_class(spark, "org.apache.spark.sql.classic.Dataset").ofRows(spark._jsparkSession, plan.apply(number))
     return DataFrame(jdf, spark)
 
 
@@ -98,49 +100,72 @@ def with_relation(node: Any, relation: Any) -> Any:
 
 def filtered(spark: "SparkSession", node: Any, condition: str) -> Any:
     """An analysed Filter of `condition` (Spark SQL over the node's columns) above a plan node."""
-    dataset = spark._jvm.org.apache.spark.sql.classic.Dataset
+    dataset = jvm_class(spark, "org.apache.spark.sql.classic.Dataset")
     return dataset.ofRows(spark._jsparkSession, node).where(condition).queryExecution().analyzed()
 
 
-def found_nodes(spark: "SparkSession", plan: Any, nodes: list[Any]) -> set[int]:
-    """Which of `nodes` (by index) occur in the plan, subqueries included (one round trip to collect)."""
-    index = spark._jvm.java.util.HashMap()
+def found_nodes(spark: "SparkSession", plan: Any, nodes: list[Any]) -> list[int]:
+    """How many times each of `nodes` occurs in the plan, subqueries included (one round trip to
+    collect them)."""
+    index = jvm_class(spark, "java.util.HashMap")()
     for i, node in enumerate(nodes):
         index.put(node, i)
-    found = plan.collectWithSubqueries(_as_scala(spark, index)).mkString(",")
-    return {int(i) for i in str(found).split(",") if i}
+    found = str(plan.collectWithSubqueries(_as_scala(spark, index)).mkString(","))
+    counts = [0] * len(nodes)
+    for i in found.split(",") if found else []:
+        counts[int(i)] += 1
+    return counts
 
 
-def replace_nodes(spark: "SparkSession", plan: Any, pairs: list[tuple[Any, Any]]) -> "DataFrame":
-    """A DataFrame of an analysed plan with each node equal to a pair's first replaced by its second."""
-    from pyspark.sql import DataFrame
-    replacements = spark._jvm.java.util.HashMap()
-    for old, new in pairs:
-        replacements.put(old, new)
-    # A Scala Map is a PartialFunction: transform every node that is a key into its value.
-    edited = plan.transformUpWithSubqueries(_as_scala(spark, replacements))
+def replace_nodes(spark: "SparkSession", plan: Any, pairs: Sequence[tuple[Any, Any]],
+                  subtrees: Sequence[tuple[Any, Any]] = ()) -> "DataFrame":
+    """A DataFrame of a resolved plan with each node equal to a pair's first replaced by its
+    second: `subtrees` from the top down (what they hold goes with them), then `pairs` from the
+    leaves up."""
+    edited = plan
+    for items, down in ((subtrees, True), (pairs, False)):
+        if not items:
+            continue
+        replacements = jvm_class(spark, "java.util.HashMap")()
+        for old, new in items:
+            replacements.put(old, new)
+        # A Scala Map is a PartialFunction: transform every node that is a key into its value.
+        rule = _as_scala(spark, replacements)
+        edited = edited.transformDownWithSubqueries(rule) if down else edited.transformUpWithSubqueries(rule)
     # Every node is resolved (the plan's own and the replacements, each analysed on its own), so
     # the analyzer need not run over the plan again: marked analysed, it returns it as it is.
     edited.setAnalyzed()
-    return DataFrame(spark._jvm.org.apache.spark.sql.classic.Dataset.ofRows(spark._jsparkSession, edited), spark)
+    return frame_over(spark, edited)
+
+
+def materialized(spark: "SparkSession", plan: Any, number: int) -> Any:
+    """The rows of a node's subtree, evaluated once by a Spark job and kept in the JVM, as a
+    LocalRelation under the node's own output columns: it can take the subtree's place in the
+    plan, and a DataFrame over it reads no file."""
+    node = plan.apply(number)
+    dataset = jvm_class(spark, "org.apache.spark.sql.classic.Dataset").ofRows(spark._jsparkSession, node)
+    # Collected as a Dataset action, so that the job is a SQL execution like any other (listeners,
+    # the UI's SQL tab), then turned back into Spark's internal rows.
+    rows = jvm_class(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(dataset.collect())
+    return jvm_class(spark, "org.apache.spark.sql.catalyst.plans.logical.LocalRelation").fromExternalRows(
+        node.output(), rows)
+
+
+def relabeled(spark: "SparkSession", rows: Any, output: Any) -> Any:
+    """A LocalRelation of `rows` (a Scala Seq of InternalRow) under the attributes `output`."""
+    return jvm_class(spark, "org.apache.spark.sql.catalyst.plans.logical.LocalRelation")(
+        output, rows, False, jvm_class(spark, "scala.Option").empty())
+
+
+def frame_over(spark: "SparkSession", node: Any) -> "DataFrame":
+    """A DataFrame of a resolved plan node."""
+    from pyspark.sql import DataFrame
+    return DataFrame(jvm_class(spark, "org.apache.spark.sql.classic.Dataset").ofRows(spark._jsparkSession, node),
+                     spark)
 
 
 def _as_scala(spark: "SparkSession", java_map: Any) -> Any:
-    return spark._jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_map)
-
-
-def jvm_class(spark: "SparkSession", name: str) -> Any:
-    """A JVM class (static members, constructor) by its full name, looked up once per session:
-    py4j otherwise resolves `jvm.a.b.C` one round trip per dotted segment, on every use."""
-    gateway = spark.sparkContext._gateway
-    cache = _CLASSES.setdefault(id(gateway), {})
-    if name not in cache:
-        from py4j.java_gateway import JavaClass
-        cache[name] = JavaClass(name, gateway._gateway_client)
-    return cache[name]
-
-
-_CLASSES: dict[int, dict[str, Any]] = {}
+    return jvm_class(spark, "scala.jdk.javaapi.CollectionConverters").asScala(java_map)
 
 
 def relation_over(spark: "SparkSession", relation: Any, paths: list[str]) -> Any:
@@ -153,10 +178,11 @@ def relation_over(spark: "SparkSession", relation: Any, paths: list[str]) -> Any
     hadoop_paths = jvm_class(spark, "org.apache.hadoop.util.StringUtils").stringToPath(names)
     roots = jvm_class(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(hadoop_paths)
     session = relation.sparkSession()
+    options = relation.options()
     option = jvm_class(spark, "scala.Option")
     cache = jvm_class(spark, "org.apache.spark.sql.execution.datasources.FileStatusCache").getOrCreate(session)
     index = jvm_class(spark, "org.apache.spark.sql.execution.datasources.InMemoryFileIndex")(
-        session, roots, relation.options(), option.apply(relation.schema()), cache, option.empty(), option.empty())
+        session, roots, options, option.apply(relation.schema()), cache, option.empty(), option.empty())
     return jvm_class(spark, "org.apache.spark.sql.execution.datasources.HadoopFsRelation")(
         index, relation.partitionSchema(), relation.dataSchema(), relation.bucketSpec(), relation.fileFormat(),
-        relation.options(), session)
+        options, session)

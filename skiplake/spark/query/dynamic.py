@@ -55,7 +55,14 @@ from skiplake.skipping.plan import stats_table
 from skiplake.skipping.report import DynamicPruningReport
 from skiplake.skipping.rows import NotExact
 from skiplake.spark.build_keys import distinct_keys
-from skiplake.spark.query.catalyst import condition_sql, frame_of, size_in_bytes
+from skiplake.spark.query.catalyst import (
+    frame_of,
+    frame_over,
+    materialized,
+    node_at,
+    relabeled,
+    size_in_bytes,
+)
 from skiplake.spark.query.dynamic_cost import estimate, parallelism, probe_size, tentative_size
 from skiplake.spark.query.join_candidates import Candidate, Target
 from skiplake.spark.query.model import ROW_FILTER_MAX_VALUES, Occurrence, QueryPlan, Resolver, TableReference
@@ -398,8 +405,14 @@ def _evaluate_builds(spark: "SparkSession", plan: QueryPlan, groups: dict[str, l
                                                      not all(c.rows_only for c in groups[key])), list(groups)))
     plan.build_seconds = time.perf_counter() - t0
     for key, (keys, seconds) in zip(groups, results):
+        first = groups[key][0]
         for c in groups[key]:
             c.result, c.seconds = keys, seconds
+            if first.rows is not None:
+                # Alike builds have alike outputs, column for column: each copy gets the rows
+                # under its own attributes.
+                output = node_at(plan.optimized, c.build.number).output()
+                plan.materialized[c.build.number] = relabeled(spark, first.rows, output)
 
 
 def _canonical(plan: QueryPlan, c: Candidate) -> str:
@@ -428,7 +441,16 @@ def _keys_of(spark: "SparkSession", plan: QueryPlan, c: Candidate,
     positions = [_position(out, b.attr) for _t, b in c.pairs]
     if out is None or None in positions:
         return None, 0.0
-    df = frame_of(spark, plan.optimized, c.build.number)
+    if plan.settings.materialize_builds and size_in_bytes(plan.optimized, c.build.number) <= \
+            plan.settings.build_size_threshold:
+        # Evaluated once: the rows stay in the JVM, give the keys, and take the build's place
+        # in the final plan (so the query does not evaluate it again, and the keys are exactly
+        # those of the rows it joins, even for a LIMIT or a nondeterministic build).
+        local = materialized(spark, plan.optimized, c.build.number)
+        c.rows = local.data()
+        df = frame_over(spark, local)
+    else:
+        df = frame_of(spark, plan.optimized, c.build.number)
     names = df.columns
     if len(names) != len(out) or any(names[p] != out[p].name for p in positions):  # type: ignore[index]
         return None, 0.0
@@ -487,7 +509,7 @@ def _local_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[Pl
 
 def _bound_filter(plan: QueryPlan, ref: TableReference, node: PlanNode) -> Node | None:
     """A Filter's condition bound to the reference's table (once per text, as pushdown does)."""
-    key = (condition_sql(plan.optimized, node.number), id(ref))
+    key = (plan.condition_sql(node.number), id(ref))
     if key not in plan.bound:
         plan.bound[key] = bind_conjuncts(key[0], ref.schema)
     return plan.bound[key]

@@ -32,6 +32,7 @@ class Candidate:
     result: Any = None
     seconds: float = 0.0
     estimate: CostEstimate | None = None   # the cost model's figures for its build, when it decided
+    rows: Any = None                       # the build's rows kept in the JVM (a Scala Seq), when a Spark job evaluated it
 
     @property
     def rows_only(self) -> bool:

@@ -13,6 +13,7 @@ from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCount
 from skiplake.spark.bucket_join import JoinReport
 from skiplake.spark.catalog_tables import CatalogTable
+from skiplake.spark.query.catalyst import condition_sql
 from skiplake.spark.read import read_planned
 
 if TYPE_CHECKING:
@@ -242,6 +243,17 @@ class QueryPlan:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per planning stage, in order
     notes: list[str] = field(default_factory=list)          # how planning went, for the report ("analysis pass skipped: ...")
     bound: dict[tuple[str, int], Node | None] = field(default_factory=dict)  # (filter SQL, id(reference)) -> bound
+    # Build sides a Spark job evaluated, by node number of the optimized plan: their rows as a
+    # LocalRelation (py4j) under the node's output, to take the node's place in the final plan.
+    materialized: dict[int, Any] = field(default_factory=dict)
+    _conditions: dict[int, str] = field(default_factory=dict, repr=False)
+
+    def condition_sql(self, number: int) -> str:
+        """Spark SQL of the condition of the optimized plan's Filter of that number (fetched once:
+        static pruning and the build sides both read it)."""
+        if number not in self._conditions:
+            self._conditions[number] = condition_sql(self.optimized, number)
+        return self._conditions[number]
 
     def give_up(self, reason: str) -> "QueryPlan":
         """Run over whole tables, as plain Spark would, and say why."""

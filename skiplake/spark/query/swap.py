@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 from skiplake.expr.sql import to_sql
 from skiplake.log.paths import file_key
 from skiplake.spark.catalog_tables import CatalogTable
-from skiplake.spark.query.catalyst import filtered, found_nodes, relation_over, replace_nodes, with_relation
+from skiplake.spark.query.catalyst import (
+    filtered,
+    found_nodes,
+    node_at,
+    relation_over,
+    replace_nodes,
+    with_relation,
+)
 from skiplake.spark.query.model import QueryPlan, TableReference, ViewRelation
 
 if TYPE_CHECKING:
@@ -46,13 +53,34 @@ def swapped(spark: "SparkSession", plan: QueryPlan) -> tuple["DataFrame | None",
         pairs = _Swaps(spark).of(plan.references)
     except _NotSwapped as e:
         return None, str(e)
+    if plan.materialized:
+        frame = _with_builds(spark, plan, pairs)
+        if frame is not None:
+            return frame, (f"the analysis pass's optimized plan, {len(plan.materialized)} build sides evaluated "
+                           f"once, {len(pairs)} relations swapped")
+        plan.notes.append("build sides evaluated again: a relation they read is copied in the plan")
     if not pairs:
         return plan.analysis, "the analysis pass's plan, nothing swapped"
     analysed = plan.analysis._jdf.queryExecution().analyzed()
-    found = found_nodes(spark, analysed, [old for old, _ in pairs])
-    if len(found) != len(pairs):
-        return None, f"{len(pairs) - len(found)} of {len(pairs)} relations not found in the analysed plan"
+    missing = sum(1 for n in found_nodes(spark, analysed, [old for old, _ in pairs]) if not n)
+    if missing:
+        return None, f"{missing} of {len(pairs)} relations not found in the analysed plan"
     return replace_nodes(spark, analysed, pairs), f"the analysis pass's plan, {len(pairs)} relations swapped"
+
+
+def _with_builds(spark: "SparkSession", plan: QueryPlan, pairs: list[tuple[Any, Any]]) -> "DataFrame | None":
+    """The optimized plan with each evaluated build side replaced by its rows and the relations
+    swapped; None when a swapped table's relation is copied in the optimized plan (a CTE
+    inlined twice gets new expression ids that the swap cannot find)."""
+    builds = [(node_at(plan.optimized, n), local) for n, local in plan.materialized.items()]
+    swapped_refs = [ref for ref in plan.references if any(old is r.node for old, _ in pairs for r in ref.view.relations)]
+    relations = [r.node for ref in swapped_refs for r in ref.view.relations]  # type: ignore[union-attr]
+    counts = found_nodes(spark, plan.optimized, [node for node, _ in builds] + relations)
+    if not all(counts[:len(builds)]):
+        return None
+    if sum(counts[len(builds):]) != sum(len(ref.occurrences) for ref in swapped_refs):
+        return None
+    return replace_nodes(spark, plan.optimized, pairs, subtrees=builds)
 
 
 class _Swaps:
