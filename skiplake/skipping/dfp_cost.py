@@ -16,8 +16,9 @@ The model prices each in seconds from what is known before any build runs:
   whose [min, max] meets the build's key range (from the build table's stats; 1 when the build
   key does not come from a lake table's column);
 - the build: `local_build_seconds + rows * local_row_seconds` in the driver (its filter runs
-  over every row of the table), or `build_job_seconds` plus its bytes at the scan rate as a Spark
-  job;
+  over every row of the table), or `build_job_seconds` as a Spark job, whose rows then take the
+  build's place in the query (plus its bytes at the scan rate when they do not, `reused_builds`
+  off: the query evaluates it again);
 - applying it: `apply_seconds`, and the kept files may cost `filtered_scan_share` more per file
   than a plain read (none when the final plan reads them through a relation of their own, as it
   does but where the final query falls back to text with a filter on each row's file name).
@@ -41,6 +42,7 @@ class CostModel:
     build_job_seconds: float = 0.1              # a Spark job's fixed cost (scheduling, code generation, collect)
     local_build_seconds: float = 0.003          # a build read in the driver: fixed cost
     local_row_seconds: float = 80e-9            # ... and per row of its table
+    reused_builds: bool = True                  # a Spark job's build also serves the query (it is not evaluated twice)
     apply_seconds: float = 0.02                 # a final query that differs from the analysis pass
     filtered_scan_share: float = 0.0            # the kept files cost this share more to read than a plain read
     speculative_share: float = 0.1              # a build whose saving is not sure costs at most this share of the scan
@@ -52,6 +54,9 @@ class CostModel:
     def build_seconds(self, bytes_: int, rows: int, local: bool) -> float:
         if local:
             return self.local_build_seconds + rows * self.local_row_seconds
+        if self.reused_builds:
+            # Its rows take its place in the query, which would have read them anyway.
+            return self.build_job_seconds
         return self.scan_seconds(0, bytes_) + self.build_job_seconds
 
     def estimate(self, probe_files: int, probe_bytes: int, best_share: float, sure_share: float,

@@ -61,7 +61,7 @@ class DynamicPruningSettings:
         """The cost model with these settings, for scans `parallelism` tasks wide."""
         return CostModel(parallelism=max(1, parallelism), scan_bytes_per_second=max(1, self.scan_bytes_per_second),
                          build_job_seconds=self.build_job_seconds, speculative_share=self.speculative_build_share,
-                         filtered_scan_share=self.filtered_scan_share)
+                         filtered_scan_share=self.filtered_scan_share, reused_builds=self.materialize_builds)
 
     @staticmethod
     def of(spark: "SparkSession") -> "DynamicPruningSettings":

@@ -9,7 +9,7 @@ from skiplake.skipping.dfp_cost import CostModel, combined_share
 
 MODEL = CostModel(parallelism=2, scan_bytes_per_second=100_000_000, file_open_bytes=1_000_000, build_job_seconds=0.2,
                   local_build_seconds=0.005, local_row_seconds=1e-8, apply_seconds=0.03,
-                  speculative_share=0.1, speculative_seconds=0.0, filtered_scan_share=0.0)
+                  speculative_share=0.1, speculative_seconds=0.0, filtered_scan_share=0.0, reused_builds=False)
 
 
 def _estimate(files: int, bytes_: int, best: float, sure: float, build_bytes: int, local: bool,
@@ -23,6 +23,8 @@ def test_scan_and_build_seconds_follow_files_bytes_and_cores():
     # In the driver by rows; as a Spark job by bytes at the scan rate.
     assert MODEL.build_seconds(1_000_000, 1_000_000, local=True) == pytest.approx(0.015)
     assert MODEL.build_seconds(1_000_000, 1_000_000, local=False) == pytest.approx(0.205)
+    # A Spark job's build whose rows serve the query costs the job only: its scan is paid once.
+    assert replace(MODEL, reused_builds=True).build_seconds(1_000_000, 1_000_000, local=False) == pytest.approx(0.2)
 
 
 def test_reading_kept_files_through_the_file_filter_costs_its_share():
