@@ -85,6 +85,46 @@ def test_run_containers_read():
     assert deserialize(_with_runs()).tolist() == list(range(1, 12)) + [20, 31, 32, 33]
 
 
+def _run_bitmap(containers: dict[int, list[tuple[int, int]]]) -> bytes:
+    """A DV of one bucket whose 32-bit bitmap holds only run containers: key -> (start, length - 1) runs."""
+    keys = sorted(containers)
+    n = len(keys)
+    bodies = [struct.pack("<H", len(containers[k])) + b"".join(struct.pack("<HH", *r) for r in containers[k])
+              for k in keys]
+    header = struct.pack("<I", 12347 | (n - 1) << 16) + bytes([0xFF] * ((n + 7) // 8))
+    header += b"".join(struct.pack("<HH", k, sum(length + 1 for _, length in containers[k]) - 1) for k in keys)
+    if n >= 4:  # the offset header, as the portable format has it from four containers on
+        offset = len(header) + 4 * n
+        for body in bodies:
+            header += struct.pack("<I", offset)
+            offset += len(body)
+    return struct.pack("<IQ", MAGIC, 1) + struct.pack("<I", 0) + header + b"".join(bodies)
+
+
+@st.composite
+def _run_containers(draw) -> dict[int, list[tuple[int, int]]]:
+    out = {}
+    for key in draw(st.lists(st.integers(0, 2 ** 16 - 1), min_size=1, max_size=6, unique=True)):
+        cuts = sorted(draw(st.lists(st.integers(0, 2 ** 16 - 1), min_size=2, max_size=200, unique=True)))
+        # Runs between every other pair of cut points: sorted, apart, inside the container.
+        out[key] = [(a, b - a) for a, b in zip(cuts[::2], cuts[1::2])] or [(cuts[0], 0)]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_run_containers())
+def test_run_containers_decode_as_their_runs_one_by_one(containers):
+    # The loop over runs the decoder had, as the reference.
+    expected = [key << 16 | v for key in sorted(containers) for start, length in containers[key]
+                for v in range(start, start + length + 1)]
+    assert deserialize(_run_bitmap(containers)).tolist() == expected
+
+
+def test_a_run_past_its_container_is_refused():
+    with pytest.raises(ValueError, match="past its container"):
+        deserialize(_run_bitmap({0: [(65530, 10)]}))
+
+
 rows = st.one_of(
     st.lists(st.integers(0, 2 ** 40), max_size=300),
     st.tuples(st.integers(0, 2 ** 33), st.integers(4000, 20000)).map(lambda t: list(range(t[0], t[0] + t[1]))),
