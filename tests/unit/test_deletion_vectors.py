@@ -176,3 +176,23 @@ def test_crc_and_size_frame_the_magic_and_bitmap(tmp_path):
     size = struct.unpack(">I", raw[1:5])[0]
     assert size == dv.size_in_bytes and raw[5:9] == struct.pack("<I", MAGIC)
     assert struct.unpack(">I", raw[5 + size:9 + size])[0] == zlib.crc32(raw[5:5 + size])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 2 ** 40), min_size=1, max_size=128, unique=True))
+def test_file_sizes_get_slots_of_their_own(sizes):
+    from skiplake.spark.deletions import MAX_SLOTS, _slots
+    values = np.array(sorted(sizes), np.int64)
+    m = _slots(values)
+    # A table of at most MAX_SLOTS slots is found for up to 128 sizes nearly always; when it is,
+    # no two sizes share a slot.
+    assert m is None or (len(values) <= m <= MAX_SLOTS and len(set((values % m).tolist())) == len(values))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 20_000), max_size=500, unique=True))
+def test_whole_file_bitmaps_set_the_bits_of_their_rows(rows):
+    from skiplake.spark.deletions import _whole_bitmap
+    words = _whole_bitmap(np.array(sorted(rows), np.uint64))
+    assert len(words) == (max(rows) // 64 + 1 if rows else 0)
+    assert [w * 64 + b for w, word in enumerate(words.tolist()) for b in range(64) if word >> b & 1] == sorted(rows)
