@@ -21,7 +21,25 @@ copied for every contender and run, so each one starts from the very same files:
 Each measurement runs once per contender to warm up, then --reps times (the writers once), the
 contenders taking turns going first. Checks: both contenders leave the same rows.
 
+--layers runs only a breakdown of the scan with 10% deleted instead: what each layer of the read
+through deletion vectors adds over the rewritten table, the layers taking turns going first:
+
+  plain     the DV table's files by `spark.read.schema(...).parquet`, nothing dropped
+  row_index + `_metadata.row_index` (a filter on it that keeps every row)
+  path_hash + xxhash64 of `_metadata.file_path` per row (the key of the reader's join)
+  join      + that key's broadcast join to the bitmaps, no row dropped
+  reader    the table's read (`Table.read`), deleted rows dropped: by the files' sizes, no join
+  by_join   the same read made to take the join it falls back to (deleted rows dropped)
+  delta     (with --delta-spark) the table's read over a byte copy of the same files whose
+            deletion vectors delta-spark wrote (its DELETE in a JVM of its own, tests/delta_spark.py)
+
+and the driver's share of `Table.read` (decoding the DVs, building the bitmaps, the Spark job that
+hashes the paths for the join; the whole of `Table.read`, and the same made to take the join).
+Besides wall clock, each layer's tasks' CPU time (Spark's task metrics): on a shared machine it
+varies far less than the wall clock.
+
     .venv/bin/python -m benchmarks.bench_dv [--quick] [--rows N] [--files N] [--reps N] [--json] [--out FILE]
+    .venv/bin/python -m benchmarks.bench_dv --layers [--delta-spark] --rows 8000000 --files 32 --reps 3
 """
 from __future__ import annotations
 
@@ -32,7 +50,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated, workdir
+from benchmarks.common import (
+    Progress,
+    Report,
+    base_parser,
+    command_line,
+    executor_cpu_seconds,
+    finish,
+    median,
+    rotated,
+    workdir,
+)
 
 CONTENDERS = ("dv", "rewrite")
 DV = {"delta.enableDeletionVectors": "true"}
@@ -44,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=None, help="files of the table (default 64)")
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--updates", type=int, default=None, help="updates per writer (default 5)")
+    parser.add_argument("--layers", action="store_true", help="only the scan's breakdown by layer")
+    parser.add_argument("--delta-spark", action="store_true",
+                        help="with --layers: also a copy whose deletion vectors delta-spark wrote")
     args = parser.parse_args(argv)
     rows = args.rows or (400_000 if args.quick else 20_000_000)
     files = args.files or (8 if args.quick else 64)
@@ -60,6 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     with workdir("bench_dv", args.workdir, args.keep, progress) as work:
         base = work / "base"
         _build(spark, base, rows, files, progress)
+        if args.layers:
+            _layers(spark, report, work, base, rows, reps, args.delta_spark, progress)
+            return finish(report, args)
         _delete(spark, report, work, base, rows, reps, progress)
         _scan(spark, report, work, base, rows, reps, progress)
         _optimize(spark, report, work, base, reps, progress)
@@ -130,31 +164,195 @@ def _scan(spark: Any, report: Report, work: Path, base: Path, rows: int, reps: i
 
     frames = {"dv": lambda: tables["dv"].read(), "rewrite": lambda: tables["rewrite"].read(), "floor": floor}
     times: dict[str, list[float]] = {c: [] for c in frames}
+    cpu: dict[str, list[float]] = {c: [] for c in frames}
     answers: dict[str, tuple] = {}
     for rep in range(reps + 1):
         for c in rotated(tuple(frames), rep):
+            cpu0 = executor_cpu_seconds(spark)
             t0 = time.perf_counter()
             r = frames[c]().agg(F.count("*"), F.sum("id"), F.sum("v"), F.max("s")).collect()[0]
             seconds = time.perf_counter() - t0
+            used = executor_cpu_seconds(spark) - cpu0
             answers[c] = tuple(r)
-            progress(f"scan, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s")
+            progress(f"scan, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s, tasks' CPU {used:.2f} s")
             if rep:
                 times[c].append(seconds)
+                cpu[c].append(used)
     notes = {"dv": f"{dv_files} files with DVs", "rewrite": "",
              "floor": "the DV table's files with row indexes, no row dropped"}
     for c in frames:
         report.timing("full scan, 10% deleted", c, times[c], notes[c])
+        report.timing("full scan, 10% deleted: tasks' CPU", c, cpu[c], notes[c])
     ratio = median(times["dv"]) / median(times["rewrite"])
-    report.ratio("scan: deletion vectors / rewritten", ratio)
-    report.ratio("scan: floor (row indexes, nothing dropped) / rewritten", median(times["floor"]) / median(times["rewrite"]))
-    report.goal("scan through deletion vectors, times the rewritten table's", ratio, 1.3, unit="x")
+    floor_ratio = median(times["floor"]) / median(times["rewrite"])
+
+    def cpu_ratio(c: str) -> str:
+        return f"tasks' CPU {median(cpu[c]) / median(cpu['rewrite']):.2f}x"
+
+    report.ratio("scan: deletion vectors / rewritten", ratio, cpu_ratio("dv"))
+    report.ratio("scan: floor (row indexes, nothing dropped) / rewritten", floor_ratio, cpu_ratio("floor"))
+    # The rewritten table has 10% fewer rows, in fewer and bigger files: the floor is above 1.
+    report.goal("scan through deletion vectors, times the rewritten table's", ratio, 1.15, unit="x",
+                note=f"the floor: {floor_ratio:.2f}x")
     report.headline("full scan with 10% deleted, deletion vectors / rewritten", ratio, "x",
-                    f"Spark reading those files with row indexes, dropping nothing: "
-                    f"{median(times['floor']) / median(times['rewrite']):.2f}x")
+                    f"Spark reading those files with row indexes, dropping nothing: {floor_ratio:.2f}x; "
+                    f"{cpu_ratio('dv')}, floor {cpu_ratio('floor')}")
     a, b = answers["dv"], answers["rewrite"]
     # The sum of doubles depends on the order rows are added in: equal to 1e-12, not bit for bit.
     report.check("scan: the same answer", a[0] == b[0] == rows - rows // 10 and a[1] == b[1] and a[3] == b[3]
                  and abs(a[2] - b[2]) <= 1e-12 * abs(b[2]), f"{answers}")
+
+
+def _delta_spark_delete(work: Path, path: str, where: str, progress: Progress) -> None:
+    """DELETE through delta-spark (its own JVM), deletion vectors on in the table already."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from tests.delta_spark import DeltaSpark
+    root = work / "delta-spark"
+    root.mkdir(exist_ok=True)
+    ds = DeltaSpark(root)
+    try:
+        out = ds.run([{"id": "delete", "op": "sql", "sql": f"DELETE FROM delta.`{path}` WHERE {where}"}])
+    finally:
+        ds.close()
+    if not out["jobs"]["delete"]["ok"]:
+        raise RuntimeError(f"delta-spark's DELETE failed: {out['jobs']['delete']}")
+    progress(f"delta-spark {out.get('delta_version')} deleted: {out['jobs']['delete']}")
+
+
+def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps: int, delta_spark: bool,
+            progress: Progress) -> None:
+    """The scan over deletion vectors taken apart layer by layer (see the module docstring)."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from skiplake.log.deletion_vectors import marked_rows
+    from skiplake.log.location import resolve
+    from skiplake.log.paths import file_key
+    from skiplake.spark import deletions
+    from skiplake.spark.read import spark_file_key
+    from skiplake.spark.types import to_spark
+    where = "id % 10 = 3"
+    tables = {}
+    for c in ("dv", "rewrite") + (("delta",) if delta_spark else ()):
+        t = _copy(spark, base, work / f"layers-{c}", c != "rewrite")
+        if c == "delta":
+            _delta_spark_delete(work, t.path, where, progress)
+            t.refresh()
+        else:
+            t.delete(where)
+        tables[c] = t
+    dv = tables["dv"]
+    with_dv = [f for f in dv.snapshot.add_files if f.deletionVector]
+    progress(f"layers: {len(with_dv)} of {len(dv.snapshot.add_files)} files with deletion vectors")
+    for c, t in tables.items():
+        if c != "rewrite":
+            cards = sum(f.deletionVector["cardinality"] for f in t.snapshot.add_files if f.deletionVector)
+            sizes = {f.deletionVector["sizeInBytes"] for f in t.snapshot.add_files if f.deletionVector}
+            progress(f"{c}: {cards:,} rows marked, DV sizes {min(sizes)}..{max(sizes)} bytes, "
+                     f"{len({f.deletionVector.get('pathOrInlineDv') for f in t.snapshot.add_files if f.deletionVector})}"
+                     f" DV files")
+    if delta_spark:
+        # The same data files (a byte copy), and the same rows marked in each.
+        mine = {f.path: f for f in dv.snapshot.add_files}
+        theirs = {f.path: f for f in tables["delta"].snapshot.add_files}
+        same = mine.keys() == theirs.keys() and all(
+            mine[p].size == theirs[p].size and np.array_equal(marked_rows(dv.path, mine[p].deletionVector),
+                                                              marked_rows(tables["delta"].path, theirs[p].deletionVector))
+            for p in mine)
+        report.check("layers: delta-spark marked the same rows of the same files", same, "")
+    paths = [str(Path(dv.path) / f.path) for f in dv.snapshot.add_files]
+    row, path = F.col("_metadata.row_index"), F.col("_metadata.file_path")
+
+    def by_join() -> Any:
+        # The read's fallback, chosen by a bound no read is within.
+        bound = deletions.MAX_FILES
+        deletions.MAX_FILES = 0
+        try:
+            return dv.read()
+        finally:
+            deletions.MAX_FILES = bound
+
+    # Driver: what Table.read does before Spark runs anything, step by step.
+    driver: dict[str, list[float]] = {k: [] for k in ("decode", "bitmaps", "hash job", "Table.read",
+                                                      "Table.read by join")}
+    for rep in range(reps + 1):
+        t0 = time.perf_counter()
+        deleted = [marked_rows(dv.path, f.deletionVector) for f in with_dv]
+        t1 = time.perf_counter()
+        ordinals, blocks, bits = deletions._bitmaps(deleted)
+        t2 = time.perf_counter()
+        names = spark.read.parquet(*[str(Path(dv.path) / f.path) for f in with_dv]).inputFiles()
+        metadata_paths = [deletions.as_metadata_path(p) for p in names]
+        hashes = dict(spark.createDataFrame(pa.table({"p": pa.array(metadata_paths)}))
+                      .select("p", F.xxhash64("p")).collect())
+        t3 = time.perf_counter()
+        dv.read()
+        t4 = time.perf_counter()
+        by_join()
+        t5 = time.perf_counter()
+        if rep:
+            for k, v in zip(driver, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+                driver[k].append(v)
+    for k, v in driver.items():
+        report.timing("driver side of the read", k, v)
+    progress("driver: " + ", ".join(f"{k} {median(v) * 1000:.0f} ms" for k, v in driver.items()))
+
+    # The old reader's bitmap table, keyed by the high bits of the path's hash plus the block.
+    by_ordinal = [hashes[p] & deletions._HIGH for p in metadata_paths]
+    by_key = {file_key(resolve(dv.path), f.path): f for f in with_dv}
+    deleted_by_name = [marked_rows(dv.path, by_key[spark_file_key(p)].deletionVector) for p in names]
+    ordinals, blocks, bits = deletions._bitmaps(deleted_by_name)
+    keys = pa.array([by_ordinal[o] + b for o, b in zip(ordinals.tolist(), blocks.tolist())], pa.int64())
+    bitmaps = spark.createDataFrame(pa.table({"k": keys, "bits": bits}))
+    key = F.xxhash64(path).bitwiseAND(F.lit(deletions._HIGH)) + F.shiftright(row, deletions.BLOCK_BITS)
+
+    schema = to_spark(dv.snapshot.schema)
+
+    def plain() -> Any:
+        return spark.read.schema(schema).parquet(*paths)
+
+    frames = {
+        "rewrite": lambda: tables["rewrite"].read(),
+        "plain": plain,
+        "row_index": lambda: plain().filter(row >= 0),
+        "path_hash": lambda: plain().filter(key != F.lit(-1)),
+        # A column of the bitmaps' side is used, so that the optimizer keeps the join.
+        "join": lambda: plain().withColumn("k", key).join(F.broadcast(bitmaps), "k", "left")
+        .filter(F.col("bits").isNull() | (F.size("bits") > 0)),
+        "reader": lambda: dv.read(),
+        "by_join": by_join,
+    }
+    if delta_spark:
+        frames["delta"] = lambda: tables["delta"].read()
+    times: dict[str, list[float]] = {c: [] for c in frames}
+    cpu: dict[str, list[float]] = {c: [] for c in frames}
+    answers: dict[str, tuple] = {}
+    for rep in range(reps + 1):
+        for c in rotated(tuple(frames), rep):
+            cpu0 = executor_cpu_seconds(spark)
+            t0 = time.perf_counter()
+            r = frames[c]().agg(F.count("*"), F.sum("id"), F.sum("v"), F.max("s")).collect()[0]
+            seconds = time.perf_counter() - t0
+            used = executor_cpu_seconds(spark) - cpu0
+            answers[c] = tuple(r)
+            progress(f"layers, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s, tasks' CPU {used:.2f} s")
+            if rep:
+                times[c].append(seconds)
+                cpu[c].append(used)
+    for c in frames:
+        report.timing("full scan, 10% deleted, by layer", c, times[c])
+        report.timing("full scan, 10% deleted, by layer: tasks' CPU", c, cpu[c])
+        if c != "rewrite":
+            report.ratio(f"layers: {c} / rewritten", median(times[c]) / median(times["rewrite"]),
+                         f"tasks' CPU {median(cpu[c]) / median(cpu['rewrite']):.2f}x")
+    kept = [c for c in ("reader", "by_join", "delta") if c in answers]
+    report.check("layers: the readers' answers are the rewritten table's",
+                 all(answers[c][0] == answers["rewrite"][0] == rows - rows // 10 and answers[c][1] == answers["rewrite"][1]
+                     for c in kept), f"{answers}")
+    report.check("layers: the layers without a filter see every row",
+                 all(answers[c][0] == rows for c in ("plain", "row_index", "path_hash", "join")), f"{answers}")
 
 
 def _optimize(spark: Any, report: Report, work: Path, base: Path, reps: int, progress: Progress) -> None:

@@ -106,6 +106,20 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, result
 
 
+def executor_cpu_seconds(spark: Any) -> float:
+    """CPU seconds Spark's tasks have used so far, over every stage the session's status store
+    keeps (Spark's own task metrics, through py4j). On a machine shared with other work a query's
+    CPU time varies far less than its wall clock, which waits for the cores."""
+    jvm = spark._jvm
+    store = spark.sparkContext._jsc.sc().statusStore()
+    stages = store.stageList(jvm.java.util.ArrayList(), False, False,
+                             spark.sparkContext._gateway.new_array(jvm.double, 0), jvm.java.util.ArrayList())
+    total, it = 0, stages.iterator()
+    while it.hasNext():
+        total += it.next().executorCpuTime()
+    return total / 1e9
+
+
 def rotated(items: Sequence[Any], rep: int) -> list[Any]:
     """`items` rotated by `rep`: contenders take turns going first across repetitions."""
     k = rep % len(items) if items else 0

@@ -29,15 +29,17 @@ def _rows(spark, n: int, start: int = 0):
                          FROM range({start}, {start + n})""")
 
 
-def mark_deleted(t, doomed) -> dict[str, np.ndarray]:
-    """Commit deletion vectors that mark the rows of each live file of table `t` for which
-    doomed(row) holds, as a union with the file's current DV. Returns the deleted row indexes
-    per file path."""
+def mark_deleted(t, doomed, only: set[str] | None = None) -> dict[str, np.ndarray]:
+    """Commit deletion vectors that mark the rows of each live file of table `t` (of those
+    `only` names, if given) for which doomed(row) holds, as a union with the file's current DV.
+    Returns the deleted row indexes per file path."""
     table_path = t.path
     snap = Snapshot.load(table_path)
     marked: dict[str, np.ndarray] = {}
     touched: list[AddFile] = []
     for f in snap.add_files:
+        if only is not None and f.path not in only:
+            continue
         table = pq.read_table(absolute_path(table_path, f.path))
         hits = np.array([i for i, row in enumerate(table.to_pylist()) if doomed(row)], dtype=np.uint64)
         old = (read_deleted_rows(table_path, DeletionVector.from_json(f.deletionVector))
@@ -302,8 +304,83 @@ def test_the_exact_path_join_when_path_hashes_collide(table, monkeypatch):
     # With no hash bits kept every file's key collides: the (path, block) join must take over.
     from skiplake.spark import deletions
     mark_deleted(table, lambda r: r["id"] % 5 == 0)
+    monkeypatch.setattr(deletions, "MAX_FILES", 0)  # the join, not the files' sizes
     monkeypatch.setattr(deletions, "_HIGH", 0)
+    assert _joins(table.read())
     assert ids(table.read()) == [i for i in range(900) if i % 5]
+
+
+def _joins(df) -> bool:
+    """Whether the read drops deleted rows through a join (else by its files' sizes, with none)."""
+    return "Join" in df._jdf.queryExecution().optimizedPlan().toString()
+
+
+def test_random_deletion_vectors_read_the_same_by_file_size_and_by_join(lake, spark, monkeypatch):
+    from skiplake.spark import deletions
+    t = lake.create_table("many", "id long, k long", properties={"delta.enableDeletionVectors": "true"})
+    # 40 small files, many of them of one size with another (found by their path then).
+    t.append(spark.range(0, 6_000).selectExpr("id", "id * 7 AS k").repartition(40))
+    rng = np.random.default_rng(29)
+    first, second = set(rng.choice(6_000, 900).tolist()), set(rng.choice(6_000, 300).tolist())
+    mark_deleted(t, lambda r: r["id"] in first)
+    mark_deleted(t, lambda r: r["id"] in second)  # a second DV on some files: the union
+    assert sum(1 for f in t.snapshot.add_files if f.deletionVector) == 40
+    assert len({f.size for f in t.snapshot.add_files}) < 40
+    expected = [i for i in range(6_000) if i not in first | second]
+    monkeypatch.setattr(deletions, "MAX_SHARED", 40)
+    by_size = t.read()
+    assert not _joins(by_size) and ids(by_size) == expected
+    # Past each bound of the join-free path, the join: sizes, slots, files sharing a size, words.
+    for bound, value in (("MAX_FILES", 5), ("MAX_SLOTS", 5), ("MAX_SHARED", 1), ("MAX_WORDS", 10)):
+        with monkeypatch.context() as m:
+            m.setattr(deletions, bound, value)
+            joined = t.read()
+            assert _joins(joined), bound
+            assert ids(joined) == expected
+    # Rows a MERGE is about to mark go the same way as the DVs' rows.
+    from skiplake.spark.read import read_files
+    snap = t.snapshot
+    f = snap.add_files[0]
+    extra = {r.id for r in read_files(spark, t.path, snap.schema, [], [f], with_file_info=True).collect()
+             if r["__skiplake_row"] in (0, 1, 2)}
+    more = read_files(spark, t.path, snap.schema, [], snap.add_files, deleted={f.path: np.array([0, 1, 2], np.uint64)})
+    assert extra and not _joins(more) and ids(more) == [i for i in expected if i not in extra]
+
+
+def test_files_of_equal_size_are_told_apart_by_their_paths(lake, spark, monkeypatch):
+    from skiplake.spark import deletions
+    t = lake.create_table("twins", "id long", properties={"delta.enableDeletionVectors": "true"})
+    for _ in range(2):  # the very same rows twice: two files of one size
+        t.append(spark.range(0, 500).coalesce(1))
+    t.append(spark.range(0, 700).coalesce(1))
+    assert len({f.size for f in t.snapshot.add_files}) == 2
+    mark_deleted(t, lambda r: r["id"] % 3 == 0)
+    # More rows of one twin only: each file must find its own bitmap, not its twin's.
+    twin = min((f for f in t.snapshot.add_files), key=lambda f: (f.size, f.path)).path
+    mark_deleted(t, lambda r: r["id"] in (1, 2, 4), only={twin})
+    expected = sorted(2 * [i for i in range(500) if i % 3] + [i for i in range(700) if i % 3])
+    df = t.read()
+    assert not _joins(df)
+    got = ids(df)
+    assert len(got) == len(expected) - 3 and sorted(got + [1, 2, 4]) == expected
+    monkeypatch.setattr(deletions, "MAX_SHARED", 1)
+    df = t.read()
+    assert _joins(df) and ids(df) == got
+
+
+def test_a_data_file_whose_size_is_not_the_logged_one_fails_the_read(lake, spark):
+    t = lake.create_table("liar", "id long")
+    t.append(spark.range(0, 100).coalesce(1))
+    mark_deleted(t, lambda r: r["id"] < 10)
+    [f] = t.snapshot.add_files
+    # The same logical file (path and DV) added again replaces it in the log: now with a wrong size.
+    wrong = AddFile(f.path, f.partitionValues, f.size + 1, f.modificationTime, True, f.stats, f.tags, f.deletionVector)
+    with open(os.path.join(t.path, LOG_DIR, commit_name(t.version + 1)), "xb") as out:
+        out.write(encode_commit([CommitInfo(1_700_000_000_000, "WRITE"), wrong]))
+    t.refresh()
+    assert [g.size for g in t.snapshot.add_files] == [f.size + 1]
+    with pytest.raises(Exception, match="is not what the log says"):
+        t.read().collect()
 
 
 def test_marks_across_bitmap_blocks_of_a_big_file(lake, spark):

@@ -271,8 +271,7 @@ def _deserialize32(data: bytes, start: int) -> tuple[np.ndarray, int]:
         if runs[i]:
             (nruns,) = struct.unpack_from("<H", data, pos)
             pairs = np.frombuffer(data, "<u2", 2 * nruns, pos + 2).reshape(nruns, 2).astype(np.uint32)
-            low = np.concatenate([np.arange(s, s + length + 1, dtype=np.uint32) for s, length in pairs]) \
-                if nruns else np.zeros(0, np.uint32)
+            low = _expand_runs(pairs[:, 0], pairs[:, 1])
             pos += 2 + 4 * nruns
         elif card <= _ARRAY_MAX:
             low = np.frombuffer(data, "<u2", card, pos).astype(np.uint32)
@@ -285,6 +284,17 @@ def _deserialize32(data: bytes, start: int) -> tuple[np.ndarray, int]:
             raise ValueError(f"Roaring container {key} holds {len(low)} values, its header says {card}")
         out.append((np.uint32(key) << np.uint32(16)) | low)
     return (np.concatenate(out) if out else np.zeros(0, np.uint32)), pos
+
+
+def _expand_runs(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The values of a run container's runs (start, length - 1), without a Python loop per run:
+    delta-spark writes runs, and a container can hold thousands of them."""
+    if len(starts) and int((starts + lengths).max()) > 0xFFFF:
+        raise ValueError("a Roaring run goes past its container")
+    counts = lengths.astype(np.int64) + 1
+    # Value i of the output is its run's start plus its place in the run: i minus the run's first i.
+    firsts = np.cumsum(counts) - counts
+    return (np.repeat(starts.astype(np.int64) - firsts, counts) + np.arange(int(counts.sum()))).astype(np.uint32)
 
 
 def _sorted_unique(rows: np.ndarray | Sequence[int]) -> np.ndarray:

@@ -29,12 +29,12 @@ from skiplake.log.snapshot import Snapshot
 from skiplake.log.values import parse_partition_value
 from skiplake.spark.deletions import PATH_COLUMN as DV_PATH_COLUMN
 from skiplake.spark.deletions import ROW_COLUMN as DV_ROW_COLUMN
+from skiplake.spark.deletions import SIZE_COLUMN as DV_SIZE_COLUMN
 from skiplake.spark.deletions import as_metadata_path, without_deleted
 from skiplake.spark.types import spark_type, to_spark
 
 FILE_COLUMN = "__skiplake_file"
 ROW_COLUMN = "__skiplake_row"
-_NO_ROWS = np.zeros(0, np.uint64)
 
 
 def _extra_columns(with_file_info: bool, file_column: str | None) -> list:
@@ -99,8 +99,8 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     column_mapping (`name` or `id`) reads the files' physical column names (the files' partition
     values keyed by logical names, as Snapshot gives them) and renames them to the logical ones.
 
-    Files with a deletion vector are read apart, by a second relation whose deleted rows a join
-    drops (skiplake.spark.deletions), and the two are unioned; such a read is not declared
+    Files with a deletion vector are read apart, by a second relation whose deleted rows
+    skiplake.spark.deletions drops, and the two are unioned; such a read is not declared
     bucketed (Spark's bucketed scan is one relation). `deleted` (row indexes by log path) drops
     more rows of the files it names, the same way (rows a MERGE is about to mark deleted)."""
     deleted = {p: rows for p, rows in (deleted or {}).items() if len(rows)}
@@ -118,20 +118,28 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     if None in found or len(found) != len(with_dv):
         raise RuntimeError(f"Spark lists {len(spark_paths)} files where {len(with_dv)} with deletion vectors "
                            f"were asked for under {table_path}")
-    dropped = [np.union1d(marked_rows(root, f.deletionVector), deleted.get(f.path, _NO_ROWS)).astype(np.uint64)
-               for f in found]  # type: ignore[union-attr]
-    df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], dropped)
+    dropped = [_dropped(root, f, deleted) for f in found]  # type: ignore[arg-type]
+    df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], dropped,
+                         [f.size for f in found])  # type: ignore[union-attr]
     if plain:
         df = _read_exactly(spark, table_path, schema, partition_columns, plain, None, with_file_info, None,
                            file_column, tag, column_mapping=column_mapping).unionByName(df)
     return df.select(*[f"`{c}`" for c in columns]) if columns else df
 
 
+def _dropped(root: str, f: AddFile, deleted: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The rows of `f` its DV marks and `deleted` adds (sorted, unique)."""
+    rows = marked_rows(root, f.deletionVector)
+    more = deleted.get(f.path)
+    # A DV's rows are sorted and unique already: a union only where there is something to add.
+    return rows if more is None else np.union1d(rows, more).astype(np.uint64)
+
+
 def _read_exactly(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
                   files: Sequence[AddFile], columns: Sequence[str] | None, with_file_info: bool,
                   bucket_spec: BucketSpec | None, file_column: str | None, tag: tuple[str, str] | None,
                   dv_columns: bool = False, column_mapping: str = "none") -> DataFrame:
-    """Every row of `files` (deletion vectors not applied); dv_columns adds the two columns
+    """Every row of `files` (deletion vectors not applied); dv_columns adds the three columns
     skiplake.spark.deletions drops deleted rows by."""
     if column_mapping != "none" and files:
         # Read under the physical names, then give every column its logical name (and nested
@@ -149,7 +157,8 @@ def _read_exactly(spark: SparkSession, table_path: str, schema: Schema, partitio
     full_schema = to_spark(schema)
     extra = _extra_columns(with_file_info, file_column)
     if dv_columns:
-        extra += [F.col("_metadata.file_path").alias(DV_PATH_COLUMN), F.col("_metadata.row_index").alias(DV_ROW_COLUMN)]
+        extra += [F.col("_metadata.file_path").alias(DV_PATH_COLUMN), F.col("_metadata.row_index").alias(DV_ROW_COLUMN),
+                  F.col("_metadata.file_size").alias(DV_SIZE_COLUMN)]
     if not files:
         df = spark.createDataFrame([], full_schema)
         # The same columns as a read of some files: a caller selects them whatever it read.

@@ -85,6 +85,46 @@ def test_run_containers_read():
     assert deserialize(_with_runs()).tolist() == list(range(1, 12)) + [20, 31, 32, 33]
 
 
+def _run_bitmap(containers: dict[int, list[tuple[int, int]]]) -> bytes:
+    """A DV of one bucket whose 32-bit bitmap holds only run containers: key -> (start, length - 1) runs."""
+    keys = sorted(containers)
+    n = len(keys)
+    bodies = [struct.pack("<H", len(containers[k])) + b"".join(struct.pack("<HH", *r) for r in containers[k])
+              for k in keys]
+    header = struct.pack("<I", 12347 | (n - 1) << 16) + bytes([0xFF] * ((n + 7) // 8))
+    header += b"".join(struct.pack("<HH", k, sum(length + 1 for _, length in containers[k]) - 1) for k in keys)
+    if n >= 4:  # the offset header, as the portable format has it from four containers on
+        offset = len(header) + 4 * n
+        for body in bodies:
+            header += struct.pack("<I", offset)
+            offset += len(body)
+    return struct.pack("<IQ", MAGIC, 1) + struct.pack("<I", 0) + header + b"".join(bodies)
+
+
+@st.composite
+def _run_containers(draw) -> dict[int, list[tuple[int, int]]]:
+    out = {}
+    for key in draw(st.lists(st.integers(0, 2 ** 16 - 1), min_size=1, max_size=6, unique=True)):
+        cuts = sorted(draw(st.lists(st.integers(0, 2 ** 16 - 1), min_size=2, max_size=200, unique=True)))
+        # Runs between every other pair of cut points: sorted, apart, inside the container.
+        out[key] = [(a, b - a) for a, b in zip(cuts[::2], cuts[1::2])] or [(cuts[0], 0)]
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_run_containers())
+def test_run_containers_decode_as_their_runs_one_by_one(containers):
+    # The loop over runs the decoder had, as the reference.
+    expected = [key << 16 | v for key in sorted(containers) for start, length in containers[key]
+                for v in range(start, start + length + 1)]
+    assert deserialize(_run_bitmap(containers)).tolist() == expected
+
+
+def test_a_run_past_its_container_is_refused():
+    with pytest.raises(ValueError, match="past its container"):
+        deserialize(_run_bitmap({0: [(65530, 10)]}))
+
+
 rows = st.one_of(
     st.lists(st.integers(0, 2 ** 40), max_size=300),
     st.tuples(st.integers(0, 2 ** 33), st.integers(4000, 20000)).map(lambda t: list(range(t[0], t[0] + t[1]))),
@@ -136,3 +176,23 @@ def test_crc_and_size_frame_the_magic_and_bitmap(tmp_path):
     size = struct.unpack(">I", raw[1:5])[0]
     assert size == dv.size_in_bytes and raw[5:9] == struct.pack("<I", MAGIC)
     assert struct.unpack(">I", raw[5 + size:9 + size])[0] == zlib.crc32(raw[5:5 + size])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 2 ** 40), min_size=1, max_size=128, unique=True))
+def test_file_sizes_get_slots_of_their_own(sizes):
+    from skiplake.spark.deletions import MAX_SLOTS, _slots
+    values = np.array(sorted(sizes), np.int64)
+    m = _slots(values)
+    # A table of at most MAX_SLOTS slots is found for up to 128 sizes nearly always; when it is,
+    # no two sizes share a slot.
+    assert m is None or (len(values) <= m <= MAX_SLOTS and len(set((values % m).tolist())) == len(values))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 20_000), max_size=500, unique=True))
+def test_whole_file_bitmaps_set_the_bits_of_their_rows(rows):
+    from skiplake.spark.deletions import _whole_bitmap
+    words = _whole_bitmap(np.array(sorted(rows), np.uint64))
+    assert len(words) == (max(rows) // 64 + 1 if rows else 0)
+    assert [w * 64 + b for w, word in enumerate(words.tolist()) for b in range(64) if word >> b & 1] == sorted(rows)
