@@ -25,60 +25,19 @@ Checks: both sides leave the same rows (count, ids, sum of v, rows from the sour
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Progress, Report, alternate, base_parser, command_line, finish, median, workdir
+from benchmarks.delta_runner import DELTA_PACKAGE, DeltaRunner
 
-DELTA_PACKAGE = os.environ.get("SKIPLAKE_DELTA_SPARK_PACKAGE", "io.delta:delta-spark_4.1_2.13:4.4.0")
 DV = {"delta.enableDeletionVectors": "true"}
 DRIVER_MEMORY = "4g"
 MERGE_SQL = ("MERGE INTO delta.`{table}` AS target USING (SELECT * FROM parquet.`{source}`) AS source "
              "ON target.id = source.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
-
-
-class DeltaRunner:
-    """The delta-spark subprocess: one SQL statement at a time, each timed inside it."""
-
-    def __init__(self, partitions: int, progress: Progress) -> None:
-        env = dict(os.environ)
-        env.pop("PYSPARK_SUBMIT_ARGS", None)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.delta_merge_runner", DELTA_PACKAGE, str(partitions), DRIVER_MEMORY,
-             os.environ.get("SKIPLAKE_IVY_DIR", "")],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-            cwd=str(Path(__file__).resolve().parent.parent))
-        self.info = self._reply()
-        progress(f"delta-spark {self.info.get('delta')} on Spark {self.info.get('spark')} ready")
-
-    def _reply(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the delta-spark subprocess exited ({self.proc.wait()}): see its stderr above")
-        return json.loads(line)
-
-    def sql(self, statement: str) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"sql": statement}) + "\n")
-        self.proc.stdin.flush()
-        reply = self._reply()
-        if "error" in reply:
-            raise RuntimeError(f"delta-spark failed: {reply['error']}")
-        return reply
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                     {"rows": rows, "files": files, "source_rows": rows // 100, "reps": reps,
                      "shuffle_partitions": args.partitions, "driver_memory": DRIVER_MEMORY,
                      "delta_package": DELTA_PACKAGE})
-    delta = DeltaRunner(args.partitions, progress)   # its JVM starts while the table is written
+    delta = DeltaRunner(args.partitions, progress, DRIVER_MEMORY)   # its JVM starts while the table is written
     try:
         with workdir("bench_merge", args.workdir, args.keep, progress) as work:
             base, source = work / "base", work / "source.parquet"

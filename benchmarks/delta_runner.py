@@ -1,0 +1,56 @@
+"""delta-spark as a benchmark contender: its own JVM (benchmarks.delta_merge_runner), one SQL
+statement at a time, each timed inside it, so the pipe costs nothing.
+
+delta-spark 4.4.x publishes one artifact per Spark minor: `delta-spark_4.1_2.13` is built
+against Spark 4.1. $SKIPLAKE_DELTA_SPARK_PACKAGE overrides the coordinate, $SKIPLAKE_IVY_DIR
+Ivy's cache.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+DELTA_PACKAGE = os.environ.get("SKIPLAKE_DELTA_SPARK_PACKAGE", "io.delta:delta-spark_4.1_2.13:4.4.0")
+
+
+class DeltaRunner:
+    """The delta-spark subprocess: one SQL statement at a time, each timed inside it."""
+
+    def __init__(self, partitions: int, progress: Callable[[str], None], driver_memory: str = "4g") -> None:
+        env = dict(os.environ)
+        env.pop("PYSPARK_SUBMIT_ARGS", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.delta_merge_runner", DELTA_PACKAGE, str(partitions), driver_memory,
+             os.environ.get("SKIPLAKE_IVY_DIR", "")],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
+            cwd=str(Path(__file__).resolve().parent.parent))
+        self.info = self._reply()
+        progress(f"delta-spark {self.info.get('delta')} on Spark {self.info.get('spark')} ready")
+
+    def _reply(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the delta-spark subprocess exited ({self.proc.wait()}): see its stderr above")
+        return json.loads(line)
+
+    def sql(self, statement: str) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"sql": statement}) + "\n")
+        self.proc.stdin.flush()
+        reply = self._reply()
+        if "error" in reply:
+            raise RuntimeError(f"delta-spark failed: {reply['error']}")
+        return reply
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
