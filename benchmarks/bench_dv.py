@@ -163,21 +163,7 @@ def _scan(spark: Any, report: Report, work: Path, base: Path, rows: int, reps: i
         return spark.read.parquet(*paths).filter(F.col("_metadata.row_index") >= 0)
 
     frames = {"dv": lambda: tables["dv"].read(), "rewrite": lambda: tables["rewrite"].read(), "floor": floor}
-    times: dict[str, list[float]] = {c: [] for c in frames}
-    cpu: dict[str, list[float]] = {c: [] for c in frames}
-    answers: dict[str, tuple] = {}
-    for rep in range(reps + 1):
-        for c in rotated(tuple(frames), rep):
-            cpu0 = executor_cpu_seconds(spark)
-            t0 = time.perf_counter()
-            r = frames[c]().agg(F.count("*"), F.sum("id"), F.sum("v"), F.max("s")).collect()[0]
-            seconds = time.perf_counter() - t0
-            used = executor_cpu_seconds(spark) - cpu0
-            answers[c] = tuple(r)
-            progress(f"scan, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s, tasks' CPU {used:.2f} s")
-            if rep:
-                times[c].append(seconds)
-                cpu[c].append(used)
+    times, cpu, answers = _timed_scans(spark, frames, reps, "scan", progress)
     notes = {"dv": f"{dv_files} files with DVs", "rewrite": "",
              "floor": "the DV table's files with row indexes, no row dropped"}
     for c in frames:
@@ -326,21 +312,7 @@ def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
     }
     if delta_spark:
         frames["delta"] = lambda: tables["delta"].read()
-    times: dict[str, list[float]] = {c: [] for c in frames}
-    cpu: dict[str, list[float]] = {c: [] for c in frames}
-    answers: dict[str, tuple] = {}
-    for rep in range(reps + 1):
-        for c in rotated(tuple(frames), rep):
-            cpu0 = executor_cpu_seconds(spark)
-            t0 = time.perf_counter()
-            r = frames[c]().agg(F.count("*"), F.sum("id"), F.sum("v"), F.max("s")).collect()[0]
-            seconds = time.perf_counter() - t0
-            used = executor_cpu_seconds(spark) - cpu0
-            answers[c] = tuple(r)
-            progress(f"layers, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s, tasks' CPU {used:.2f} s")
-            if rep:
-                times[c].append(seconds)
-                cpu[c].append(used)
+    times, cpu, answers = _timed_scans(spark, frames, reps, "layers", progress)
     for c in frames:
         report.timing("full scan, 10% deleted, by layer", c, times[c])
         report.timing("full scan, 10% deleted, by layer: tasks' CPU", c, cpu[c])
@@ -437,6 +409,29 @@ def _writers(spark: Any, report: Report, work: Path, base: Path, writers: int, u
     report.check("every update committed at row level", results["dv"]["commits"] == writers * updates,
                  f"{results['dv']}")
     report.extra["writers"] = results
+
+
+def _timed_scans(spark: Any, frames: dict[str, Any], reps: int, label: str,
+                 progress: Progress) -> tuple[dict[str, list[float]], dict[str, list[float]], dict[str, tuple]]:
+    """Each frame's full-scan aggregate after a warm-up, `reps` times, taking turns: (wall seconds,
+    tasks' CPU seconds, the last answer) per frame."""
+    from pyspark.sql import functions as F
+    times: dict[str, list[float]] = {c: [] for c in frames}
+    cpu: dict[str, list[float]] = {c: [] for c in frames}
+    answers: dict[str, tuple] = {}
+    for rep in range(reps + 1):
+        for c in rotated(tuple(frames), rep):
+            cpu0 = executor_cpu_seconds(spark)
+            t0 = time.perf_counter()
+            r = frames[c]().agg(F.count("*"), F.sum("id"), F.sum("v"), F.max("s")).collect()[0]
+            seconds = time.perf_counter() - t0
+            used = executor_cpu_seconds(spark) - cpu0
+            answers[c] = tuple(r)
+            progress(f"{label}, {c}{' (warm-up)' if not rep else ''}: {seconds:.2f} s, tasks' CPU {used:.2f} s")
+            if rep:
+                times[c].append(seconds)
+                cpu[c].append(used)
+    return times, cpu, answers
 
 
 if __name__ == "__main__":
