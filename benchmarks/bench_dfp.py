@@ -10,7 +10,7 @@ Parquet pages (benchmarks.tpcds_lake). Four contenders, the first three over the
   dynamic     lake.sql with dynamic file pruning (the default)
   spark_dpp   the fact tables as Parquet partitioned by their date key, read by plain Spark with
               its own dynamic partition pruning (dimensions as for `spark`)
-  delta_spark delta-spark 4.4 reading the lake's own Delta tables (`delta.\`path\``) in a JVM of
+  delta_spark delta-spark 4.4 reading the lake's own Delta tables (as delta.`path`) in a JVM of
               its own with the same settings (only with --contenders naming it: it is 2-6x
               plain Spark's time); each statement is timed inside that JVM
 
