@@ -117,8 +117,9 @@ class _Swaps:
         if rows and snapshot.column_mapping != "none":
             raise _NotSwapped(f"{ref.label}: a key list over renamed columns (column mapping)")
         pairs = []
+        planned = ref.plan.files  # made from the plan's table each time it is asked for
         for relation in view.relations:
-            files = [f for f in ref.plan.files if (f.deletionVector is not None) == relation.with_dv]
+            files = [f for f in planned if (f.deletionVector is not None) == relation.with_dv]
             new = self._node(ref, relation, files)
             if rows:
                 new = filtered(self.spark, new, rows)
