@@ -1,17 +1,21 @@
 """The final query of `lake.sql` as an edit of the analysis pass's plan, not a second query text.
 
-The analysis pass analysed the query over each reference's whole-table view. Once the files are
-planned, each file relation of a pruned reference is replaced, in that analysed plan, by a
-relation over just its planned files under the very same output columns (expression ids
-included), so nothing above it changes; a reference that build sides left a short key list also
-gets it as a Filter right above the relation. Spark then does not parse and analyse the query a
-second time, and the scan does not carry each row's file name, as the text's filter on the file
-name makes it do (the slot views' twin, which costs full scans 10-20%).
+The analysis pass analysed and optimized the query over each reference's whole-table view. Once
+the files are planned, each file relation of a pruned reference is replaced, in that optimized
+plan, by a relation over just its planned files under the very same output columns (expression
+ids included), so nothing above it changes; a reference that build sides left a short key list
+also gets it as a Filter right above the relation, and a build side evaluated once gives its
+rows in its place. Spark then does not parse and analyse the query a second time, its optimizer
+runs over a plan it has already optimized (a third quicker), and the scan does not carry each
+row's file name, as the text's filter on the file name makes it do (the slot views' twin, which
+costs full scans 10-20%). Where the optimized plan holds a copy of a swapped relation (a CTE
+inlined twice: its copies have new expression ids), the analysed plan is edited instead.
 
 References of one table version pruned to the same files share one relation (one file index),
 so Spark reuses their scans as it does for a table named several times (TPC-DS q44 names
-store_sales four times); so do those that read all files under the same filters. A relation
-that reads all its files otherwise stays as it is.
+store_sales four times). A relation that reads all its files stays as it is: the slot views of
+one table version share their relations already (skiplake.spark.query.views), so a query that
+prunes nothing is the analysis pass's plan, its optimization already made.
 
 Where the edit cannot be made with certainty, `swapped` says why and the caller writes the final
 query as text (planner.final_frame): a catalog table or a bucket join (they read through views of
@@ -23,7 +27,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from skiplake.expr.sql import to_sql
 from skiplake.log.paths import file_key
 from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.query.catalyst import (
@@ -53,11 +56,13 @@ def swapped(spark: "SparkSession", plan: QueryPlan) -> tuple["DataFrame | None",
         pairs = _Swaps(spark).of(plan.references)
     except _NotSwapped as e:
         return None, str(e)
+    if not pairs and not plan.materialized:
+        return plan.analysis, "the analysis pass's plan, nothing swapped"
+    frame = _in_optimized(spark, plan, pairs)
+    if frame is not None:
+        builds = f"{len(plan.materialized)} build sides evaluated once, " if plan.materialized else ""
+        return frame, f"the analysis pass's optimized plan, {builds}{len(pairs)} relations swapped"
     if plan.materialized:
-        frame = _with_builds(spark, plan, pairs)
-        if frame is not None:
-            return frame, (f"the analysis pass's optimized plan, {len(plan.materialized)} build sides evaluated "
-                           f"once, {len(pairs)} relations swapped")
         plan.notes.append("build sides evaluated again: a relation they read is copied in the plan")
     if not pairs:
         return plan.analysis, "the analysis pass's plan, nothing swapped"
@@ -68,10 +73,11 @@ def swapped(spark: "SparkSession", plan: QueryPlan) -> tuple["DataFrame | None",
     return replace_nodes(spark, analysed, pairs), f"the analysis pass's plan, {len(pairs)} relations swapped"
 
 
-def _with_builds(spark: "SparkSession", plan: QueryPlan, pairs: list[tuple[Any, Any]]) -> "DataFrame | None":
+def _in_optimized(spark: "SparkSession", plan: QueryPlan, pairs: list[tuple[Any, Any]]) -> "DataFrame | None":
     """The optimized plan with each evaluated build side replaced by its rows and the relations
-    swapped; None when a swapped table's relation is copied in the optimized plan (a CTE
-    inlined twice gets new expression ids that the swap cannot find)."""
+    swapped (Spark's optimizer then runs over a plan it has already optimized, a third quicker
+    than over the analysed one); None when a swapped table's relation is copied in the optimized
+    plan (a CTE inlined twice gets new expression ids that the swap cannot find)."""
     builds = [(node_at(plan.optimized, n), local) for n, local in plan.materialized.items()]
     swapped_refs = [ref for ref in plan.references if any(old is r.node for old, _ in pairs for r in ref.view.relations)]
     relations = [r.node for ref in swapped_refs for r in ref.view.relations]  # type: ignore[union-attr]
@@ -91,9 +97,6 @@ class _Swaps:
         # (table, version, deletion-vector kind, files) -> the relation every reference reading
         # exactly those files shares
         self.reads: dict[tuple, Any] = {}
-        # (table, version, deletion-vector kind, filters above) -> the first relation that reads
-        # all files of that kind under those filters
-        self.whole: dict[tuple, Any] = {}
 
     def of(self, references: list[TableReference]) -> list[tuple[Any, Any]]:
         pairs = []
@@ -135,12 +138,7 @@ class _Swaps:
         if not files:
             return filtered(self.spark, old, "false")
         if len(files) == len(relation.roots):
-            # All its files: unchanged, unless an earlier reference reads them all under the same
-            # filters, whose relation it then shares (else a swap would only cost the plan its
-            # cached optimization).
-            filters = tuple(to_sql(o.static) if o.static is not None else "" for o in ref.occurrences)
-            first = self.whole.setdefault((snapshot.table_path, snapshot.version, relation.with_dv, filters), old)
-            return old if first is old else with_relation(old, first.relation())
+            return old  # all its files, in the relation every slot of its table version shares
         key = (snapshot.table_path, snapshot.version, relation.with_dv, frozenset(f.path for f in files))
         if key not in self.reads:
             try:

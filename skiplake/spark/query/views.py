@@ -11,6 +11,10 @@ full scans 10-20%. Building a DataFrame over a file list costs tens of milliseco
 views are built once per table version and slot (the n-th reference of a table in a query) and
 reused by every later query.
 
+The slot views of one table version read the same file relations (one file index each), under
+output columns of their own: as for a table plain Spark reads several times in one query, Spark
+reuses their scans (TPC-DS q58 reads date_dim nine times), with no edit of the analysed plan.
+
 A catalog table (Hive-style Parquet) gets an empty view with its columns instead: its
 partitions are fetched per query from the pushed predicate (skiplake.spark.catalog_tables).
 """
@@ -27,7 +31,7 @@ from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
 from skiplake.spark.catalog_tables import CatalogTable
-from skiplake.spark.query.catalyst import file_relations, tree_text
+from skiplake.spark.query.catalyst import file_relations, replace_nodes, tree_text, with_relation
 from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source, ViewRelation
 from skiplake.spark.query.plan_text import parse_plan
 from skiplake.spark.read import read_files, spark_file_key
@@ -58,6 +62,9 @@ class SlotViews:
             local = f"__skiplake_{self.token}_{len(self._views)}_{slot}_{abs(hash((identity, version))) % 10 ** 8}"
             files = plan_scan(source).files if isinstance(source, Snapshot) else []
             df = self._frame(source, local, files, with_file=False)
+            sibling = self._sibling(identity, version, slot)
+            if sibling is not None:
+                df = _sharing(self.spark, df, source, sibling)
             # In the global temporary database, out of the user's list of views.
             df.createOrReplaceGlobalTempView(local)
             self._frame(source, local, files, with_file=True).createOrReplaceGlobalTempView(local + "_f")
@@ -69,6 +76,11 @@ class SlotViews:
                 self.spark.catalog.dropGlobalTempView(found[1].local + "_f")
             self._views[(identity, slot)] = (version, view)
             return view
+
+    def _sibling(self, identity: Any, version: Any, slot: int) -> SlotView | None:
+        """Another slot's view of the same table version, if one is made."""
+        return next((view for (other, s), (v, view) in self._views.items()
+                     if other == identity and v == version and s != slot and view.relations), None)
 
     def drop(self) -> None:
         with self._lock:
@@ -119,6 +131,20 @@ def _relations(df: "DataFrame", snapshot: Snapshot) -> tuple[ViewRelation, ...]:
         by_key = {spark_file_key(r): r for r in roots}
         out.append(ViewRelation(node, next(iter(by_key)) in marked, by_key))
     return tuple(out)
+
+
+def _sharing(spark: "SparkSession", df: "DataFrame", source: Source, sibling: SlotView) -> "DataFrame":
+    """`df` (a slot view's read) reading the sibling view's file relations under its own columns;
+    `df` itself when its relations do not pair one to one with the sibling's."""
+    assert isinstance(source, Snapshot)
+    mine = _relations(df, source)
+    if len(mine) != len(sibling.relations):
+        return df
+    theirs = {r.with_dv: r.node for r in sibling.relations}
+    if {r.with_dv for r in mine} != set(theirs):
+        return df
+    pairs = [(r.node, with_relation(r.node, theirs[r.with_dv].relation())) for r in mine]
+    return replace_nodes(spark, df._jdf.queryExecution().analyzed(), pairs)
 
 
 def _first_id(df: "DataFrame") -> int | None:
