@@ -72,18 +72,13 @@ def size_in_bytes(plan: Any, number: int) -> int:
 
 def frame_of(spark: "SparkSession", plan: Any, number: int) -> "DataFrame":
     """A DataFrame of one node's subtree of an optimized plan, runnable on its own."""
-    from pyspark.sql import DataFrame
-    jdf = jvm_class(spark, "org.apache.spark.sql.classic.Dataset").ofRows(spark._jsparkSession, plan.apply(number))
-    return DataFrame(jdf, spark)
+    return frame_over(spark, plan.apply(number))
 
 
-def file_relation(df: "DataFrame") -> Any:
-    """The one file relation (LogicalRelation) a read over a file list analyses to, under its
-    column reordering; None when the read is anything else (a union of reads, no files)."""
-    node = df._jdf.queryExecution().analyzed()
-    while kind(node) == "Project":
-        node = node.child()
-    return node if kind(node) == "LogicalRelation" else None
+def relation_roots(node: Any) -> list[str]:
+    """The root paths of a file relation node's file index (a read over a file list: its files),
+    as Spark names them."""
+    return str(node.relation().location().rootPaths().mkString("\n")).split("\n")
 
 
 def file_relations(df: "DataFrame") -> list[Any]:
@@ -100,8 +95,7 @@ def with_relation(node: Any, relation: Any) -> Any:
 
 def filtered(spark: "SparkSession", node: Any, condition: str) -> Any:
     """An analysed Filter of `condition` (Spark SQL over the node's columns) above a plan node."""
-    dataset = jvm_class(spark, "org.apache.spark.sql.classic.Dataset")
-    return dataset.ofRows(spark._jsparkSession, node).where(condition).queryExecution().analyzed()
+    return frame_over(spark, node)._jdf.where(condition).queryExecution().analyzed()
 
 
 def found_nodes(spark: "SparkSession", plan: Any, nodes: list[Any]) -> list[int]:
@@ -143,10 +137,10 @@ def materialized(spark: "SparkSession", plan: Any, number: int) -> Any:
     LocalRelation under the node's own output columns: it can take the subtree's place in the
     plan, and a DataFrame over it reads no file."""
     node = plan.apply(number)
-    dataset = jvm_class(spark, "org.apache.spark.sql.classic.Dataset").ofRows(spark._jsparkSession, node)
     # Collected as a Dataset action, so that the job is a SQL execution like any other (listeners,
     # the UI's SQL tab), then turned back into Spark's internal rows.
-    rows = jvm_class(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(dataset.collect())
+    rows = jvm_class(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(
+        frame_over(spark, node)._jdf.collect())
     return jvm_class(spark, "org.apache.spark.sql.catalyst.plans.logical.LocalRelation").fromExternalRows(
         node.output(), rows)
 

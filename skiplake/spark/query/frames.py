@@ -11,7 +11,7 @@ is the same query over fewer files.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
@@ -19,9 +19,10 @@ from skiplake.log.actions import AddFile
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.spark.query.catalyst import (
-    file_relation,
     node_at,
     optimized_plan,
+    relation_over,
+    relation_roots,
     relation_tag,
     replace_nodes,
     tree_text,
@@ -31,7 +32,8 @@ from skiplake.spark.query.dynamic import prune_dynamically
 from skiplake.spark.query.model import Occurrence, QueryPlan, TableReference
 from skiplake.spark.query.plan_text import parse_plan
 from skiplake.spark.query.pushdown import filters_above
-from skiplake.spark.read import READ_TAG, parse_read_tag, read_planned, spark_file_key
+from skiplake.spark.query.views import files_with_dv
+from skiplake.spark.read import READ_TAG, parse_read_tag, spark_file_key
 from skiplake.spark.settings import DynamicPruningSettings
 
 if TYPE_CHECKING:
@@ -85,27 +87,28 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
 
 def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarray | None, bool]:
     """Which of the snapshot's files a relation may read (None: any), and whether they are the
-    ones with deletion vectors. A read of a table with deletion vectors is two relations
-    (skiplake.spark.read), one over the files without a DV, one over those with one; each plans,
-    reports and keeps to its own kind."""
-    with_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
+    ones with deletion vectors: each relation of a read plans, reports and keeps to its own kind."""
+    with_dv, marked = files_with_dv(snapshot)
     if not with_dv.any():
         return None, False
-    marked = {file_key(snapshot.table_path, p) for p in snapshot.files.column("path").filter(with_dv).to_pylist()}
     dv_branch = first_root is not None and spark_file_key(first_root) in marked
     return (with_dv if dv_branch else ~with_dv), dv_branch
 
 
 def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan,
              swaps: dict[int, tuple[TableReference, list[AddFile]]]) -> "DataFrame":
-    """`df` with each swapped relation reading its reference's planned files instead."""
+    """`df` with each swapped relation reading its reference's planned files instead (a new file
+    index over those of its own files, from Spark's file status cache: nothing listed again)."""
     pairs = []
     for number, (ref, files) in swaps.items():
         old = node_at(plan.optimized, number)
         assert ref.snapshot is not None and ref.plan is not None
-        fresh = file_relation(read_planned(spark, ref.snapshot, files, bucketed=_bucketed(old)))
-        if fresh is not None:
-            pairs.append((old, with_relation(old, fresh.relation())))
+        roots = {spark_file_key(r): r for r in relation_roots(old)}
+        try:
+            paths = [roots[file_key(ref.snapshot.table_path, f.path)] for f in files]
+        except KeyError:
+            continue  # a planned file its relation does not read: it stays as it is
+        pairs.append((old, with_relation(old, relation_over(spark, old.relation(), paths))))
     if not pairs:
         return df
     return replace_nodes(spark, df._jdf.queryExecution().analyzed(), pairs)
@@ -117,7 +120,3 @@ def _roots(plan: QueryPlan, number: int) -> tuple[int, str | None]:
     roots = node_at(plan.optimized, number).relation().location().rootPaths()
     count = int(roots.size())
     return count, (str(roots.apply(0).toString()) if count else None)
-
-
-def _bucketed(relation: Any) -> bool:
-    return bool(relation.relation().bucketSpec().isDefined())

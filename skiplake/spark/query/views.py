@@ -27,11 +27,13 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
 from skiplake.spark.catalog_tables import CatalogTable
-from skiplake.spark.query.catalyst import file_relations, replace_nodes, tree_text, with_relation
+from skiplake.spark.query.catalyst import file_relations, relation_roots, replace_nodes, tree_text, with_relation
 from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source, ViewRelation
 from skiplake.spark.query.plan_text import parse_plan
 from skiplake.spark.read import read_files, spark_file_key
@@ -119,18 +121,25 @@ def _identity(source: Source) -> tuple[Any, Any]:
 def _relations(df: "DataFrame", snapshot: Snapshot) -> tuple[ViewRelation, ...]:
     """The view's file relations: one per kind of file the snapshot has (read.read_files reads
     the files with deletion vectors apart), else none."""
-    has_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
+    has_dv, marked = files_with_dv(snapshot)
     kinds = {bool(k) for k in has_dv}
     found = file_relations(df)
     if len(found) != len(kinds):
         return ()
-    marked = {file_key(snapshot.table_path, p) for p in snapshot.files.column("path").filter(has_dv).to_pylist()}
     out = []
     for node in found:
-        roots = str(node.relation().location().rootPaths().mkString("\n")).split("\n")
-        by_key = {spark_file_key(r): r for r in roots}
+        by_key = {spark_file_key(r): r for r in relation_roots(node)}
         out.append(ViewRelation(node, next(iter(by_key)) in marked, by_key))
     return tuple(out)
+
+
+def files_with_dv(snapshot: Snapshot) -> tuple[np.ndarray, set[str]]:
+    """(which of the snapshot's files have a deletion vector, their paths.file_key): a read of
+    such a table is two relations (skiplake.spark.read), one over each kind of file, told apart
+    by the files they read."""
+    has_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
+    return has_dv, {file_key(snapshot.table_path, p)
+                    for p in snapshot.files.column("path").filter(has_dv).to_pylist()}
 
 
 def _sharing(spark: "SparkSession", df: "DataFrame", source: Source, sibling: SlotView) -> "DataFrame":
