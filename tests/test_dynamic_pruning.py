@@ -517,6 +517,16 @@ def test_dataframes_get_the_same_pruning(spark, star):
     assert star.prune(fact.limit(3)) is not None
 
 
+def test_a_dataframe_pruned_to_no_file_reads_none(spark, star):
+    fact, dim = star.table("fact_clustered").read(), star.table("dim").read()
+    df = fact.join(dim.where("a = -1"), "k_int").agg(F.count("*").alias("n"), F.sum("m").alias("s"))
+    pruned = star.prune(df)
+    assert _rows(pruned) == _rows(df)
+    [report] = [r for r in star.last_explain if r.label == "fact_clustered"]
+    assert report.files_selected == 0 < report.files_total
+    assert not [f for f in pruned.inputFiles() if "fact_clustered" in f]
+
+
 def test_decimal_and_date_keys_compare_exactly(spark, star):
     query = (f"SELECT {AGG} FROM fact_clustered f JOIN dim d ON f.k_dec = d.k_dec AND f.k_date = d.k_date "
              "WHERE d.a IN (3, 4) AND d.k_int < 200")
