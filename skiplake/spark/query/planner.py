@@ -2,11 +2,11 @@
 
 Like sqlglot's optimizer applies its RULES, `plan_query` applies these in order; a stage that
 cannot analyse the query gives up, and the query then runs over whole tables, as plain Spark
-would. The final query is the analysis pass's plan with each pruned relation swapped for one
-over its planned files (skiplake.spark.query.swap); where that cannot be, it is the user's text
-with each lake reference replaced by its whole-table view filtered to the files planned for it
-(Spark lists only those), or by a view of its own where it needs one (a bucketed read, a catalog
-table).
+would. The final query is the analysis pass's optimized plan with each pruned relation swapped
+for one over its planned files (skiplake.spark.query.swap), or that pass's DataFrame itself when
+nothing was pruned; where that cannot be, it is the user's text with each lake reference
+replaced by its whole-table view filtered to the files planned for it (Spark lists only those),
+or by a view of its own where it needs one (a bucketed read, a catalog table).
 """
 from __future__ import annotations
 
@@ -71,7 +71,8 @@ def run_query(spark: "SparkSession", query: str, resolver: Resolver,
 
 def final_frame(spark: "SparkSession", plan: QueryPlan) -> "DataFrame":
     """The query as it finally runs: the analysis pass's plan with its pruned relations swapped
-    (itself when nothing was pruned), else the query text over each reference's files."""
+    (that pass's DataFrame itself when nothing was pruned), else the query text over each
+    reference's files."""
     if plan.analysis is not None:
         frame, how = swapped(spark, plan)
         if frame is not None:
