@@ -2,7 +2,7 @@
 
 Like sqlglot's optimizer applies its RULES, `plan_query` applies these in order; a stage that
 cannot analyse the query gives up, and the query then runs over whole tables, as plain Spark
-would. The final query is the analysis pass's optimized plan with each pruned relation swapped
+would. The final query is the analysis pass's analysed plan with each pruned relation swapped
 for one over its planned files (skiplake.spark.query.swap), or that pass's DataFrame itself when
 nothing was pruned; where that cannot be, it is the user's text with each lake reference
 replaced by its whole-table view filtered to the files planned for it (Spark lists only those),
