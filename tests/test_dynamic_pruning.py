@@ -506,23 +506,27 @@ def test_many_keys_are_sent_as_ranges(spark, star):
         spark.conf.unset(dfp.COST_MODEL)
 
 
-def test_dataframes_get_the_same_pruning(spark, star):
+def _pruned_star_join(star, dim_filter: str):
+    """lake.prune of the fact-dimension join under a dimension filter, checked against the
+    unpruned DataFrame's rows: (the pruned DataFrame, the fact table's report)."""
     fact, dim = star.table("fact_clustered").read(), star.table("dim").read()
-    df = fact.join(dim.where("a = 7"), "k_int").agg(F.count("*").alias("n"), F.sum("m").alias("s"))
+    df = fact.join(dim.where(dim_filter), "k_int").agg(F.count("*").alias("n"), F.sum("m").alias("s"))
     pruned = star.prune(df)
     assert _rows(pruned) == _rows(df)
     [report] = [r for r in star.last_explain if r.label == "fact_clustered"]
+    return pruned, report
+
+
+def test_dataframes_get_the_same_pruning(spark, star):
+    _, report = _pruned_star_join(star, "a = 7")
     assert report.files_selected < report.files_total and report.dynamic_filters
-    # A plan with nothing to prune comes back unchanged.
-    assert star.prune(fact.limit(3)) is not None
+    # A plan with nothing to prune comes back unchanged: the very DataFrame.
+    unfiltered = star.table("fact_clustered").read().limit(3)
+    assert star.prune(unfiltered) is unfiltered
 
 
 def test_a_dataframe_pruned_to_no_file_reads_none(spark, star):
-    fact, dim = star.table("fact_clustered").read(), star.table("dim").read()
-    df = fact.join(dim.where("a = -1"), "k_int").agg(F.count("*").alias("n"), F.sum("m").alias("s"))
-    pruned = star.prune(df)
-    assert _rows(pruned) == _rows(df)
-    [report] = [r for r in star.last_explain if r.label == "fact_clustered"]
+    pruned, report = _pruned_star_join(star, "a = -1")
     assert report.files_selected == 0 < report.files_total
     assert not [f for f in pruned.inputFiles() if "fact_clustered" in f]
 

@@ -34,7 +34,7 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 PATH_COLUMN = "__skiplake_dv_path"
@@ -46,6 +46,7 @@ KEY_BITS = 28                        # a key's low bits hold the block number (2
 _HIGH = -(1 << KEY_BITS)             # the hash bits a key keeps
 _KEY, _BLOCK, _BITS, _ORDINAL = "__skiplake_dv_key", "__skiplake_dv_block", "__skiplake_dv_bits", "__skiplake_dv_file"
 _SIZES, _PATHS, _WORD = "__skiplake_dv_sizes", "__skiplake_dv_paths", "__skiplake_dv_word"
+_PAYLOAD = "__skiplake_dv_payload"
 # Bounds of the join-free path: files of one read (with more, a table of 2^16 slots seldom tells
 # their sizes apart by remainder), slots of that table, and the int64 words of the bitmaps it ships
 # whole with the query (8 MB: 2^26 rows of files with deletion vectors).
@@ -65,7 +66,8 @@ def without_deleted(spark: SparkSession, df: DataFrame, spark_paths: Sequence[st
     kept = _by_size(df, spark_paths, sizes, deleted) if sizes is not None else None
     if kept is None:
         kept = _joined(spark, df, spark_paths, deleted)
-    return kept.select(*[F.col(f"`{c}`") for c in df.columns if c not in (PATH_COLUMN, ROW_COLUMN, SIZE_COLUMN)])
+    # drop takes names as they are, in one call (a select would make a Column per column).
+    return kept.drop(PATH_COLUMN, ROW_COLUMN, SIZE_COLUMN, _PAYLOAD, _KEY, _BLOCK, _BITS, _WORD)
 
 
 def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
@@ -97,32 +99,36 @@ def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
         entries[slots + j] = words[i]
     for i in np.setdiff1d(np.arange(n), shared).tolist():
         entries[size_of[i] % slots] = words[i]
-    payload = df.sparkSession.createDataFrame(pa.table({
-        _BITS: pa.ListArray.from_arrays(pa.array([0, len(entries)], pa.int32()), _nested(entries)),
-        _SIZES: pa.array([logged], pa.list_(pa.int64())),
-        _PATHS: pa.array([list(by_path.items())], pa.map_(pa.string(), pa.int32()))}))
-    # Scalar subqueries: the query holds the arrays as values (its plan prints them by name
-    # only), and a row finds its word by array lookups, with no join and no hash.
-    bitmaps, at, paths = (payload.select(c).scalar() for c in (_BITS, _SIZES, _PATHS))
-    size, row = F.col(SIZE_COLUMN), F.col(ROW_COLUMN)
-    slot = (size % F.lit(slots)).cast("int")
-    entry = F.when(F.get(at, slot) == size, slot)
+    # One scalar subquery of one struct: the query holds the arrays as a value (its plan prints
+    # it by name only), and a row finds its word by array lookups, with no join and no hash.
+    payload = pa.StructArray.from_arrays(
+        [pa.ListArray.from_arrays(pa.array([0, len(entries)], pa.int32()), _nested(entries)),
+         pa.array([logged], pa.list_(pa.int64())),
+         pa.array([list(by_path.items())], pa.map_(pa.string(), pa.int32()))], names=[_BITS, _SIZES, _PATHS])
+    value = df.sparkSession.createDataFrame(pa.table({_PAYLOAD: payload})).scalar()
+    # The filter as one SQL expression, parsed once: built from Columns, it took some forty
+    # calls into the JVM. A column defined above a filter is inlined into every use, and the
+    # optimizer drops the payload column once the filter is pushed below it.
+    size, row, path = f"`{SIZE_COLUMN}`", f"`{ROW_COLUMN}`", f"`{PATH_COLUMN}`"
+    bitmaps, at, paths = (f"`{_PAYLOAD}`.`{c}`" for c in (_BITS, _SIZES, _PATHS))
+    slot = f"CAST({size} % {slots} AS INT)"
+    entry = f"CASE WHEN get({at}, {slot}) = {size} THEN {slot}"
     if by_path:  # else the path is not read at all
-        entry = entry.when(F.get(at, slot) == -1 - size, F.coalesce(F.element_at(paths, F.col(PATH_COLUMN)),
-                                                                    _fail("a data file's path", PATH_COLUMN)))
+        unknown_path = _fail("the path", path)
+        entry += f" WHEN get({at}, {slot}) = -1 - {size} THEN coalesce(element_at({paths}, {path}), {unknown_path})"
     # A file whose size is not the logged one would take another file's entry: fail the read.
-    entry = entry.otherwise(_fail("a data file's size", SIZE_COLUMN))
+    entry += f" ELSE {_fail('the size', size)} END"
     # A row past 2^37 (no Parquet file has so many) asks for a word past every bitmap: kept.
-    word = F.get(F.get(bitmaps, entry), F.least(F.shiftright(row, 6), F.lit((1 << 31) - 1)).cast("int"))
-    # One expression, each part in it once: Spark inlines a column defined above a filter into
-    # every use of it, and evaluates each copy per row.
-    bit = F.call_function("shiftright", F.coalesce(word, F.lit(0)), row.bitwiseAND(63).cast("int")).bitwiseAND(1)
-    return df.filter(bit == 0)
+    word = f"get(get({bitmaps}, {entry}), CAST(least(shiftright({row}, 6), {(1 << 31) - 1}) AS INT))"
+    # One expression, each part in it once: Spark evaluates every copy of a part per row.
+    kept = f"shiftright(coalesce({word}, 0L), CAST({row} & 63 AS INT)) & 1 = 0"
+    return df.withColumn(_PAYLOAD, value).filter(F.expr(kept))
 
 
-def _fail(what: str, column: str) -> Column:
-    return F.raise_error(F.concat(F.lit(f"deletion vectors: {what} with one, "), F.col(column).cast("string"),
-                                  F.lit(", is not what the log says of any file of the read")))
+def _fail(what: str, column: str) -> str:
+    """SQL that fails the read, naming the file's `column` (its path or its size)."""
+    return (f"raise_error(concat('deletion vectors: {what} of a data file with one, ', "
+            f"CAST({column} AS STRING), ', is not what the log says of any file of the read'))")
 
 
 def _nested(entries: Sequence[np.ndarray | None]) -> pa.Array:

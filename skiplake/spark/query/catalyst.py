@@ -78,7 +78,8 @@ def frame_of(spark: "SparkSession", plan: Any, number: int) -> "DataFrame":
 def relation_roots(node: Any) -> list[str]:
     """The root paths of a file relation node's file index (a read over a file list: its files),
     as Spark names them."""
-    return str(node.relation().location().rootPaths().mkString("\n")).split("\n")
+    text = str(node.relation().location().rootPaths().mkString("\n"))
+    return text.split("\n") if text else []
 
 
 def file_relations(df: "DataFrame") -> list[Any]:

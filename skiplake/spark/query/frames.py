@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from skiplake.spark.query.views import SlotViews
 
 SnapshotOf = Callable[[str, int], Snapshot]
+# A relation to swap: its reference, the files planned for it, the files it reads now.
+_Swap = tuple[TableReference, list[AddFile], list[str]]
 
 
 def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
@@ -52,7 +54,7 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
     plan.analysis = df
     plan.optimized = optimized_plan(df)
     plan.root = parse_plan(tree_text(plan.optimized))
-    counts: dict[int, int] = {}  # per reference: the files its relation reads now
+    roots: dict[int, list[str]] = {}  # per reference: the files its relation reads now
     for node in plan.root.walk():
         if node.kind != "Relation":
             continue
@@ -62,24 +64,25 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
         path, version = parse_read_tag(tag)
         snapshot = snapshot_of(path, version)
         name = path.rstrip("/").rsplit("/", 1)[-1]
-        count, first = _roots(plan, node.number)
-        within, dv_branch = _kind_of_files(snapshot, first)
+        # A t.read() relation lists its files as its roots.
+        read = relation_roots(node_at(plan.optimized, node.number))
+        within, dv_branch = _kind_of_files(snapshot, read[0] if read else None)
         label = f"{name} (files with deletion vectors)" if dv_branch else name
         ref = TableReference(snapshot, name.lower(), label, within=within)
         ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
         ref.plan_static(ref.occurrences[0].static)
         plan.references.append(ref)
-        counts[id(ref)] = count
+        roots[id(ref)] = read
     prune_dynamically(spark, plan, None)  # type: ignore[arg-type]
-    swaps: dict[int, tuple[TableReference, list[AddFile]]] = {}
+    swaps: dict[int, _Swap] = {}
     for ref in plan.references:
         if ref.plan is None:
             continue
         # The relation keeps its own output (a DV branch's _metadata and the join above it that
         # drops deleted rows): only its file list changes.
         files = [replace(f, deletionVector=None) for f in ref.plan.files]
-        if len(files) < counts[id(ref)]:
-            swaps[ref.occurrences[0].node.number] = (ref, files)
+        if len(files) < len(roots[id(ref)]):
+            swaps[ref.occurrences[0].node.number] = (ref, files, roots[id(ref)])
     if not swaps:
         return df, plan
     return _swapped(spark, df, plan, swaps), plan
@@ -95,15 +98,14 @@ def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarr
     return (with_dv if dv_branch else ~with_dv), dv_branch
 
 
-def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan,
-             swaps: dict[int, tuple[TableReference, list[AddFile]]]) -> "DataFrame":
+def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan, swaps: dict[int, _Swap]) -> "DataFrame":
     """`df` with each swapped relation reading its reference's planned files instead (a new file
     index over those of its own files, from Spark's file status cache: nothing listed again)."""
     pairs = []
-    for number, (ref, files) in swaps.items():
+    for number, (ref, files, read) in swaps.items():
         old = node_at(plan.optimized, number)
         assert ref.snapshot is not None and ref.plan is not None
-        roots = {spark_file_key(r): r for r in relation_roots(old)}
+        roots = {spark_file_key(r): r for r in read}
         try:
             paths = [roots[file_key(ref.snapshot.table_path, f.path)] for f in files]
         except KeyError:
@@ -114,9 +116,3 @@ def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan,
     return replace_nodes(spark, df._jdf.queryExecution().analyzed(), pairs)
 
 
-def _roots(plan: QueryPlan, number: int) -> tuple[int, str | None]:
-    """How many files the relation reads now (a t.read() relation lists its files as its
-    roots), and the first of them."""
-    roots = node_at(plan.optimized, number).relation().location().rootPaths()
-    count = int(roots.size())
-    return count, (str(roots.apply(0).toString()) if count else None)

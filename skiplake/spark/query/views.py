@@ -64,14 +64,14 @@ class SlotViews:
             local = f"__skiplake_{self.token}_{len(self._views)}_{slot}_{abs(hash((identity, version))) % 10 ** 8}"
             files = plan_scan(source).files if isinstance(source, Snapshot) else []
             df = self._frame(source, local, files, with_file=False)
+            relations = _relations(df, source) if isinstance(source, Snapshot) else ()
             sibling = self._sibling(identity, version, slot)
             if sibling is not None:
-                df = _sharing(self.spark, df, source, sibling)
+                df, relations = _sharing(self.spark, df, relations, sibling)
             # In the global temporary database, out of the user's list of views.
             df.createOrReplaceGlobalTempView(local)
             self._frame(source, local, files, with_file=True).createOrReplaceGlobalTempView(local + "_f")
             db = self._database()
-            relations = _relations(df, source) if isinstance(source, Snapshot) else ()
             view = SlotView(f"{db}.{local}", tuple(df.columns), _first_id(df), local, f"{db}.{local}_f", relations)
             if found is not None:
                 self.spark.catalog.dropGlobalTempView(found[1].local)
@@ -142,18 +142,18 @@ def files_with_dv(snapshot: Snapshot) -> tuple[np.ndarray, set[str]]:
                     for p in snapshot.files.column("path").filter(has_dv).to_pylist()}
 
 
-def _sharing(spark: "SparkSession", df: "DataFrame", source: Source, sibling: SlotView) -> "DataFrame":
-    """`df` (a slot view's read) reading the sibling view's file relations under its own columns;
-    `df` itself when its relations do not pair one to one with the sibling's."""
-    assert isinstance(source, Snapshot)
-    mine = _relations(df, source)
-    if len(mine) != len(sibling.relations):
-        return df
-    theirs = {r.with_dv: r.node for r in sibling.relations}
-    if {r.with_dv for r in mine} != set(theirs):
-        return df
-    pairs = [(r.node, with_relation(r.node, theirs[r.with_dv].relation())) for r in mine]
-    return replace_nodes(spark, df._jdf.queryExecution().analyzed(), pairs)
+def _sharing(spark: "SparkSession", df: "DataFrame", mine: tuple[ViewRelation, ...],
+             sibling: SlotView) -> tuple["DataFrame", tuple[ViewRelation, ...]]:
+    """`df` (a slot view's read, whose relations are `mine`) reading the sibling view's file
+    relations under its own columns, with its new relations; `df` and `mine` themselves when
+    they do not pair one to one with the sibling's."""
+    theirs = {r.with_dv: r for r in sibling.relations}
+    if len(mine) != len(sibling.relations) or {r.with_dv for r in mine} != set(theirs):
+        return df, mine
+    pairs = [(r.node, with_relation(r.node, theirs[r.with_dv].node.relation())) for r in mine]
+    # A shared relation reads the sibling's files: its roots are the sibling's.
+    shared = tuple(ViewRelation(new, r.with_dv, theirs[r.with_dv].roots) for r, (_, new) in zip(mine, pairs))
+    return replace_nodes(spark, df._jdf.queryExecution().analyzed(), pairs), shared
 
 
 def _first_id(df: "DataFrame") -> int | None:
