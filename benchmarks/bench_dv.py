@@ -24,6 +24,9 @@ contenders taking turns going first. Checks: both contenders leave the same rows
 --layers runs only a breakdown of the scan with 10% deleted instead: what each layer of the read
 through deletion vectors adds over the rewritten table, the layers taking turns going first:
 
+  same_files  the rows left, each of the DV table's files rewritten to one of its own (Table.read):
+            its layout without the deleted rows, where `rewrite` (the rewriting DELETE's table)
+            has as many files as the DELETE's job had tasks
   plain     the DV table's files by `spark.read.schema(...).parquet`, nothing dropped
   row_index + `_metadata.row_index` (a filter on it that keeps every row)
   path_hash + xxhash64 of `_metadata.file_path` per row (the key of the reader's join)
@@ -64,6 +67,7 @@ from benchmarks.common import (
 
 CONTENDERS = ("dv", "rewrite")
 DV = {"delta.enableDeletionVectors": "true"}
+SCHEMA = "id long, k long, v double, s string"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
 def _build(spark: Any, base: Path, rows: int, files: int, progress: Progress) -> None:
     import skiplake
     t0 = time.perf_counter()
-    t = skiplake.Table.create(spark, str(base), "id long, k long, v double, s string")
+    t = skiplake.Table.create(spark, str(base), SCHEMA)
     # Ids spread over the files at random (not ranges): a scattered DELETE touches every file.
     df = spark.range(rows).selectExpr("id", "id % 1000 AS k", "CAST(id AS DOUBLE) / 7 AS v",
                                       "concat('row-', CAST(id % 100000 AS STRING)) AS s")
@@ -120,6 +124,19 @@ def _copy(spark: Any, base: Path, to: Path, deletion_vectors: bool) -> Any:
     t = skiplake.Table.open(spark, str(to))
     if deletion_vectors:
         t.set_properties(DV)
+    return t
+
+
+def _rewritten_file_by_file(spark: Any, base: Path, to: Path, where: str) -> Any:
+    """The base table's rows without those `where` matches, each of its files rewritten to one of
+    its own: the deletion-vector table's layout without the deleted rows. (A rewriting DELETE
+    writes fewer, bigger files: benchmark 13's `rewrite` has as many as the job had tasks.)"""
+    import skiplake
+    shutil.rmtree(to, ignore_errors=True)
+    source = skiplake.Table.open(spark, str(base))
+    t = skiplake.Table.create(spark, str(to), SCHEMA)
+    for f in source.snapshot.add_files:
+        t.append(spark.read.parquet(str(base / f.path)).filter(f"NOT ({where})").coalesce(1))
     return t
 
 
@@ -229,6 +246,7 @@ def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
         else:
             t.delete(where)
         tables[c] = t
+    same_files = _rewritten_file_by_file(spark, base, work / "layers-rewrite-same-files", where)
     dv = tables["dv"]
     with_dv = [f for f in dv.snapshot.add_files if f.deletionVector]
     progress(f"layers: {len(with_dv)} of {len(dv.snapshot.add_files)} files with deletion vectors")
@@ -301,6 +319,7 @@ def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
 
     frames = {
         "rewrite": lambda: tables["rewrite"].read(),
+        "same_files": lambda: same_files.read(),
         "plain": plain,
         "row_index": lambda: plain().filter(row >= 0),
         "path_hash": lambda: plain().filter(key != F.lit(-1)),
@@ -319,7 +338,9 @@ def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
         if c != "rewrite":
             report.ratio(f"layers: {c} / rewritten", median(times[c]) / median(times["rewrite"]),
                          f"tasks' CPU {median(cpu[c]) / median(cpu['rewrite']):.2f}x")
-    kept = [c for c in ("reader", "by_join", "delta") if c in answers]
+    report.ratio("layers: reader / rewritten in the same files", median(times["reader"]) / median(times["same_files"]),
+                 f"tasks' CPU {median(cpu['reader']) / median(cpu['same_files']):.2f}x")
+    kept = [c for c in ("same_files", "reader", "by_join", "delta") if c in answers]
     report.check("layers: the readers' answers are the rewritten table's",
                  all(answers[c][0] == answers["rewrite"][0] == rows - rows // 10 and answers[c][1] == answers["rewrite"][1]
                      for c in kept), f"{answers}")
