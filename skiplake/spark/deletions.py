@@ -46,7 +46,6 @@ KEY_BITS = 28                        # a key's low bits hold the block number (2
 _HIGH = -(1 << KEY_BITS)             # the hash bits a key keeps
 _KEY, _BLOCK, _BITS, _ORDINAL = "__skiplake_dv_key", "__skiplake_dv_block", "__skiplake_dv_bits", "__skiplake_dv_file"
 _SIZES, _PATHS, _WORD = "__skiplake_dv_sizes", "__skiplake_dv_paths", "__skiplake_dv_word"
-_PAYLOAD = "__skiplake_dv_payload"
 # Bounds of the join-free path: files of one read (with more, a table of 2^16 slots seldom tells
 # their sizes apart by remainder), slots of that table, and the int64 words of the bitmaps it ships
 # whole with the query (8 MB: 2^26 rows of files with deletion vectors).
@@ -67,7 +66,7 @@ def without_deleted(spark: SparkSession, df: DataFrame, spark_paths: Sequence[st
     if kept is None:
         kept = _joined(spark, df, spark_paths, deleted)
     # drop takes names as they are, in one call (a select would make a Column per column).
-    return kept.drop(PATH_COLUMN, ROW_COLUMN, SIZE_COLUMN, _PAYLOAD, _KEY, _BLOCK, _BITS, _WORD)
+    return kept.drop(PATH_COLUMN, ROW_COLUMN, SIZE_COLUMN, _KEY, _BLOCK, _BITS, _SIZES, _PATHS, _WORD)
 
 
 def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
@@ -99,18 +98,19 @@ def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
         entries[slots + j] = words[i]
     for i in np.setdiff1d(np.arange(n), shared).tolist():
         entries[size_of[i] % slots] = words[i]
-    # One scalar subquery of one struct: the query holds the arrays as a value (its plan prints
-    # it by name only), and a row finds its word by array lookups, with no join and no hash.
-    payload = pa.StructArray.from_arrays(
-        [pa.ListArray.from_arrays(pa.array([0, len(entries)], pa.int32()), _nested(entries)),
-         pa.array([logged], pa.list_(pa.int64())),
-         pa.array([list(by_path.items())], pa.map_(pa.string(), pa.int32()))], names=[_BITS, _SIZES, _PATHS])
-    value = df.sparkSession.createDataFrame(pa.table({_PAYLOAD: payload})).scalar()
-    # The filter as one SQL expression, parsed once: built from Columns, it took some forty
-    # calls into the JVM. A column defined above a filter is inlined into every use, and the
-    # optimizer drops the payload column once the filter is pushed below it.
+    # Scalar subqueries: the query holds the arrays as values (its plan prints them by name
+    # only), and a row finds its word by array lookups, with no join and no hash. One apiece,
+    # not one struct of the three: a field of a struct would be taken out again for every row.
+    payload = df.sparkSession.createDataFrame(pa.table({
+        _BITS: pa.ListArray.from_arrays(pa.array([0, len(entries)], pa.int32()), _nested(entries)),
+        _SIZES: pa.array([logged], pa.list_(pa.int64())),
+        _PATHS: pa.array([list(by_path.items())], pa.map_(pa.string(), pa.int32()))}))
+    values = {c: payload.select(c).scalar() for c in (_BITS, _SIZES, _PATHS)}
+    # The filter as one SQL expression, parsed once (built from Columns, it took some forty calls
+    # into the JVM), over the values as columns: the optimizer puts each value in its place when
+    # it pushes the filter below them, and drops the columns.
     size, row, path = f"`{SIZE_COLUMN}`", f"`{ROW_COLUMN}`", f"`{PATH_COLUMN}`"
-    bitmaps, at, paths = (f"`{_PAYLOAD}`.`{c}`" for c in (_BITS, _SIZES, _PATHS))
+    bitmaps, at, paths = (f"`{c}`" for c in (_BITS, _SIZES, _PATHS))
     slot = f"CAST({size} % {slots} AS INT)"
     entry = f"CASE WHEN get({at}, {slot}) = {size} THEN {slot}"
     if by_path:  # else the path is not read at all
@@ -122,7 +122,7 @@ def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
     word = f"get(get({bitmaps}, {entry}), CAST(least(shiftright({row}, 6), {(1 << 31) - 1}) AS INT))"
     # One expression, each part in it once: Spark evaluates every copy of a part per row.
     kept = f"shiftright(coalesce({word}, 0L), CAST({row} & 63 AS INT)) & 1 = 0"
-    return df.withColumn(_PAYLOAD, value).filter(F.expr(kept))
+    return df.withColumns(values).filter(F.expr(kept))
 
 
 def _fail(what: str, column: str) -> str:
