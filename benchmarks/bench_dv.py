@@ -24,7 +24,7 @@ contenders taking turns going first. Checks: both contenders leave the same rows
 --layers runs only a breakdown of the scan with 10% deleted instead: what each layer of the read
 through deletion vectors adds over the rewritten table, the layers taking turns going first:
 
-  same_files  the rows left, each of the DV table's files rewritten to one of its own (Table.read):
+  same_files the rows left, each of the DV table's files rewritten to one of its own (Table.read):
             its layout without the deleted rows, where `rewrite` (the rewriting DELETE's table)
             has as many files as the DELETE's job had tasks
   plain     the DV table's files by `spark.read.schema(...).parquet`, nothing dropped

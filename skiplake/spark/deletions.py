@@ -105,7 +105,8 @@ def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
         _BITS: pa.ListArray.from_arrays(pa.array([0, len(entries)], pa.int32()), _nested(entries)),
         _SIZES: pa.array([logged], pa.list_(pa.int64())),
         _PATHS: pa.array([list(by_path.items())], pa.map_(pa.string(), pa.int32()))}))
-    values = {c: payload.select(c).scalar() for c in (_BITS, _SIZES, _PATHS)}
+    # The paths only where files share a size: else the filter never reads them.
+    values = {c: payload.select(c).scalar() for c in (_BITS, _SIZES) + ((_PATHS,) if by_path else ())}
     # The filter as one SQL expression, parsed once (built from Columns, it took some forty calls
     # into the JVM), over the values as columns: the optimizer puts each value in its place when
     # it pushes the filter below them, and drops the columns.
@@ -120,7 +121,8 @@ def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
     entry += f" ELSE {_fail('the size', size)} END"
     # A row past 2^37 (no Parquet file has so many) asks for a word past every bitmap: kept.
     word = f"get(get({bitmaps}, {entry}), CAST(least(shiftright({row}, 6), {(1 << 31) - 1}) AS INT))"
-    # One expression, each part in it once: Spark evaluates every copy of a part per row.
+    # One expression, no column defined above the filter for a part of it: Spark would inline
+    # such a column into every use and evaluate each copy per row.
     kept = f"shiftright(coalesce({word}, 0L), CAST({row} & 63 AS INT)) & 1 = 0"
     return df.withColumns(values).filter(F.expr(kept))
 

@@ -11,7 +11,7 @@ is the same query over fewer files.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from skiplake.spark.query.views import SlotViews
 
 SnapshotOf = Callable[[str, int], Snapshot]
-# A relation to swap: its reference, the files planned for it, the files it reads now.
-_Swap = tuple[TableReference, list[AddFile], list[str]]
+# A relation to swap: its reference, the files planned for it, its node (py4j), the files it reads now.
+_Swap = tuple[TableReference, list[AddFile], Any, list[str]]
 
 
 def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
@@ -54,7 +54,7 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
     plan.analysis = df
     plan.optimized = optimized_plan(df)
     plan.root = parse_plan(tree_text(plan.optimized))
-    roots: dict[int, list[str]] = {}  # per reference: the files its relation reads now
+    relations: dict[int, tuple[Any, list[str]]] = {}  # per reference: its relation, the files it reads now
     for node in plan.root.walk():
         if node.kind != "Relation":
             continue
@@ -65,27 +65,29 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
         snapshot = snapshot_of(path, version)
         name = path.rstrip("/").rsplit("/", 1)[-1]
         # A t.read() relation lists its files as its roots.
-        read = relation_roots(node_at(plan.optimized, node.number))
+        relation = node_at(plan.optimized, node.number)
+        read = relation_roots(relation)
         within, dv_branch = _kind_of_files(snapshot, read[0] if read else None)
         label = f"{name} (files with deletion vectors)" if dv_branch else name
         ref = TableReference(snapshot, name.lower(), label, within=within)
         ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
         ref.plan_static(ref.occurrences[0].static)
         plan.references.append(ref)
-        roots[id(ref)] = read
+        relations[id(ref)] = relation, read
     prune_dynamically(spark, plan, None)  # type: ignore[arg-type]
-    swaps: dict[int, _Swap] = {}
+    swaps: list[_Swap] = []
     for ref in plan.references:
         if ref.plan is None:
             continue
         # The relation keeps its own output (a DV branch's _metadata and the join above it that
         # drops deleted rows): only its file list changes.
         files = [replace(f, deletionVector=None) for f in ref.plan.files]
-        if len(files) < len(roots[id(ref)]):
-            swaps[ref.occurrences[0].node.number] = (ref, files, roots[id(ref)])
+        relation, read = relations[id(ref)]
+        if len(files) < len(read):
+            swaps.append((ref, files, relation, read))
     if not swaps:
         return df, plan
-    return _swapped(spark, df, plan, swaps), plan
+    return _swapped(spark, df, swaps), plan
 
 
 def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarray | None, bool]:
@@ -98,12 +100,11 @@ def _kind_of_files(snapshot: Snapshot, first_root: str | None) -> tuple[np.ndarr
     return (with_dv if dv_branch else ~with_dv), dv_branch
 
 
-def _swapped(spark: "SparkSession", df: "DataFrame", plan: QueryPlan, swaps: dict[int, _Swap]) -> "DataFrame":
+def _swapped(spark: "SparkSession", df: "DataFrame", swaps: list[_Swap]) -> "DataFrame":
     """`df` with each swapped relation reading its reference's planned files instead (a new file
     index over those of its own files, from Spark's file status cache: nothing listed again)."""
     pairs = []
-    for number, (ref, files, read) in swaps.items():
-        old = node_at(plan.optimized, number)
+    for ref, files, old, read in swaps:
         assert ref.snapshot is not None and ref.plan is not None
         roots = {spark_file_key(r): r for r in read}
         try:
