@@ -62,3 +62,37 @@ def test_answers_equal_duckdbs_with_dynamic_pruning(spark, tpcds):
     assert not missing, "dynamic pruning did not apply where it should"
     pruned = [a.query for a in answers if any(read < total for read, total in a.fact_files.values())]
     assert len(pruned) >= len(QUERIES) - 2, pruned
+
+
+def test_null_test_filters_bind_as_sparks_own_sql(spark, tpcds):
+    """lake.sql reads a filter of null tests only from the plan's text (sparing three round trips
+    per filter): bound to its table, it is what Spark's own SQL of that filter binds to."""
+    from benchmarks.bench_dfp import renamed
+    from benchmarks.tpcds_answers import spark_queries
+    from skiplake.expr.parse import bind_conjuncts
+    from skiplake.spark.query.catalyst import condition_sql, optimized_plan, tree_text
+    from skiplake.spark.query.plan_text import null_tests_sql, parse_plan
+    from skiplake.tpcds import TPCDS_TABLES
+
+    lake, _ = tpcds
+    schemas = {}
+    for name in TPCDS_TABLES:
+        table = lake.table(name)
+        table.read().createOrReplaceTempView(f"nt_{name}")
+        schema = table.snapshot.schema
+        schemas[frozenset(schema.names)] = schema
+    read = 0
+    for text in spark_queries(sorted(QUERIES)).values():
+        optimized = optimized_plan(spark.sql(renamed(text, "nt_", set(TPCDS_TABLES))))
+        for node in parse_plan(tree_text(optimized)).walk():
+            if node.kind != "Relation" or not node.output:
+                continue
+            schema = schemas[frozenset(a.name for a in node.output)]
+            child, above = node, node.parent
+            while above is not None and above.kind == "Filter" and above.children[0] is child:
+                sql = null_tests_sql(above.text.strip())
+                if sql is not None:
+                    read += 1
+                    assert bind_conjuncts(sql, schema) == bind_conjuncts(condition_sql(optimized, above.number), schema)
+                child, above = above, above.parent
+    assert read >= 20

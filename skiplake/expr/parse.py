@@ -133,6 +133,14 @@ class _Binder:
             return IsNull(self.col(node.this))
         return self.opaque(node)
 
+    def function(self, node: exp.Anonymous) -> Node:
+        """`isnull(c)` and `isnotnull(c)`: Spark's functions for `c IS NULL` and `c IS NOT NULL`."""
+        name, args = str(node.this).lower(), node.expressions
+        if name in ("isnull", "isnotnull") and len(args) == 1 and self.usable(args[0]):
+            test = IsNull(self.col(args[0]))
+            return test if name == "isnull" else Not(test)
+        return self.opaque(node)
+
     def starts_with(self, node: exp.StartsWith) -> Node:
         """`startswith(col, 'prefix')`, as Spark writes a `LIKE 'prefix%'` it simplified."""
         prefix = literal_value(node.expression)
@@ -204,7 +212,7 @@ _BINDERS: tuple[tuple[type, Any], ...] = (
     (exp.Paren, _Binder.paren), (exp.And, _Binder.and_), (exp.Or, _Binder.or_), (exp.Not, _Binder.not_),
     (exp.Boolean, _Binder.boolean), (exp.Null, _Binder.null), (exp.Between, _Binder.between),
     (exp.In, _Binder.in_list), (exp.Is, _Binder.is_), (exp.Like, _Binder.like), (exp.Column, _Binder.column),
-    (exp.StartsWith, _Binder.starts_with),
+    (exp.StartsWith, _Binder.starts_with), (exp.Anonymous, _Binder.function),
 )
 
 

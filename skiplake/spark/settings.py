@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.skipping.dfp_cost import CostModel
-from skiplake.spark.gateway import jvm_class
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -96,12 +95,11 @@ _SEPARATOR = "\u0001"
 
 
 def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
-    """The session conf's settings under PREFIX, read in a few JVM round trips rather than one per
+    """The session conf's settings under PREFIX, read in two JVM round trips rather than one per
     setting (each `spark.conf.get` is one, ~2-3 ms here, and every lake.sql query reads them)."""
     try:
-        # Copied into a java.util.HashMap: its entries print as key=value (Scala's wrappers' do not).
-        entries = jvm_class(spark, "java.util.HashMap")(spark.conf._jconf.getAllAsJava()).entrySet()  # type: ignore[attr-defined]
-        text = str(jvm_class(spark, "org.apache.commons.lang3.StringUtils").join(entries, _SEPARATOR))
+        # A Scala Map prints each entry as `key -> value`; no key of ours holds an arrow.
+        text = str(spark.conf._jconf.getAll().mkString(_SEPARATOR))  # type: ignore[attr-defined]
     except Exception:  # a session without the classic JVM conf (Spark Connect): one call each
         keys = (ENABLED, SIZE_THRESHOLD, FILES_THRESHOLD, MAX_VALUES, MAX_RANGES, JOIN_TYPES,
                 BUILD_SIZE_THRESHOLD, MAX_FILE_OVERLAP, LOCAL_BUILD_THRESHOLD, UNCLUSTERED_ROW_FILTER, COST_MODEL,
@@ -110,7 +108,7 @@ def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
         return {k: v for k in keys if (v := spark.conf.get(k, None)) is not None}
     out: dict[str, str] = {}
     for entry in text.split(_SEPARATOR):
-        key, _, value = entry.partition("=")  # an entry prints as key=value; keys hold no '='
+        key, _, value = entry.partition(" -> ")
         if key.startswith(PREFIX):
             out[key] = value
     return out

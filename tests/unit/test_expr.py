@@ -71,6 +71,14 @@ def test_nulls():
     assert may_match(bind("x NOT IN (1)", SCHEMA), lookup([5, 6]))
 
 
+def test_sparks_null_test_functions_bind_as_the_operators():
+    assert bind("isnotnull(x)", SCHEMA) == bind("x IS NOT NULL", SCHEMA)
+    assert bind("ISNULL(X)", SCHEMA) == bind("x IS NULL", SCHEMA)
+    assert not may_match(bind("isnotnull(x)", SCHEMA), lookup([None, None]))
+    assert isinstance(bind("isnull(x, 1)", SCHEMA), Opaque)
+    assert isinstance(bind("nvl(x, 1) = 1", SCHEMA), Opaque)
+
+
 def test_truncated_string_max_is_not_a_tight_bound():
     long = "a" * 32
     st_ = json.dumps({"numRecords": 2, "minValues": {"s": "a"}, "maxValues": {"s": long},

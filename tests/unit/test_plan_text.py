@@ -90,3 +90,28 @@ def test_continuation_lines_and_bad_text():
     assert root.children[0].output == [Attr(1, "s")]
     with pytest.raises(ValueError):
         parse_plan("nothing here")
+
+
+@pytest.mark.parametrize("condition, sql", [
+    ("isnotnull(c_customer_sk#101L)", "isnotnull(c_customer_sk)"),
+    ("(isnotnull(d_date_sk#141L) AND isnotnull(d_week_seq#145))", "(isnotnull(d_date_sk) AND isnotnull(d_week_seq))"),
+    ("(isnotnull(a#1) AND (isnull(b#2L) AND isnotnull(c#3)))", "(isnotnull(a) AND (isnull(b) AND isnotnull(c)))"),
+    ("(isnotnull(a#1) OR isnotnull(b#2))", None),                      # not a conjunction
+    ("((isnotnull(d_year#147L) AND (d_year#147L = 2000)) AND isnotnull(d_date_sk#141L))", None),  # a literal
+    ("isnotnull(my col#1)", None),                                     # a name the text cannot vouch for
+    ("isnotnull(`col-5f2a`#1)", None),
+    ("NOT isnotnull(a#1)", None),
+    ("isnotnull(cast(a#1 as int))", None),
+])
+def test_null_tests_read_from_the_text(condition, sql):
+    from skiplake.spark.query.plan_text import null_tests_sql
+    assert null_tests_sql(condition) == sql
+
+
+def test_null_test_filters_of_a_plan():
+    from skiplake.spark.query.plan_text import null_tests_sql
+    filters = [n for name in ("q3", "q5", "q6") for n in plan(name).walk() if n.kind == "Filter"]
+    read = [f for f in filters if null_tests_sql(f.text.strip()) is not None]
+    assert read and len(read) < len(filters)
+    assert all("isnotnull(" in null_tests_sql(f.text.strip()) and "#" not in null_tests_sql(f.text.strip())
+               for f in read)

@@ -6,6 +6,7 @@ needs: a filter's SQL, a relation's tag, a build side's size estimate and rows.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from skiplake.spark.gateway import jvm_class
@@ -33,6 +34,12 @@ def plan_children(node: Any) -> list[Any]:
     if hasattr(node, "innerChildren"):
         out += [c for c in seq(node.innerChildren()) if hasattr(c, "children")]
     return out
+
+
+def sql_frame(spark: "SparkSession", text: str) -> "DataFrame":
+    """`spark.sql(text)` in one round trip (PySpark's own takes five, for arguments it has none of)."""
+    from pyspark.sql import DataFrame
+    return DataFrame(spark._jsparkSession.sql(text), spark)
 
 
 def optimized_plan(df: "DataFrame") -> Any:
@@ -163,21 +170,52 @@ def _as_scala(spark: "SparkSession", java_map: Any) -> Any:
     return jvm_class(spark, "scala.jdk.javaapi.CollectionConverters").asScala(java_map)
 
 
-def relation_over(spark: "SparkSession", relation: Any, paths: list[str]) -> Any:
-    """`relation` (a HadoopFsRelation over a file list) reading only `paths`, fully qualified as
-    Spark names them: the same schema, partition columns, format and options, a new file index.
-    Spark finds the files' statuses in its file status cache, where listing the relation's files
-    put them, so nothing is read from storage; a few round trips whatever the count."""
-    joined = "\n".join(paths)
-    names = jvm_class(spark, "org.apache.commons.lang3.StringUtils").split(joined, "\n")
-    hadoop_paths = jvm_class(spark, "org.apache.hadoop.util.StringUtils").stringToPath(names)
-    roots = jvm_class(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(hadoop_paths)
-    session = relation.sparkSession()
-    options = relation.options()
-    option = jvm_class(spark, "scala.Option")
-    cache = jvm_class(spark, "org.apache.spark.sql.execution.datasources.FileStatusCache").getOrCreate(session)
-    index = jvm_class(spark, "org.apache.spark.sql.execution.datasources.InMemoryFileIndex")(
-        session, roots, options, option.apply(relation.schema()), cache, option.empty(), option.empty())
-    return jvm_class(spark, "org.apache.spark.sql.execution.datasources.HadoopFsRelation")(
-        index, relation.partitionSchema(), relation.dataSchema(), relation.bucketSpec(), relation.fileFormat(),
-        options, session)
+@dataclass(frozen=True)
+class RelationParts:
+    """Everything of a file relation node (a LogicalRelation over a HadoopFsRelation) but its file
+    index: what a node reading other files of the same table keeps. Read once, each a py4j
+    object, so that each such node then costs one round trip more than its file index."""
+    node: Any
+    output: Any
+    catalog_table: Any
+    is_streaming: bool
+    stream: Any
+    session: Any
+    options: Any
+    schema: Any                 # Some(the relation's schema)
+    partition_schema: Any
+    data_schema: Any
+    bucket_spec: Any
+    file_format: Any
+    status_cache: Any
+    none: Any                   # scala.None
+
+    @staticmethod
+    def of(spark: "SparkSession", node: Any) -> "RelationParts":
+        relation = node.relation()
+        session = relation.sparkSession()
+        option = jvm_class(spark, "scala.Option")
+        return RelationParts(
+            node, node.output(), node.catalogTable(), node.isStreaming(), node.stream(), session,
+            relation.options(), option.apply(relation.schema()), relation.partitionSchema(),
+            relation.dataSchema(), relation.bucketSpec(), relation.fileFormat(),
+            jvm_class(spark, "org.apache.spark.sql.execution.datasources.FileStatusCache").getOrCreate(session),
+            option.empty())
+
+    def relation_over(self, spark: "SparkSession", paths: list[str]) -> Any:
+        """The node's relation reading only `paths`, fully qualified as Spark names them: the same
+        schema, partition columns, format and options, a new file index. Spark finds the files'
+        statuses in its file status cache, where listing the relation's files put them, so
+        nothing is read from storage; five round trips whatever the count."""
+        names = jvm_class(spark, "org.apache.commons.lang3.StringUtils").split("\n".join(paths), "\n")
+        hadoop_paths = jvm_class(spark, "org.apache.hadoop.util.StringUtils").stringToPath(names)
+        roots = jvm_class(spark, "scala.collection.immutable.ArraySeq").unsafeWrapArray(hadoop_paths)
+        index = jvm_class(spark, "org.apache.spark.sql.execution.datasources.InMemoryFileIndex")(
+            self.session, roots, self.options, self.schema, self.status_cache, self.none, self.none)
+        return jvm_class(spark, "org.apache.spark.sql.execution.datasources.HadoopFsRelation")(
+            index, self.partition_schema, self.data_schema, self.bucket_spec, self.file_format, self.options,
+            self.session)
+
+    def node_over(self, relation: Any) -> Any:
+        """A node like this one, its output columns included, reading `relation`."""
+        return self.node.copy(relation, self.output, self.catalog_table, self.is_streaming, self.stream)

@@ -19,14 +19,13 @@ from skiplake.log.actions import AddFile
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.spark.query.catalyst import (
+    RelationParts,
     node_at,
     optimized_plan,
-    relation_over,
     relation_roots,
     relation_tag,
     replace_nodes,
     tree_text,
-    with_relation,
 )
 from skiplake.spark.query.dynamic import prune_dynamically
 from skiplake.spark.query.model import Occurrence, QueryPlan, TableReference
@@ -111,7 +110,8 @@ def _swapped(spark: "SparkSession", df: "DataFrame", swaps: list[_Swap]) -> "Dat
             paths = [roots[file_key(ref.snapshot.table_path, f.path)] for f in files]
         except KeyError:
             continue  # a planned file its relation does not read: it stays as it is
-        pairs.append((old, with_relation(old, relation_over(spark, old.relation(), paths))))
+        parts = RelationParts.of(spark, old)
+        pairs.append((old, parts.node_over(parts.relation_over(spark, paths))))
     if not pairs:
         return df
     return replace_nodes(spark, df._jdf.queryExecution().analyzed(), pairs)

@@ -13,7 +13,7 @@ from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCount
 from skiplake.spark.bucket_join import JoinReport
 from skiplake.spark.catalog_tables import CatalogTable
-from skiplake.spark.query.catalyst import condition_sql
+from skiplake.spark.query.catalyst import RelationParts, condition_sql
 from skiplake.spark.read import read_planned
 
 if TYPE_CHECKING:
@@ -60,6 +60,14 @@ class ViewRelation:
     node: Any                   # the LogicalRelation (py4j)
     with_dv: bool               # whether it reads the files with deletion vectors (else those without)
     roots: Mapping[str, str]    # its files: paths.file_key -> the path as its file index names it
+    # RelationParts of the node, read when first needed and kept as long as the view
+    _parts: list[RelationParts] = field(default_factory=list, compare=False, repr=False)
+
+    def parts(self, spark: "SparkSession") -> RelationParts:
+        """What a node over other files of this relation keeps of it (its py4j objects, read once)."""
+        if not self._parts:
+            self._parts.append(RelationParts.of(spark, self.node))
+        return self._parts[0]
 
 
 @dataclass(frozen=True)

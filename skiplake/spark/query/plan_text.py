@@ -226,6 +226,21 @@ def conjuncts(condition: str) -> list[str]:
     return [c for p in parts for c in conjuncts(p)]
 
 
+# A condition that is AND-ed null tests of plainly named attributes and nothing else, as Spark
+# prints it: `(isnotnull(a#1L) AND isnotnull(b#2))`.
+_NULL_TESTS = re.compile(r"(?:[()]| AND |is(?:not)?null\([A-Za-z_][A-Za-z0-9_]*#\d+L?\))+")
+_ATTR_ID = re.compile(r"#\d+L?\)")
+
+
+def null_tests_sql(condition: str) -> str | None:
+    """A condition made of null tests only, as SQL over the attributes' names; None for any
+    other. Spark puts such a filter (on join keys) above more than half the relations of a
+    TPC-DS plan, and its text here says all there is to say: no literal, no operator but AND."""
+    if not _NULL_TESTS.fullmatch(condition):
+        return None
+    return _ATTR_ID.sub(")", condition)
+
+
 def attribute(text: str) -> Attr | None:
     """`name#12` or `name#12L` as an attribute, else None."""
     m = _ATTR.match(text.strip())

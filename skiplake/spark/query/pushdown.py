@@ -23,10 +23,10 @@ from skiplake.expr.parse import bind, bind_conjuncts
 from skiplake.expr.tree import And, Node, Or
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.column_mapping import physical_names
-from skiplake.spark.query.catalyst import optimized_plan, relation_tag, tree_text
+from skiplake.spark.query.catalyst import optimized_plan, relation_tag, sql_frame, tree_text
 from skiplake.spark.query.dynamic_cost import parallelism
 from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
-from skiplake.spark.query.plan_text import PlanNode, parse_plan
+from skiplake.spark.query.plan_text import PlanNode, null_tests_sql, parse_plan
 from skiplake.spark.query.views import TAG_OPTION
 
 if TYPE_CHECKING:
@@ -47,7 +47,7 @@ def push_filters(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> 
             ref.plan_static(None)
         plan.notes.append(f"analysis pass skipped: {why}")
         return plan
-    plan.analysis = spark.sql(plan.text(final=False))
+    plan.analysis = sql_frame(spark, plan.text(final=False))
     plan.optimized = optimized_plan(plan.analysis)
     plan.root = parse_plan(tree_text(plan.optimized))
     _find_occurrences(plan, plan.root)
@@ -115,7 +115,7 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
     child, node = relation, relation.parent
     # Only as a child: a Filter whose subquery reads the relation says nothing of its rows.
     while node is not None and node.kind == "Filter" and node.children and node.children[0] is child:
-        sql = plan.condition_sql(node.number)
+        sql = null_tests_sql(node.text.strip()) or plan.condition_sql(node.number)
         # Copies of a CTE (occurrences of one reference) repeat their filters: each text is
         # parsed and bound once per reference.
         key = (sql, id(ref))

@@ -35,9 +35,7 @@ from skiplake.spark.query.catalyst import (
     filtered,
     found_nodes,
     node_at,
-    relation_over,
     replace_nodes,
-    with_relation,
 )
 from skiplake.spark.query.model import QueryPlan, TableReference, ViewRelation
 
@@ -144,5 +142,5 @@ class _Swaps:
                 roots = [relation.roots[file_key(snapshot.table_path, f.path)] for f in files]
             except KeyError:
                 raise _NotSwapped(f"{ref.label}: a planned file is not among its relation's") from None
-            self.reads[key] = relation_over(self.spark, old.relation(), roots)
-        return with_relation(old, self.reads[key])
+            self.reads[key] = relation.parts(self.spark).relation_over(self.spark, roots)
+        return relation.parts(self.spark).node_over(self.reads[key])
