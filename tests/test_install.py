@@ -121,6 +121,15 @@ def test_core_install_has_no_extra_package(core_venv, tmp_path):
     assert proc.stdout.strip() == "[]"
 
 
+def test_core_install_has_sqlglot_compiled(core_venv, tmp_path):
+    """lake.sql's planning parses and writes SQL with sqlglot; where sqlglot publishes compiled
+    wheels (this machine's platform among them), the core install has them."""
+    code = "import sqlglot, sqlglot.parser as p; print(sqlglot.__version__, p.__file__.endswith('.so'))"
+    proc = _run([str(core_venv / "bin" / "python"), "-c", code], core_venv, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split()[1] == "True", proc.stdout
+
+
 def test_readme_quickstart_runs_in_the_core_install(quickstart):
     out = quickstart["stdout"]
     scan = out[out.index("Scan skiplake"):]
