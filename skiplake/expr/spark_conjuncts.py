@@ -7,7 +7,7 @@ split here, and the commonest, a null test, comparison or IN list of a column (q
 with literals (`(t.c IS NOT NULL)`, `(t.c = 2001L)`, `(t.d >= DATE '2000-01-27')`,
 `(t.p <= 1.50BD)`, `(t.s IN ('a', 'b'))`), built directly as the very trees sqlglot would give
 (tests/unit/test_spark_conjuncts.py compares the two); any other conjunct goes to sqlglot on its
-own (over the 99 TPC-DS queries, 50 of some 1,200: disjunctions). Text that this reading cannot
+own (mostly disjunctions). Text that this reading cannot
 vouch for (backslashes, backticks, CASE or BETWEEN, an OR beside an AND) gets None: the caller
 parses it whole.
 """

@@ -96,7 +96,7 @@ _SEPARATOR = "\u0001"
 
 def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
     """The session conf's settings under PREFIX, read in two JVM round trips rather than one per
-    setting (each `spark.conf.get` is one, ~2-3 ms here, and every lake.sql query reads them)."""
+    setting (each `spark.conf.get` is one, and every lake.sql query reads them)."""
     try:
         # A Scala Map prints each entry as `key -> value`; no key of ours holds an arrow.
         text = str(spark.conf._jconf.getAll().mkString(_SEPARATOR))  # type: ignore[attr-defined]

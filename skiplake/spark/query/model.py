@@ -294,8 +294,8 @@ class QueryPlan:
             name = ref.alias or self.query[start:end + 1]
             assert ref.view is not None
             # The analysis pass names the slot view itself: it has the table's columns and no
-            # other, and a subquery listing them costs Spark's analysis and optimizer some 4 and
-            # 3 ms a TPC-DS query (a Project per reference to resolve, then to remove).
+            # other, and a subquery listing them costs Spark's analysis and optimizer a Project
+            # per reference to resolve, then to remove (docs/benchmarks.md, benchmark 11).
             body = bodies.get(i) or ref.view.name
             # Without an alias the query may qualify columns with the table's own name: keep it.
             pieces.append(body if ref.alias else f"{body} AS {name}")
