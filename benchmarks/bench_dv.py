@@ -29,6 +29,8 @@ through deletion vectors adds over the rewritten table, the layers taking turns 
             has as many files as the DELETE's job had tasks
   plain     the DV table's files by `spark.read.schema(...).parquet`, nothing dropped
   row_index + `_metadata.row_index` (a filter on it that keeps every row)
+  reader_index the same index as a column of the read's schema that Spark's Parquet reader fills
+            itself (`_tmp_metadata_row_index`, how Spark makes `_metadata.row_index`), no struct
   path_hash + xxhash64 of `_metadata.file_path` per row (the key of the reader's join)
   join      + that key's broadcast join to the bitmaps, no row dropped
   reader    the table's read (`Table.read`), deleted rows dropped: by the files' sizes, no join
@@ -229,6 +231,7 @@ def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
     import numpy as np
     import pyarrow as pa
     from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
 
     from skiplake.log.deletion_vectors import marked_rows
     from skiplake.log.location import resolve
@@ -317,11 +320,15 @@ def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
     def plain() -> Any:
         return spark.read.schema(schema).parquet(*paths)
 
+    index_name = "_tmp_metadata_row_index"
+    with_index = StructType([*schema.fields, StructField(index_name, LongType(), True)])
+
     frames = {
         "rewrite": lambda: tables["rewrite"].read(),
         "same_files": lambda: same_files.read(),
         "plain": plain,
         "row_index": lambda: plain().filter(row >= 0),
+        "reader_index": lambda: spark.read.schema(with_index).parquet(*paths).filter(F.col(index_name) >= 0),
         "path_hash": lambda: plain().filter(key != F.lit(-1)),
         # A column of the bitmaps' side is used, so that the optimizer keeps the join.
         "join": lambda: plain().withColumn("k", key).join(F.broadcast(bitmaps), "k", "left")
@@ -345,7 +352,7 @@ def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
                  all(answers[c][0] == answers["rewrite"][0] == rows - rows // 10 and answers[c][1] == answers["rewrite"][1]
                      for c in kept), f"{answers}")
     report.check("layers: the layers without a filter see every row",
-                 all(answers[c][0] == rows for c in ("plain", "row_index", "path_hash", "join")), f"{answers}")
+                 all(answers[c][0] == rows for c in ("plain", "row_index", "reader_index", "path_hash", "join")), f"{answers}")
 
 
 def _optimize(spark: Any, report: Report, work: Path, base: Path, reps: int, progress: Progress) -> None:
