@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     import skiplake
     spark = skiplake.local_spark(app_name="bench-dv", shuffle_partitions=8, driver_memory="6g")
     report = Report("bench_dv", f"Deletion vectors and row-level concurrency, {rows:,} rows in {files} files",
-                    command_line("bench_dv", args, [f"--rows {rows}", f"--files {files}"]),
+                    command_line("bench_dv", args, [f"--rows {rows}", f"--files {files}"]
+                                 + ["--layers"] * args.layers + ["--delta-spark"] * args.delta_spark),
                     {"rows": rows, "files": files, "reps": reps, "writers": args.writers, "updates": updates})
     with workdir("bench_dv", args.workdir, args.keep, progress) as work:
         base = work / "base"
