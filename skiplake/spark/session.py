@@ -74,9 +74,16 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if not is_connect(spark):  # a Spark Connect client has no SparkContext; its server logs
+        spark.sparkContext.setLogLevel("ERROR")
     quick_replies(spark)
     return spark
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """Whether `spark` is a Spark Connect client's session (no JVM in this process), told by its
+    class, which importing nothing of Connect's (grpc) can tell."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
 
 
 def ensure_conf(spark: SparkSession) -> None:
@@ -104,4 +111,4 @@ def active_or_local_spark(app_name: str) -> tuple[SparkSession, bool]:
 def session_summary(spark: SparkSession) -> str:
     """Spark's and pyspark's versions and the master, in one line."""
     import pyspark
-    return f"Spark {spark.version} (pyspark {pyspark.__version__}), master {spark.sparkContext.master}"
+    return f"Spark {spark.version} (pyspark {pyspark.__version__}), master {spark.conf.get('spark.master', None)}"

@@ -139,7 +139,9 @@ def with_table_stats(options: WriteOptions | None, configuration: Mapping[str, s
 
 
 def _writer(df: DataFrame, options: WriteOptions, max_records: int | None, dirs: list[str]) -> DataFrameWriter:
-    writer = df.write.mode("errorifexists").format("parquet").option("compression", options.compression)
+    # "error", not its alias "errorifexists": a Spark Connect writer knows only append,
+    # overwrite, error and ignore.
+    writer = df.write.mode("error").format("parquet").option("compression", options.compression)
     if max_records:
         writer = writer.option("maxRecordsPerFile", str(max_records))
     if options.row_group_size:
