@@ -56,7 +56,8 @@ from skiplake.log.schema import Field, Schema, type_name
 from skiplake.log.snapshot import Snapshot, log_storage
 from skiplake.log.stats import FooterColumns, footer_columns, read_footers, stats_from_metadata, stats_settings
 from skiplake.spark.bucket_check import misplaced_rows
-from skiplake.spark.footers import can_run_jobs, job_threshold, read_footers_by_job
+from skiplake.spark.footers import job_threshold, read_footers_by_job
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.object_stores import use_location
 from skiplake.spark.session_catalog import session_table
 from skiplake.spark.types import as_schema
@@ -162,7 +163,7 @@ def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionB
     columns = partition_columns_of(listing, [n for n, _ in parts_given])
     part_types = _partition_types(spark, listing, columns, [t for _, t in parts_given])
     # 4. footers: schema and stats
-    use_job = len(listing.files) >= job_threshold(spark, footer_job_threshold) and can_run_jobs(spark)
+    use_job = len(listing.files) >= job_threshold(spark, footer_job_threshold) and not is_connect(spark)
     say(f"reading {len(listing.files):,} footers in the {'Spark job' if use_job else 'driver'}")
     schema, stats, schema_merged = _schema_and_stats(spark, listing, columns, part_types, config, merge_schema, use_job)
     schema, config = with_column_mapping(root, schema, config, "none", new_table=False, bucketed=bucket_by is not None)

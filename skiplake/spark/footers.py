@@ -122,11 +122,3 @@ def read_footers_by_job(spark: "SparkSession", paths: Sequence[str]) -> Iterator
                 yield index, parse_footer(footer)
             except (OSError, pa.ArrowException) as e:
                 yield index, e
-
-
-def can_run_jobs(spark: "SparkSession") -> bool:
-    """Whether the session can run an RDD job (classic PySpark; not a Spark Connect session)."""
-    try:
-        return spark.sparkContext is not None
-    except Exception:
-        return False

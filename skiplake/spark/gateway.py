@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 _this_thread = threading.local()
 
 
+def is_connect(spark: "SparkSession") -> bool:
+    """Whether `spark` is a Spark Connect client's session: no JVM in this process, so no py4j
+    gateway, SparkContext or RDD job. Told by its class, which needs nothing of Connect's (grpc)
+    imported."""
+    return type(spark).__module__.startswith("pyspark.sql.connect.")
+
+
 def quick_replies(spark: "SparkSession") -> None:
     """Turn off Nagle's algorithm on the JVM's end of the driver's py4j connections.
 

@@ -9,7 +9,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from skiplake.errors import SkiplakeError
-from skiplake.spark.gateway import quick_replies
+from skiplake.spark.gateway import is_connect, quick_replies
 from skiplake.spark.object_stores import s3a_session_conf, wants_s3
 
 # Settings skiplake's stats and partition values depend on; applied to any session it is given.
@@ -78,12 +78,6 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
         spark.sparkContext.setLogLevel("ERROR")
     quick_replies(spark)
     return spark
-
-
-def is_connect(spark: SparkSession) -> bool:
-    """Whether `spark` is a Spark Connect client's session (no JVM in this process), told by its
-    class, which importing nothing of Connect's (grpc) can tell."""
-    return type(spark).__module__.startswith("pyspark.sql.connect.")
 
 
 def ensure_conf(spark: SparkSession) -> None:
