@@ -8,7 +8,7 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from skiplake.errors import SkiplakeError
+from skiplake.errors import InvalidArgumentError, SkiplakeError
 from skiplake.spark.gateway import is_connect, quick_replies
 from skiplake.spark.object_stores import s3a_session_conf, wants_s3
 
@@ -38,39 +38,74 @@ def java_version() -> str:
     return (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else "unknown"
 
 
-def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_partitions: int = 4,
-                driver_memory: str = "4g", packages: list[str] | None = None,
-                conf: dict[str, str] | None = None, s3: bool | None = None) -> SparkSession:
-    """A local SparkSession: `master` cores, few shuffle partitions, no UI, UTC, micros timestamps.
+# Session settings of Spark SQL that skiplake sets on every session it creates; a Spark Connect
+# client sets them on its server session (they are runtime settings, unlike the JVM's).
+SESSION_SQL_CONF = {
+    "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+    # Listing the planned files is local work; never launch a Spark job for it.
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
+    # Bucketed reads of tables with different bucket counts (one a multiple of the other) then
+    # join without a shuffle too; only bucketed scans are affected.
+    "spark.sql.bucketing.coalesceBucketsInJoin.enabled": "true",
+}
 
-    s3=True loads Hadoop's S3A (from Maven Central, once) with its magic committer, and takes the
-    endpoint and region from AWS_ENDPOINT_URL and AWS_REGION; None does so when the environment
-    names an endpoint, keys or a profile (skiplake.spark.object_stores)."""
-    _check_java()
-    # Python workers (Z-order's mapInArrow) need this interpreter's packages (NumPy, Arrow);
-    # PySpark reads the variable when it creates the context.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    builder = (SparkSession.builder.master(master).appName(app_name)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-               .config("spark.driver.memory", driver_memory)
-               .config("spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs", "false")
-               .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
-               # Listing the planned files is local work; never launch a Spark job for it.
-               .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
-               # Bucketed reads of tables with different bucket counts (one a multiple of the
-               # other) then join without a shuffle too; only bucketed scans are affected.
-               .config("spark.sql.bucketing.coalesceBucketsInJoin.enabled", "true"))
-    for k, v in REQUIRED_CONF.items():
-        builder = builder.config(k, v)
+
+def spark_conf(app_name: str = "skiplake", shuffle_partitions: int = 4, driver_memory: str = "4g",
+               packages: list[str] | None = None, conf: dict[str, str] | None = None,
+               s3: bool | None = None) -> dict[str, str]:
+    """Every setting `local_spark` gives a new session (or a Spark Connect server it starts)."""
+    out = {
+        "spark.app.name": app_name,
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.driver.memory": driver_memory,
+        "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+        **SESSION_SQL_CONF,
+        **REQUIRED_CONF,
+    }
     settings = dict(conf or {})
     if s3 or (s3 is None and wants_s3()):
         s3_conf = s3a_session_conf()
         packages = [*s3_conf.pop("spark.jars.packages").split(","), *(packages or [])]
         settings = {**s3_conf, **settings}
     if packages:
-        builder = builder.config("spark.jars.packages", ",".join(packages))
+        out["spark.jars.packages"] = ",".join(packages)
+    out.update(settings)
+    return out
+
+
+def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_partitions: int = 4,
+                driver_memory: str = "4g", packages: list[str] | None = None,
+                conf: dict[str, str] | None = None, s3: bool | None = None,
+                remote: str | None = None) -> SparkSession:
+    """A local SparkSession: `master` cores, few shuffle partitions, no UI, UTC, micros timestamps.
+
+    s3=True loads Hadoop's S3A (from Maven Central, once) with its magic committer, and takes the
+    endpoint and region from AWS_ENDPOINT_URL and AWS_REGION; None does so when the environment
+    names an endpoint, keys or a profile (skiplake.spark.object_stores).
+
+    remote gives a Spark Connect session instead: "sc://host:port" connects to a running server
+    (the SPARK_REMOTE variable does the same) and sets skiplake's runtime settings on its
+    session; "local" starts a Connect server inside this process on `master`, with every
+    setting above (skiplake.spark.connect_server starts one in a JVM of its own)."""
+    remote = remote or os.environ.get("SPARK_REMOTE") or None
+    settings = spark_conf(app_name, shuffle_partitions, driver_memory, packages, conf, s3)
+    if remote is not None and remote.startswith("sc://"):
+        return connect_to(remote, {k: v for k, v in settings.items()
+                                   if k.startswith("spark.sql.") and k != "spark.sql.sources.commitProtocolClass"})
+    _check_java()
+    # Python workers (Z-order's mapInArrow) need this interpreter's packages (NumPy, Arrow);
+    # PySpark reads the variable when it creates the context.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master)
+    if remote is not None:
+        if remote != "local":
+            raise InvalidArgumentError(
+                f"local_spark(remote={remote!r}): give a Spark Connect URL (sc://host:port) or 'local' "
+                "(a Connect server inside this process)")
+        # PySpark then starts a Connect server on `master` and hands back its client's session.
+        builder = builder.config("spark.api.mode", "connect")
     for k, v in settings.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
@@ -80,10 +115,30 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
     return spark
 
 
+def connect_to(url: str, session_conf: dict[str, str] | None = None) -> SparkSession:
+    """A Spark Connect session on the server at `url` (sc://host:port) with skiplake's runtime
+    settings (REQUIRED_CONF and SESSION_SQL_CONF, plus `session_conf`) set on it."""
+    try:
+        import pyspark.sql.connect.session  # noqa: F401  (grpc and friends: the connect extra)
+    except ImportError as e:
+        raise SkiplakeError(
+            f"A Spark Connect session needs PySpark's Connect client, which could not be imported ({e}): "
+            "pip install 'skiplake[connect]'") from e
+    spark = SparkSession.builder.remote(url).getOrCreate()
+    for k, v in {**SESSION_SQL_CONF, **REQUIRED_CONF, **CONNECT_CONF, **(session_conf or {})}.items():
+        spark.conf.set(k, v)
+    return spark
+
+
+# A Spark Connect client reads plans as EXPLAIN prints them: every column of a relation, not the
+# first 25 (skiplake.spark.explain_text).
+CONNECT_CONF = {"spark.sql.debug.maxToStringFields": "1000000"}
+
+
 def ensure_conf(spark: SparkSession) -> None:
     """Apply REQUIRED_CONF to a session skiplake did not create (and answer its py4j calls quickly)."""
     quick_replies(spark)
-    for k, v in REQUIRED_CONF.items():
+    for k, v in {**REQUIRED_CONF, **(CONNECT_CONF if is_connect(spark) else {})}.items():
         if spark.conf.get(k, None) != v:
             spark.conf.set(k, v)
 
