@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.skipping.dfp_cost import CostModel
+from skiplake.spark.gateway import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -72,17 +73,17 @@ class DynamicPruningSettings:
         types = conf.get(JOIN_TYPES)
         return DynamicPruningSettings(
             enabled=True,
-            size_threshold=_bytes(conf.get(SIZE_THRESHOLD), d.size_threshold),
+            size_threshold=conf_bytes(conf.get(SIZE_THRESHOLD), d.size_threshold),
             files_threshold=int(conf.get(FILES_THRESHOLD) or d.files_threshold),
             max_values=int(conf.get(MAX_VALUES) or d.max_values),
             max_ranges=max(1, int(conf.get(MAX_RANGES) or d.max_ranges)),
             join_types=_join_types(types) if types else d.join_types,
-            build_size_threshold=_bytes(conf.get(BUILD_SIZE_THRESHOLD), d.build_size_threshold),
+            build_size_threshold=conf_bytes(conf.get(BUILD_SIZE_THRESHOLD), d.build_size_threshold),
             max_file_overlap=float(conf.get(MAX_FILE_OVERLAP) or d.max_file_overlap),
-            local_build_threshold=_bytes(conf.get(LOCAL_BUILD_THRESHOLD), d.local_build_threshold),
+            local_build_threshold=conf_bytes(conf.get(LOCAL_BUILD_THRESHOLD), d.local_build_threshold),
             unclustered_row_filter=_bool(conf.get(UNCLUSTERED_ROW_FILTER, "true")),
             cost_model=_bool(conf.get(COST_MODEL, "true")),
-            scan_bytes_per_second=_bytes(conf.get(SCAN_BYTES_PER_SECOND), d.scan_bytes_per_second),
+            scan_bytes_per_second=conf_bytes(conf.get(SCAN_BYTES_PER_SECOND), d.scan_bytes_per_second),
             build_job_seconds=_number(BUILD_JOB_SECONDS, conf.get(BUILD_JOB_SECONDS), d.build_job_seconds),
             speculative_build_share=_number(SPECULATIVE_BUILD_SHARE, conf.get(SPECULATIVE_BUILD_SHARE),
                                             d.speculative_build_share),
@@ -97,15 +98,10 @@ _SEPARATOR = "\u0001"
 def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
     """The session conf's settings under PREFIX, read in two JVM round trips rather than one per
     setting (each `spark.conf.get` is one, and every lake.sql query reads them)."""
-    try:
-        # A Scala Map prints each entry as `key -> value`; no key of ours holds an arrow.
-        text = str(spark.conf._jconf.getAll().mkString(_SEPARATOR))  # type: ignore[attr-defined]
-    except Exception:  # a session without the classic JVM conf (Spark Connect): one call each
-        keys = (ENABLED, SIZE_THRESHOLD, FILES_THRESHOLD, MAX_VALUES, MAX_RANGES, JOIN_TYPES,
-                BUILD_SIZE_THRESHOLD, MAX_FILE_OVERLAP, LOCAL_BUILD_THRESHOLD, UNCLUSTERED_ROW_FILTER, COST_MODEL,
-                SCAN_BYTES_PER_SECOND, BUILD_JOB_SECONDS, SPECULATIVE_BUILD_SHARE, FILTERED_SCAN_SHARE,
-                MATERIALIZE_BUILDS)
-        return {k: v for k in keys if (v := spark.conf.get(k, None)) is not None}
+    if is_connect(spark):  # every setting of the server's session in one request
+        return {k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)}
+    # A Scala Map prints each entry as `key -> value`; no key of ours holds an arrow.
+    text = str(spark.conf._jconf.getAll().mkString(_SEPARATOR))  # type: ignore[attr-defined]
     out: dict[str, str] = {}
     for entry in text.split(_SEPARATOR):
         key, _, value = entry.partition(" -> ")
@@ -122,7 +118,7 @@ _UNITS = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g":
           "t": 1 << 40, "tb": 1 << 40}
 
 
-def _bytes(text: str | None, default: int) -> int:
+def conf_bytes(text: str | None, default: int) -> int:
     """`10GB`, `64m`, `1048576`: a size as Spark writes sizes in its conf."""
     if not text:
         return default

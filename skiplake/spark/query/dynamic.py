@@ -78,6 +78,11 @@ _SIDES = {"Inner": ((0, 1), (1, 0)), "LeftSemi": ((0, 1),), "LeftOuter": ((1, 0)
 _WIDER = {"byte": ("short", "int", "integer", "bigint", "long"), "short": ("int", "integer", "bigint", "long"),
           "integer": ("bigint", "long"), "long": ()}
 _EXPR_ID = re.compile(r"#\d+")
+CONNECT_BUILDS = ("under Spark Connect a build side prunes only when skiplake reads it in the driver "
+                  "(Projects and Filters over one unpartitioned lake table of at most localBuildThreshold "
+                  "bytes); this one is a Spark job")
+# The input size of a build side no estimate is available for (Spark Connect): over any threshold.
+UNKNOWN_SIZE = 1 << 62
 # Key column types besides integers and decimals whose values dynamic pruning compares with stats.
 _KEY_TYPES = ("string", "date", "boolean", *TIMESTAMP_TYPES)
 
@@ -116,6 +121,8 @@ def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver
         else:
             plan.dynamic.append(DynamicPruningReport(applied=False, reason=best.reason, **best.report_fields))
     groups = _groups(plan, candidates)
+    if plan.optimized is None:
+        groups = _driver_builds(plan, groups)
     model = settings.model(parallelism(spark)) if groups and settings.cost_model else None
     if model is not None:
         groups = _worth_building(plan, groups, model)
@@ -332,6 +339,9 @@ def _build_input(plan: QueryPlan, build: PlanNode) -> int:
             hit = plan.occurrence(node)
             if hit is not None and hit[0].static is not None:
                 total += hit[0].static.report.bytes_selected
+            elif plan.optimized is None:
+                # Spark Connect: no size estimate of a relation that is not a lake table's.
+                return UNKNOWN_SIZE
             else:
                 total += size_in_bytes(plan.optimized, node.number)
     return total
@@ -356,6 +366,18 @@ def _groups(plan: QueryPlan, candidates: list[Candidate]) -> dict[str, list[Cand
     for c in candidates:
         groups.setdefault(_canonical(plan, c), []).append(c)
     return groups
+
+
+def _driver_builds(plan: QueryPlan, groups: dict[str, list[Candidate]]) -> dict[str, list[Candidate]]:
+    """Under Spark Connect, the build sides read in the driver; the others are reported."""
+    kept: dict[str, list[Candidate]] = {}
+    for key, group in groups.items():
+        if _local_shape(plan, group[0]) is not None:
+            kept[key] = group
+            continue
+        plan.dynamic.extend(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False,
+                                                 CONNECT_BUILDS) for c in group)
+    return kept
 
 
 def _worth_building(plan: QueryPlan, groups: dict[str, list[Candidate]],
@@ -435,7 +457,9 @@ def _keys_of(spark: "SparkSession", plan: QueryPlan, c: Candidate,
     local = _local_keys(plan, c)
     if local is not None:
         return local, local.seconds
-    if not spark_job:
+    if not spark_job or plan.optimized is None:
+        # Under Spark Connect a build is read in the driver or not at all: its subtree cannot
+        # be run on its own without the JVM's plan objects.
         return None, 0.0
     out = c.build.output
     positions = [_position(out, b.attr) for _t, b in c.pairs]
@@ -509,9 +533,12 @@ def _local_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[Pl
 
 def _bound_filter(plan: QueryPlan, ref: TableReference, node: PlanNode) -> Node | None:
     """A Filter's condition bound to the reference's table (once per text, as pushdown does)."""
-    key = (plan.condition_sql(node.number), id(ref))
+    sql = plan.condition_sql(node, ref)
+    if sql is None:
+        return None
+    key = (sql, id(ref))
     if key not in plan.bound:
-        plan.bound[key] = bind_conjuncts(key[0], ref.schema)
+        plan.bound[key] = bind_conjuncts(sql, ref.schema)
     return plan.bound[key]
 
 

@@ -9,6 +9,8 @@ files that may hold a value in it are planned as a `BETWEEN` would be.
 """
 from __future__ import annotations
 
+import os
+import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +22,7 @@ from skiplake.expr.tree import And
 from skiplake.skipping.dfp_cost import CostEstimate, CostModel, combined_share
 from skiplake.skipping.dynamic import key_filter, probe_value
 from skiplake.skipping.plan import plan_scan, stats_table
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.model import QueryPlan
 from skiplake.spark.query.plan_text import Operand, PlanNode, trace
 
@@ -30,8 +33,27 @@ if TYPE_CHECKING:
 
 
 def parallelism(spark: "SparkSession") -> int:
-    """How many tasks a scan runs at once: Spark's default parallelism (one round trip per session)."""
+    """How many tasks a scan runs at once: Spark's default parallelism (one round trip per session).
+    A Spark Connect client has no SparkContext to ask: the setting, else the cores of a local
+    master, else those of this machine."""
+    if is_connect(spark):
+        return _connect_parallelism(spark)
     return _parallelism(spark.sparkContext)
+
+
+def _connect_parallelism(spark: "SparkSession") -> int:
+    key = id(spark)
+    if key not in _CONNECT_PARALLELISM:
+        conf = spark.conf.getAll
+        found = conf.get("spark.default.parallelism")
+        master = conf.get("spark.master", "")
+        local = re.fullmatch(r"local\[(\d+)(?:,\d+)?\]", master)
+        _CONNECT_PARALLELISM[key] = (int(found) if found and found.isdigit() else int(local.group(1)) if local
+                                     else os.cpu_count() or 2)
+    return _CONNECT_PARALLELISM[key]
+
+
+_CONNECT_PARALLELISM: dict[int, int] = {}
 
 
 @lru_cache(maxsize=8)

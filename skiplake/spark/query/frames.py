@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from skiplake.errors import SparkConnectUnsupportedError
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.catalyst import (
     RelationParts,
     node_at,
@@ -48,6 +50,11 @@ _Swap = tuple[TableReference, list[AddFile], Any, list[str]]
 def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
                 views: "SlotViews") -> tuple["DataFrame", QueryPlan]:
     """`df` reading only the files its filters and joins allow, and the plan that says so."""
+    if is_connect(spark):
+        raise SparkConnectUnsupportedError(
+            "lake.prune(df)", "it swaps the relations inside the DataFrame's plan, which only classic PySpark "
+            "can reach", "Write the query as SQL over the lake's table names: lake.sql(...) plans the same "
+            "static and dynamic pruning on Spark Connect; or filter each read itself, t.read(where=...).")
     # Only file lists are swapped here: a probe that takes keys as a row filter only would gain nothing.
     plan = QueryPlan("", None, views, replace(DynamicPruningSettings.of(spark), unclustered_row_filter=False))
     plan.analysis = df

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, Union
 
 from skiplake.expr.sql import sql_literal, sql_name, to_sql
 from skiplake.expr.tree import And, InList, Node, Opaque, Or
+from skiplake.log.column_mapping import physical_names
 from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
@@ -14,6 +15,7 @@ from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCoun
 from skiplake.spark.bucket_join import JoinReport
 from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.query.catalyst import RelationParts, condition_sql
+from skiplake.spark.query.plan_conditions import condition_sql as text_condition_sql
 from skiplake.spark.read import read_planned
 
 if TYPE_CHECKING:
@@ -128,6 +130,18 @@ class TableReference:
     @property
     def schema(self) -> Any:
         return self.source.schema
+
+    def column_types(self) -> dict[str, str]:
+        """Each top-level column's primitive type by the name a relation of its view outputs:
+        its logical name, and under column mapping its physical one too."""
+        fields = self.schema.fields
+        out = {f.name: f.type for f in fields if isinstance(f.type, str)}
+        snapshot = self.snapshot
+        if snapshot is not None and snapshot.column_mapping != "none":
+            for logical, physical in physical_names(snapshot.schema, snapshot.column_mapping).items():
+                if logical in out:
+                    out[physical] = out[logical]
+        return out
 
     def plan_static(self, predicate: Node | None) -> None:
         if isinstance(self.source, Snapshot):
@@ -254,14 +268,20 @@ class QueryPlan:
     # Build sides a Spark job evaluated, by node number of the optimized plan: their rows as a
     # LocalRelation (py4j) under the node's output, to take the node's place in the final plan.
     materialized: dict[int, Any] = field(default_factory=dict)
-    _conditions: dict[int, str] = field(default_factory=dict, repr=False)
+    # Under Spark Connect: the query's string literals that its plan's text may be read for
+    # (skiplake.spark.query.plan_conditions).
+    strings: frozenset[str] = frozenset()
+    _conditions: dict[int, str | None] = field(default_factory=dict, repr=False)
 
-    def condition_sql(self, number: int) -> str:
-        """Spark SQL of the condition of the optimized plan's Filter of that number (fetched once:
-        static pruning and the build sides both read it)."""
-        if number not in self._conditions:
-            self._conditions[number] = condition_sql(self.optimized, number)
-        return self._conditions[number]
+    def condition_sql(self, node: "PlanNode", ref: "TableReference") -> str | None:
+        """Spark SQL of the condition of an optimized plan's Filter over `ref`'s columns (fetched
+        once: static pruning and the build sides both read it). Under Spark Connect, read from
+        the plan's text: only the conjuncts that can be read for certain; None if none can."""
+        if node.number not in self._conditions:
+            self._conditions[node.number] = (
+                condition_sql(self.optimized, node.number) if self.optimized is not None
+                else text_condition_sql(node.text, ref.column_types(), self.strings))
+        return self._conditions[node.number]
 
     def give_up(self, reason: str) -> "QueryPlan":
         """Run over whole tables, as plain Spark would, and say why."""

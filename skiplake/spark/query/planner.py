@@ -73,7 +73,7 @@ def final_frame(spark: "SparkSession", plan: QueryPlan) -> "DataFrame":
     """The query as it finally runs: the analysis pass's plan with its pruned relations swapped
     (that pass's DataFrame itself when nothing was pruned), else the query text over each
     reference's files."""
-    if plan.analysis is not None:
+    if plan.analysis is not None and plan.optimized is not None:  # not under Spark Connect
         frame, how = swapped(spark, plan)
         if frame is not None:
             if frame is not plan.analysis:

@@ -23,9 +23,12 @@ from skiplake.expr.parse import bind, bind_conjuncts
 from skiplake.expr.tree import And, Node, Or
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.column_mapping import physical_names
+from skiplake.spark.explain_text import optimized_text
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.catalyst import optimized_plan, relation_tag, sql_frame, tree_text
 from skiplake.spark.query.dynamic_cost import parallelism
 from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
+from skiplake.spark.query.plan_conditions import readable_strings
 from skiplake.spark.query.plan_text import PlanNode, null_tests_sql, parse_plan
 from skiplake.spark.query.views import TAG_OPTION
 
@@ -47,9 +50,16 @@ def push_filters(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> 
             ref.plan_static(None)
         plan.notes.append(f"analysis pass skipped: {why}")
         return plan
-    plan.analysis = sql_frame(spark, plan.text(final=False))
-    plan.optimized = optimized_plan(plan.analysis)
-    plan.root = parse_plan(tree_text(plan.optimized))
+    if is_connect(spark):
+        # No JVM objects: the optimized plan as EXPLAIN prints it, and each Filter's condition
+        # read from that text where it can be read for certain (plan_conditions).
+        plan.analysis = spark.sql(plan.text(final=False))
+        plan.root = parse_plan(optimized_text(plan.analysis))
+        plan.strings = readable_strings({lit.this for lit in plan.tree.find_all(exp.Literal) if lit.is_string})
+    else:
+        plan.analysis = sql_frame(spark, plan.text(final=False))
+        plan.optimized = optimized_plan(plan.analysis)
+        plan.root = parse_plan(tree_text(plan.optimized))
     _find_occurrences(plan, plan.root)
     for ref in plan.references:
         ref.plan_static(_predicate(ref))
@@ -102,10 +112,17 @@ def _find_occurrences(plan: QueryPlan, root: PlanNode) -> None:
             # relation the query reads by other means but with those very columns would add an
             # occurrence, which only widens what the reference reads (the OR of its occurrences).
             alike = by_columns.get(frozenset(a.name for a in out), []) if out else []
-            ref = alike[0] if len(alike) == 1 else by_view.get(
-                relation_tag(plan.optimized, node.number, TAG_OPTION) or "")
+            ref = alike[0] if len(alike) == 1 else by_view.get(_tag(plan, node))
         if ref is not None:
             ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
+
+
+def _tag(plan: QueryPlan, node: PlanNode) -> str:
+    """The view a relation node reads, by its reader option; '' when the plan cannot say (under
+    Spark Connect, whose plan text does not print a relation's options)."""
+    if plan.optimized is None:
+        return ""
+    return relation_tag(plan.optimized, node.number, TAG_OPTION) or ""
 
 
 def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> Node | None:
@@ -115,13 +132,13 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
     child, node = relation, relation.parent
     # Only as a child: a Filter whose subquery reads the relation says nothing of its rows.
     while node is not None and node.kind == "Filter" and node.children and node.children[0] is child:
-        sql = null_tests_sql(node.text.strip()) or plan.condition_sql(node.number)
+        sql = null_tests_sql(node.text.strip()) or plan.condition_sql(node, ref)
         # Copies of a CTE (occurrences of one reference) repeat their filters: each text is
         # parsed and bound once per reference.
         key = (sql, id(ref))
-        if key not in plan.bound:
+        if sql is not None and key not in plan.bound:
             plan.bound[key] = bind_conjuncts(_logical(sql, ref), ref.schema)
-        part = plan.bound[key]
+        part = plan.bound[key] if sql is not None else None
         if part is not None:
             bound.append(part)
         child, node = node, node.parent

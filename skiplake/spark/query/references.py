@@ -13,12 +13,14 @@ names come from Spark's own parser then, so what it reads is exactly what Spark 
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.catalyst import kind, plan_children, seq
 from skiplake.spark.query.model import QueryPlan, Resolver, Source, TableReference
 
@@ -101,8 +103,19 @@ def names_cte(table: exp.Table) -> bool:
     return False
 
 
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _whole_table_names(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> None:
-    """The lake tables of a statement sqlglot cannot read, from the names Spark's parser finds."""
+    """The lake tables of a statement sqlglot cannot read, from the names Spark's parser finds.
+    A Spark Connect client has no parser of Spark's: there every word of the statement that is
+    the name of a lake table is taken for one (a view too many costs nothing but its making)."""
+    if is_connect(spark):
+        for word in sorted({w.lower() for w in _WORD.findall(plan.query)}):
+            source = resolver.source(word)
+            if source is not None:
+                plan.sources[word] = source
+        return
     try:
         parsed = spark._jsparkSession.sessionState().sqlParser().parsePlan(plan.query)
     except Exception:

@@ -33,9 +33,11 @@ from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
 from skiplake.spark.catalog_tables import CatalogTable
+from skiplake.spark.explain_text import analysed_text
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.catalyst import file_relations, relation_roots, replace_nodes, tree_text, with_relation
 from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source, ViewRelation
-from skiplake.spark.query.plan_text import parse_plan
+from skiplake.spark.query.plan_text import PlanNode, parse_plan
 from skiplake.spark.read import read_files, spark_file_key
 
 if TYPE_CHECKING:
@@ -64,7 +66,10 @@ class SlotViews:
             local = f"__skiplake_{self.token}_{len(self._views)}_{slot}_{abs(hash((identity, version))) % 10 ** 8}"
             files = plan_scan(source).files if isinstance(source, Snapshot) else []
             df = self._frame(source, local, files, with_file=False)
-            relations = _relations(df, source) if isinstance(source, Snapshot) else ()
+            # Under Spark Connect no plan can be swapped (no JVM objects): the final query reads
+            # the twin view with its file filter.
+            connect = is_connect(self.spark)
+            relations = _relations(df, source) if isinstance(source, Snapshot) and not connect else ()
             sibling = self._sibling(identity, version, slot)
             if sibling is not None:
                 df, relations = _sharing(self.spark, df, relations, sibling)
@@ -72,7 +77,8 @@ class SlotViews:
             df.createOrReplaceGlobalTempView(local)
             self._frame(source, local, files, with_file=True).createOrReplaceGlobalTempView(local + "_f")
             db = self._database()
-            view = SlotView(f"{db}.{local}", tuple(df.columns), _first_id(df), local, f"{db}.{local}_f", relations)
+            first = _first_id_of_view(self.spark, f"{db}.{local}") if connect else _first_id(df)
+            view = SlotView(f"{db}.{local}", tuple(df.columns), first, local, f"{db}.{local}_f", relations)
             if found is not None:
                 self.spark.catalog.dropGlobalTempView(found[1].local)
                 self.spark.catalog.dropGlobalTempView(found[1].local + "_f")
@@ -157,7 +163,17 @@ def _sharing(spark: "SparkSession", df: "DataFrame", mine: tuple[ViewRelation, .
 
 
 def _first_id(df: "DataFrame") -> int | None:
-    root = parse_plan(tree_text(df._jdf.queryExecution().analyzed()))
+    return _first_relation_id(parse_plan(tree_text(df._jdf.queryExecution().analyzed())))
+
+
+def _first_id_of_view(spark: "SparkSession", name: str) -> int | None:
+    """The first id of a view's relation as the server stored it (Spark Connect: a DataFrame is
+    analysed anew, with new ids, on every request; the view keeps the ids of its creation)."""
+    text = analysed_text(spark.table(name))
+    return _first_relation_id(parse_plan(text)) if text.strip() else None
+
+
+def _first_relation_id(root: PlanNode) -> int | None:
     relation = next((n for n in root.walk() if n.kind == "Relation"), None)
     out = relation.output if relation is not None else None
     return out[0].id if out else None
