@@ -198,6 +198,14 @@ class InvalidArgumentError(SkiplakeError):
     pass
 
 
+class SparkConnectUnsupportedError(SkiplakeError):
+    """An operation that needs Spark's JVM objects, which a Spark Connect client does not have."""
+
+    def __init__(self, operation: str, why: str, instead: str) -> None:
+        self.operation = operation
+        super().__init__(f"{operation} is not available on a Spark Connect session: {why}. {instead}")
+
+
 class AppendOnlyTableError(SkiplakeError):
     """A commit would remove or change rows of a table whose `delta.appendOnly` is true."""
 

@@ -26,6 +26,7 @@ from skiplake.log.location import basename
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import ScanReport
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.read import hive_layout, read_planned
 
 # The join types a bucket join runs; Spark's spelling of each accepted alias.
@@ -99,6 +100,10 @@ def normal_join_type(how: str) -> str:
         f"unknown join type {how!r}: use inner, left, left_semi (bucket joins) or right, full, left_anti, cross")
 
 
+CONNECT_REASON = ("a Spark Connect session: a bucketed scan is declared inside the plan, which only classic "
+                  "PySpark reaches; Spark's own join shuffles both sides")
+
+
 def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how: str,
           spark: SparkSession) -> tuple[bool, str, int]:
     """(qualifies, the layout or the reason it does not, buckets per side as joined)."""
@@ -118,6 +123,8 @@ def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how:
     problem = _file_problem(left, ls) or _file_problem(right, rs)
     if problem:
         return False, problem, 0
+    if is_connect(spark):
+        return False, CONNECT_REASON, 0
     if big == small:
         return True, f"{small} buckets on both sides", small
     return True, f"{big} buckets coalesced to {small} to meet the other side", small

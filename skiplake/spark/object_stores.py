@@ -19,6 +19,7 @@ from skiplake.errors import InvalidArgumentError
 from skiplake.extras import require
 from skiplake.log.location import bucket_and_key, is_remote, resolve
 from skiplake.log.s3 import bucket_options, set_bucket_options
+from skiplake.spark.gateway import is_connect
 
 # The Hadoop inside PySpark 4.1 is 3.4.2 (pyspark/jars/hadoop-client-api-3.4.2.jar); hadoop-aws
 # must be the same version, and pulls the AWS SDK v2 bundle it was built with (2.29.52: Hadoop
@@ -98,9 +99,16 @@ def bucket_hadoop_conf(bucket: str, options: Mapping[str, str]) -> dict[str, str
 
 def configure_bucket(spark: SparkSession, bucket: str, options: Mapping[str, str]) -> None:
     """Give S3A the storage options of `bucket` in this session (jobs carry the Hadoop
-    configuration to executors, so a cluster's executors use them too)."""
+    configuration to executors, so a cluster's executors use them too). A Spark Connect client
+    sets them as session settings, which Spark copies into the Hadoop configuration of every
+    read and write of the session."""
+    settings = bucket_hadoop_conf(bucket, options)
+    if is_connect(spark):
+        for k, v in settings.items():
+            spark.conf.set(k, v)
+        return
     conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-    for k, v in bucket_hadoop_conf(bucket, options).items():
+    for k, v in settings.items():
         conf.set(k, v)
 
 
@@ -114,18 +122,37 @@ def check_s3a(spark: SparkSession, location: str) -> None:
     how = ("Create the session with skiplake.local_spark(s3=True), or give your own session "
            f"spark.jars.packages={','.join(S3A_PACKAGES)} and the settings of "
            "skiplake.spark.object_stores.S3A_BASE_CONF (README, 'Object stores and clusters')")
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    try:
-        # Through the Hadoop configuration's class loader, which sees the session's packages.
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass("s3a", spark.sparkContext._jsc.hadoopConfiguration())
-    except Exception:
-        raise InvalidArgumentError(f"{location}: this SparkSession has no S3A filesystem (hadoop-aws). {how}") from None
+    if not _has_s3a(spark, location):
+        raise InvalidArgumentError(f"{location}: this SparkSession has no S3A filesystem (hadoop-aws). {how}")
     protocol = spark.conf.get("spark.sql.sources.commitProtocolClass", None)
     if protocol != MAGIC_PROTOCOL:
         raise InvalidArgumentError(
             f"{location}: this SparkSession would commit S3 writes by renaming (a copy of every file on S3); "
             f"skiplake writes object-store tables with S3A's magic committer. {how}")
     _checked.add(id(spark))
+
+
+def _has_s3a(spark: SparkSession, location: str) -> bool:
+    """Whether the session's Spark can load S3A's filesystem class."""
+    if is_connect(spark):
+        # No JVM to ask: a probe read of a path that does not exist. Spark says the path is not
+        # found when S3A answered (or the store refused the keys, which the log's own requests
+        # report better); it names the missing class when there is no S3A.
+        probe = location.rstrip("/").replace("s3://", "s3a://", 1) + "/_skiplake_s3a_probe_does_not_exist"
+        try:
+            spark.read.format("text").load(probe).schema
+        except Exception as e:
+            text = str(e)
+            return not any(m in text for m in ("S3AFileSystem not found", "ClassNotFoundException",
+                                               "No FileSystem for scheme"))
+        return True
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    try:
+        # Through the Hadoop configuration's class loader, which sees the session's packages.
+        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass("s3a", spark.sparkContext._jsc.hadoopConfiguration())
+    except Exception:
+        return False
+    return True
 
 
 def wants_s3(env: Mapping[str, str] | None = None) -> bool:

@@ -40,7 +40,9 @@ from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE
 from skiplake.log.actions import AddFile
 from skiplake.log.schema import is_primitive
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, indexed_columns
+from skiplake.spark.artifacts import ship_skiplake
 from skiplake.spark.compaction import Compaction, check_where
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.write import WriteOptions
 
 if TYPE_CHECKING:
@@ -196,6 +198,8 @@ def _placed(df: "DataFrame", layout: _Layout, parts: list[str], within: list[str
                 list(batch.columns) + [pa.array(zv, pa.int64()), pa.array(fid, pa.int32())],
                 names=list(batch.schema.names) + [Z_COLUMN, FILE_COLUMN])
 
+    if is_connect(df.sparkSession):
+        ship_skiplake(df.sparkSession)  # `place` runs skiplake's code in the server's workers
     return (df.mapInArrow(place, out_schema)
             .repartitionById(layout.tasks, F.col(FILE_COLUMN))
             .sortWithinPartitions(*[F.col(f"`{c}`") for c in parts + within], F.col(Z_COLUMN))

@@ -33,6 +33,8 @@ from skiplake.errors import MergeConflictError
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
+from skiplake.spark.explain_text import estimated_size
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.merge.clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from skiplake.spark.merge.conditions import Sides, key_equalities
 from skiplake.spark.merge.pruning import target_filter
@@ -40,6 +42,7 @@ from skiplake.spark.merge.resolve import ResolvedMerge, quoted
 from skiplake.spark.merge.result import FileChanges, MergeMetrics
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark, spark_file_key
 from skiplake.spark.row_marks import counted_rows, mark_rows
+from skiplake.spark.settings import conf_bytes
 from skiplake.spark.types import conform, spark_type
 
 if TYPE_CHECKING:
@@ -93,10 +96,11 @@ class _Run:
         return (F.when(source_missing, self.first(NOT_MATCHED_BY_SOURCE))
                 .when(target_missing, self.first(NOT_MATCHED)).otherwise(self.first(MATCHED)))
 
-    def row(self, default: Sequence[Column]) -> list[Column]:
-        """The table's columns of a joined row, as the clause in CLAUSE writes it (else `default`)."""
+    def row(self, default: Sequence[Column], kinds: Sequence[str] = KINDS) -> list[Column]:
+        """The table's columns of a joined row, as the clause in CLAUSE writes it (else `default`);
+        only clauses of `kinds` (rows without a target side must not name the target's columns)."""
         k = F.col(CLAUSE)
-        acting = [c for c in self.merge.clauses if c.values]
+        acting = [c for c in self.merge.clauses if c.values and c.clause.kind in kinds]
         out = []
         for i, f in enumerate(self.merge.schema.fields):
             value: Column | None = None
@@ -138,7 +142,7 @@ class _Run:
         """The rows the NOT MATCHED clauses write for the source rows of `unmatched` (none matched)."""
         rows = unmatched.withColumn(CLAUSE, self.first(NOT_MATCHED)).filter(F.col(CLAUSE).isNotNull())
         nulls = [F.lit(None).cast(spark_type(f.type)) for f in self.merge.schema.fields]
-        return rows.select(*self.row(nulls))
+        return rows.select(*self.row(nulls, (NOT_MATCHED,)))
 
     # ---- the first job: which rows each clause acts on
 
@@ -275,11 +279,20 @@ class _Run:
 
 def broadcastable(df: DataFrame) -> bool:
     """Whether Spark's size estimate of `df` is under its broadcast join threshold (False where
-    the estimate cannot be had, as on Spark Connect)."""
+    the estimate cannot be had). A Spark Connect client reads it from `EXPLAIN COST`."""
+    if is_connect(df.sparkSession):
+        try:
+            size = estimated_size(df)
+            threshold = conf_bytes(df.sparkSession.conf.get("spark.sql.autoBroadcastJoinThreshold", None), 10 << 20)
+        except Exception:
+            return False
+        return size is not None and 0 <= size <= threshold
     try:
         jdf = df._jdf  # type: ignore[attr-defined]
         threshold = int(df.sparkSession._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[attr-defined]
-        size = int(jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+        # A Scala BigInt: py4j hands it over as a Python int when it fits.
+        estimate = jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        size = int(estimate if isinstance(estimate, int) else estimate.toString())
     except Exception:
         return False
     return 0 <= size <= threshold
