@@ -47,8 +47,14 @@ lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
 
+# Then the suites below again, as a Spark Connect client of a server the run starts (its own JVM
+# on loopback); tests marked classic_only, and those that use no SparkSession, are skipped there.
+CONNECT_TESTS := tests/test_connect.py tests/test_table.py tests/test_skipping.py tests/test_dynamic_pruning.py \
+	tests/test_deletion_vectors.py tests/test_column_mapping_writes.py tests/test_tpcds_dynamic.py \
+	tests/test_bucketing.py tests/test_object_store.py tests/test_concurrency.py
 test: venv java s3-jars lint
 	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q tests
+	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" SKIPLAKE_TEST_SPARK=connect $(PY) -m pytest -q $(CONNECT_TESTS)
 
 test-fast: venv lint
 	$(PY) -m pytest -q tests/unit

@@ -1,4 +1,9 @@
-"""One SparkSession for the whole test session (local[2], 2 shuffle partitions, UI off)."""
+"""One SparkSession for the whole test session (local[2], 2 shuffle partitions, UI off).
+
+With SKIPLAKE_TEST_SPARK=connect the session is a Spark Connect client of a server this test
+session starts (its own JVM on loopback, skiplake.spark.connect_server), and tests marked
+`classic_only` (they reach into the JVM themselves) are skipped: `make test` runs the Connect
+suites of CONNECT_TESTS (Makefile) that way after the classic run."""
 from __future__ import annotations
 
 import os
@@ -19,12 +24,48 @@ def _java_home() -> str | None:
     return out.stdout.strip() or None
 
 
+from tests.modes import CONNECT  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "classic_only: reaches into Spark's JVM; not run against Spark Connect")
+    config.addinivalue_line("markers", "connect_only: runs against Spark Connect only")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip = pytest.mark.skip(reason="classic PySpark only" if CONNECT else "Spark Connect only")
+    # A test without a SparkSession is the same in both runs: the classic run has it.
+    no_spark = pytest.mark.skip(reason="uses no SparkSession: run in the classic pass")
+    for item in items:
+        if item.get_closest_marker("classic_only" if CONNECT else "connect_only") is not None:
+            item.add_marker(skip)
+        elif CONNECT and "spark" not in getattr(item, "fixturenames", ()):
+            item.add_marker(no_spark)
+
+
 @pytest.fixture(scope="session")
-def spark():
+def connect_server():
+    """A Spark Connect server in its own JVM on loopback, with the settings of the classic session."""
+    from skiplake.spark import connect_server as server_module
+    from skiplake.spark.session import spark_conf
+    server = server_module.start(spark_conf(app_name="skiplake-tests", shuffle_partitions=2,
+                                            driver_memory="3g", s3=True))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(request):
     home = _java_home()
     if home:
         os.environ["JAVA_HOME"] = home
     import skiplake
+    if CONNECT:
+        server = request.getfixturevalue("connect_server")
+        session = skiplake.local_spark(remote=server.url)
+        yield session
+        session.stop()
+        return
     # With S3A and its magic committer (tests/test_object_store.py); local tables are unaffected.
     session = skiplake.local_spark(app_name="skiplake-tests", shuffle_partitions=2, driver_memory="3g", s3=True)
     yield session

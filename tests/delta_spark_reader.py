@@ -55,6 +55,10 @@ def rows_as_strings(df, columns=None):
 
 
 def _session(package: str, ivy: str | None):
+    # delta-spark runs in classic PySpark even when the tests' own session is a Spark Connect
+    # client, whose process PySpark marks by these variables (inherited by this one).
+    for variable in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE"):
+        os.environ.pop(variable, None)
     from pyspark.sql import SparkSession
     b = (SparkSession.builder.master("local[2]").appName("delta-spark-interop")
          .config("spark.jars.packages", package)

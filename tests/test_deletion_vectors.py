@@ -138,6 +138,7 @@ def test_a_corrupt_dv_file_fails_the_read_with_its_name(table):
     assert json.dumps(dv.to_json())
 
 
+@pytest.mark.classic_only
 def test_dynamic_pruning_over_a_table_with_deletion_vectors(lake, spark):
     from pyspark.sql import functions as F
 
@@ -300,6 +301,7 @@ def test_merge_marks_updated_and_deleted_rows(lake, spark):
     assert t.read("id = 5000").count() == 1
 
 
+@pytest.mark.classic_only
 def test_the_exact_path_join_when_path_hashes_collide(table, monkeypatch):
     # With no hash bits kept every file's key collides: the (path, block) join must take over.
     from skiplake.spark import deletions
@@ -315,6 +317,7 @@ def _joins(df) -> bool:
     return "Join" in df._jdf.queryExecution().optimizedPlan().toString()
 
 
+@pytest.mark.classic_only
 def test_random_deletion_vectors_read_the_same_by_file_size_and_by_join(lake, spark, monkeypatch):
     from skiplake.spark import deletions
     t = lake.create_table("many", "id long, k long", properties={"delta.enableDeletionVectors": "true"})
@@ -347,6 +350,7 @@ def test_random_deletion_vectors_read_the_same_by_file_size_and_by_join(lake, sp
     assert extra and not _joins(more) and ids(more) == [i for i in expected if i not in extra]
 
 
+@pytest.mark.classic_only
 def test_files_of_equal_size_are_told_apart_by_their_paths(lake, spark, monkeypatch):
     from skiplake.spark import deletions
     t = lake.create_table("twins", "id long", properties={"delta.enableDeletionVectors": "true"})

@@ -207,6 +207,7 @@ def test_joins_it_must_not_prune_say_why(spark, star):
         assert not any(d.applied for d in explained.dynamic), tail
 
 
+@pytest.mark.classic_only
 def test_a_cast_on_the_build_side_still_prunes(spark, star):
     # The build's keys are computed as Spark compares them (strings), as the fact's stats are.
     query = "SELECT count(*) FROM fact_clustered f JOIN dim d ON f.k_str = CAST(d.k_int AS STRING) WHERE d.a = 7"
@@ -248,6 +249,7 @@ def test_outer_joins_prune_the_side_they_do_not_preserve(spark, star, join):
     assert with_dfp == without == plain and any(row[1] == 0 for row in with_dfp)  # unmatched rows kept
 
 
+@pytest.mark.classic_only
 def test_one_build_feeds_every_probe_once(spark, star, monkeypatch):
     """Two joins with the same build side (as TPC-DS repeats `date_dim WHERE ...` per channel):
     the build is evaluated once (here as a Spark job) and prunes both probes; the report shows
@@ -291,6 +293,7 @@ def _seq(scala_seq) -> list:
 
 @pytest.mark.parametrize("build", ["SELECT * FROM dim WHERE a = 7",
                                    "SELECT * FROM dim WHERE a < 20 AND k_int > 100 ORDER BY k_int LIMIT 9"])
+@pytest.mark.classic_only
 def test_a_build_is_evaluated_once(spark, star, build):
     """A build side evaluated by a Spark job for its keys is not evaluated again by the query: its
     rows take its place in the final plan. The dimension's files are scanned once in all, not
@@ -318,6 +321,7 @@ def test_a_build_is_evaluated_once(spark, star, build):
     assert answers["true"][0][0] > 0
 
 
+@pytest.mark.classic_only
 def test_a_query_pruning_nothing_runs_as_its_analysis_pass(spark, star):
     """The guard: when no file and no row is pruned, lake.sql returns the analysis pass's own
     DataFrame (its optimized plan already made), having started no Spark job; it reads what plain
@@ -364,6 +368,7 @@ def test_switched_off_and_thresholds(spark, star):
         spark.conf.set(dfp.FILES_THRESHOLD, TEST_CONF[dfp.FILES_THRESHOLD])
 
 
+@pytest.mark.classic_only
 def test_tiny_tables_skip_dynamic_pruning_by_cost(spark, star):
     """With the cost model's own figures, a build over tables of kilobytes saves milliseconds at
     most and costs more: it is not evaluated (no Spark job runs while lake.sql plans), and the
@@ -456,6 +461,7 @@ def test_settings_are_read_from_the_session_conf(spark):
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
+@pytest.mark.classic_only
 def test_unclustered_files_take_few_keys_as_a_row_filter(spark, star):
     """Files not clustered by the key prune no file; a build read in the driver with at most 10
     keys still filters the probe's rows, above the scan (Spark cannot push array_contains into
@@ -517,6 +523,7 @@ def _pruned_star_join(star, dim_filter: str):
     return pruned, report
 
 
+@pytest.mark.classic_only
 def test_dataframes_get_the_same_pruning(spark, star):
     _, report = _pruned_star_join(star, "a = 7")
     assert report.files_selected < report.files_total and report.dynamic_filters
@@ -525,6 +532,7 @@ def test_dataframes_get_the_same_pruning(spark, star):
     assert star.prune(unfiltered) is unfiltered
 
 
+@pytest.mark.classic_only
 def test_a_dataframe_pruned_to_no_file_reads_none(spark, star):
     pruned, report = _pruned_star_join(star, "a = -1")
     assert report.files_selected == 0 < report.files_total
@@ -559,6 +567,7 @@ DIM_CONDITIONS = st.one_of(DIM_LEAVES, st.tuples(DIM_LEAVES, DIM_LEAVES, st.samp
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
+@pytest.mark.classic_only
 @given(cond=DIM_CONDITIONS, key=st.sampled_from(("k_int", "k_dec", "k_date", "k_str")))
 @example(cond="abs(a) = 4 AND b = 'c1'", key="k_int")      # Spark evaluates what the driver cannot
 @example(cond="(length(b) = 2) OR (a = 3)", key="k_str")

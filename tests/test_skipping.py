@@ -492,6 +492,7 @@ def test_cte_used_twice_reads_union_of_filters(spark: SparkSession,
     assert 2 <= report.files_selected < report.files_total
 
 
+@pytest.mark.classic_only
 @pytest.mark.parametrize("where", ["ss_item_sk >= 30", "ss_item_sk < 30"])
 def test_final_query_reads_exactly_the_planned_files(spark: SparkSession,
                                                      sql_lake: tuple[skiplake.Lake, list[tuple]], where: str) -> None:
@@ -513,6 +514,7 @@ def _scans_and_reuses(df: Any) -> tuple[int, int]:
     return text.count("FileScan parquet"), text.count("ReusedExchange")
 
 
+@pytest.mark.classic_only
 @pytest.mark.parametrize("where", ["ss_store_sk >= 0", "ss_item_sk < 60"])
 def test_same_table_read_alike_is_scanned_once(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]],
                                                where: str) -> None:
@@ -561,6 +563,7 @@ def swap_lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> 
     return lake
 
 
+@pytest.mark.classic_only
 @pytest.mark.parametrize("table", ["plain", "dv", "mapped", "parted"])
 @pytest.mark.parametrize("where", ["t.k < 45", "t.k >= 350 OR t.k = 100", "t.k < -1"])
 def test_final_plan_is_the_analysed_plan_with_relations_swapped(spark: SparkSession, swap_lake: skiplake.Lake,
@@ -593,6 +596,7 @@ def test_final_plan_is_the_analysed_plan_with_relations_swapped(spark: SparkSess
     assert read == planned and len(planned) == report.files_selected
 
 
+@pytest.mark.classic_only
 def test_a_cte_read_twice_swaps_its_one_relation(spark: SparkSession, swap_lake: skiplake.Lake) -> None:
     lake = swap_lake
     query = ("WITH s AS (SELECT k, q FROM plain WHERE k < 45) "
@@ -774,6 +778,7 @@ def test_zorder_sort_within_and_row_groups(spark: SparkSession, lake: skiplake.L
     assert _mean_width(t.snapshot.add_files, "a") < 0.6 * Z_RANGE  # the files are still clustered by a
 
 
+@pytest.mark.classic_only
 def test_zorder_page_rows_lets_spark_skip_pages(spark: SparkSession, lake: skiplake.Lake) -> None:
     """page_rows writes small Parquet pages in the files' one row group: a point filter on the
     sort column makes Spark's reader skip most pages (the column index): it returns a few pages'

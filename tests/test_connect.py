@@ -1,0 +1,119 @@
+"""What is particular to a Spark Connect session: the pruning lake.sql plans from the plan's
+text, the operations that refuse or fall back (and say so), and what the client sends the
+server. The other suites run against the Connect server too (`make test`, CONNECT_TESTS)."""
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import functions as F
+
+import skiplake
+from skiplake.errors import InvalidArgumentError, SparkConnectUnsupportedError
+from skiplake.spark import settings as dfp
+from tests.pruning_conf import SMALL_TABLES
+
+connect = pytest.mark.connect_only
+
+
+@pytest.fixture
+def star(spark, lake):
+    """A fact table clustered by its item key in 8 files, and an item dimension of one file."""
+    fact = lake.create_table("sales", "item_sk bigint, qty int")
+    fact.append(spark.range(8000).selectExpr("id % 400 AS item_sk", "CAST(id % 7 AS INT) AS qty")
+                .repartitionByRange(8, "item_sk"))
+    item = lake.create_table("item", "i_item_sk bigint, i_item_id string, i_category string")
+    item.append(spark.range(400).selectExpr(
+        "id AS i_item_sk", "concat('AAAAAAAA', lpad(CAST(id AS STRING), 8, '0')) AS i_item_id",
+        "CASE WHEN id % 2 = 0 THEN 'Books' ELSE 'Music' END AS i_category").coalesce(1))
+    for k, v in SMALL_TABLES.items():
+        spark.conf.set(k, v)
+    spark.conf.set(dfp.MAX_FILE_OVERLAP, "1.0")
+    yield lake
+    for k in [*SMALL_TABLES, dfp.MAX_FILE_OVERLAP]:
+        spark.conf.unset(k)
+
+
+@connect
+def test_the_star_join_on_one_item_id_skips_as_its_literal_key_does(spark, star):
+    query = ("SELECT sum(qty) AS q, count(*) AS n FROM sales JOIN item ON item_sk = i_item_sk "
+             "WHERE i_item_id = 'AAAAAAAA00000123'")
+    explained = star.explain(query)
+    [applied] = [d for d in explained.dynamic if d.applied]
+    assert applied.build_local and applied.key_count == 1, explained.text()
+    sales = next(r for r in explained if r.table.endswith("/sales"))
+    literal = next(r for r in star.explain("SELECT * FROM sales WHERE item_sk = 123")
+                   if r.table.endswith("/sales"))
+    assert sales.files_selected == literal.files_selected == 1, explained.text()
+    assert sales.rows_selected == literal.rows_selected
+    got = star.sql(query).collect()[0]
+    rows = star.table("sales").read(where="item_sk = 123").collect()
+    assert (got.q, got.n) == (sum(r.qty for r in rows), len(rows))
+
+
+@connect
+def test_literals_prune_from_the_plan_text(spark, star):
+    explained = star.explain("SELECT count(*) FROM sales s WHERE s.item_sk BETWEEN 10 AND 40 AND qty >= 0")
+    [sales] = list(explained)
+    assert sales.files_selected == 1 < sales.files_total
+    # A join: each table's filters come from the plan's text. A string literal the plan cannot
+    # print unambiguously turns the reading of strings off (the category filter is not used),
+    # numbers are still read, and the answer is right.
+    join = "SELECT count(*) AS n FROM sales JOIN item ON item_sk = i_item_sk WHERE i_category = 'Books' AND i_item_sk < 10"
+    risky = join + " AND i_item_id <> 'x, (y) AND z'"
+    for query, strings_read in ((join, True), (risky, False)):
+        item = next(r for r in star.explain(query) if r.table.endswith("/item"))
+        assert item.predicate is not None and "i_item_sk < 10" in item.predicate, item.predicate
+        assert ("'Books'" in item.predicate) == strings_read, item.predicate
+        assert star.sql(query).collect()[0].n == 100
+
+
+@connect
+def test_builds_needing_a_spark_job_say_why_they_do_not_prune(spark, star):
+    # The build side is a join of two tables: not read in the driver, so not evaluated.
+    query = ("SELECT count(*) FROM sales JOIN (SELECT a.i_item_sk FROM item a JOIN item b "
+             "ON a.i_item_sk = b.i_item_sk WHERE b.i_category = 'Books') x ON item_sk = x.i_item_sk")
+    explained = star.explain(query)
+    reasons = [d.reason for d in explained.dynamic if not d.applied]
+    assert any("Spark Connect" in r for r in reasons), explained.text()
+    assert star.sql(query).collect()[0][0] == 4000
+
+
+@connect
+def test_prune_of_a_dataframe_refuses_with_what_to_use(spark, star):
+    df = star.table("sales").read().join(star.table("item").read(), on=F.col("item_sk") == F.col("i_item_sk"))
+    with pytest.raises(SparkConnectUnsupportedError, match="lake.sql"):
+        star.prune(df)
+
+
+@connect
+def test_a_bucket_join_says_it_shuffles(spark, lake):
+    spec = skiplake.BucketSpec(4, "k")
+    for name in ("l", "r"):
+        t = lake.create_table(name, "k bigint, v string", bucket_by=spec)
+        t.append(spark.range(200).selectExpr("id AS k", "CAST(id AS STRING) AS v"))
+    report = lake.explain_join("l", "r", on="k")
+    assert not report.bucketed and "Spark Connect" in report.reason
+    assert lake.bucket_join("l", "r", on="k").count() == 200
+
+
+@connect
+def test_zorder_ships_skiplake_to_the_servers_workers(spark, lake):
+    from skiplake.spark import artifacts
+    t = lake.create_table("z", "a bigint, b bigint")
+    for i in range(3):
+        t.append(spark.range(i * 300, (i + 1) * 300).selectExpr("id AS a", "id % 17 AS b"))
+    result = t.optimize(zorder_by=["a", "b"])
+    assert result.files_added >= 1
+    assert id(spark) in artifacts._sent
+    assert sorted(r.a for r in t.read().collect()) == list(range(900))
+
+
+@connect
+def test_the_session_has_skiplakes_settings(spark):
+    conf = spark.conf.getAll
+    assert conf["spark.sql.session.timeZone"] == "UTC"
+    assert conf["spark.sql.debug.maxToStringFields"] == "1000000"
+
+
+def test_local_spark_names_what_remote_takes():
+    with pytest.raises(InvalidArgumentError, match="sc://host:port"):
+        skiplake.local_spark(remote="http://example:15002")
