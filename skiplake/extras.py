@@ -26,6 +26,8 @@ EXTRAS: dict[str, Mapping[str, str]] = {
     "postgres": {"psycopg": "psycopg[binary]"},   # the catalog on PostgreSQL (with the catalog's)
     "s3": {"boto3": "boto3"},                     # s3:// and s3a:// locations: the log's requests
     "demo": {"duckdb": "duckdb", "duckdb_extension_tpcds": "duckdb-extension-tpcds"},   # skiplake demo, tpcds
+    # Spark Connect sessions: PySpark's Connect client (gRPC and its protobuf status types).
+    "connect": {"grpc": "pyspark[connect]", "grpc_status": "pyspark[connect]", "zstandard": "pyspark[connect]"},
 }
 
 # What the catalog needs in-process (its store, service and Glue's API model), without the server.

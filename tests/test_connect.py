@@ -44,6 +44,15 @@ def test_the_star_join_on_one_item_id_skips_as_its_literal_key_does(spark, star)
                    if r.table.endswith("/sales"))
     assert sales.files_selected == literal.files_selected == 1, explained.text()
     assert sales.rows_selected == literal.rows_selected
+    # Not read in the driver (as for a partitioned or bigger dimension): a query of its own.
+    spark.conf.set(dfp.LOCAL_BUILD_THRESHOLD, "0")
+    try:
+        by_query = star.explain(query)
+    finally:
+        spark.conf.unset(dfp.LOCAL_BUILD_THRESHOLD)
+    [applied] = [d for d in by_query.dynamic if d.applied]
+    assert not applied.build_local and applied.key_count == 1, by_query.text()
+    assert [r.files_selected for r in by_query] == [r.files_selected for r in explained]
     got = star.sql(query).collect()[0]
     rows = star.table("sales").read(where="item_sk = 123").collect()
     assert (got.q, got.n) == (sum(r.qty for r in rows), len(rows))
@@ -68,7 +77,7 @@ def test_literals_prune_from_the_plan_text(spark, star):
 
 @connect
 def test_builds_needing_a_spark_job_say_why_they_do_not_prune(spark, star):
-    # The build side is a join of two tables: not read in the driver, so not evaluated.
+    # The build side is a join of two tables: no query of its own can be made from the plan text.
     query = ("SELECT count(*) FROM sales JOIN (SELECT a.i_item_sk FROM item a JOIN item b "
              "ON a.i_item_sk = b.i_item_sk WHERE b.i_category = 'Books') x ON item_sk = x.i_item_sk")
     explained = star.explain(query)

@@ -9,6 +9,7 @@ import sys
 from pyspark.sql import SparkSession
 
 from skiplake.errors import InvalidArgumentError, SkiplakeError
+from skiplake.extras import require
 from skiplake.spark.gateway import is_connect, quick_replies
 from skiplake.spark.object_stores import s3a_session_conf, wants_s3
 
@@ -118,12 +119,7 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
 def connect_to(url: str, session_conf: dict[str, str] | None = None) -> SparkSession:
     """A Spark Connect session on the server at `url` (sc://host:port) with skiplake's runtime
     settings (REQUIRED_CONF and SESSION_SQL_CONF, plus `session_conf`) set on it."""
-    try:
-        import pyspark.sql.connect.session  # noqa: F401  (grpc and friends: the connect extra)
-    except ImportError as e:
-        raise SkiplakeError(
-            f"A Spark Connect session needs PySpark's Connect client, which could not be imported ({e}): "
-            "pip install 'skiplake[connect]'") from e
+    require("connect", f"a Spark Connect session ({url})")
     spark = SparkSession.builder.remote(url).getOrCreate()
     for k, v in {**SESSION_SQL_CONF, **REQUIRED_CONF, **CONNECT_CONF, **(session_conf or {})}.items():
         spark.conf.set(k, v)

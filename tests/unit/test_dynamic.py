@@ -16,7 +16,7 @@ from skiplake.log.schema import Field, Schema
 from skiplake.skipping.columnar import may_match_files
 from skiplake.skipping.dynamic import file_overlap, key_filter, probe_value
 from skiplake.skipping.stats_table import StatsTable
-from skiplake.spark.settings import DynamicPruningSettings, _bytes, _join_types
+from skiplake.spark.settings import DynamicPruningSettings, _join_types, conf_bytes
 
 K = Col("k", "long")
 
@@ -94,10 +94,10 @@ def test_file_overlap_tells_clustered_from_spread_files():
 
 
 def test_settings_parse_sizes_and_join_types():
-    assert _bytes("10GB", 0) == 10 << 30 and _bytes("64m", 0) == 64 << 20 and _bytes("123", 0) == 123
-    assert _bytes(None, 7) == 7
+    assert conf_bytes("10GB", 0) == 10 << 30 and conf_bytes("64m", 0) == 64 << 20 and conf_bytes("123", 0) == 123
+    assert conf_bytes(None, 7) == 7
     with pytest.raises(InvalidArgumentError, match="not a size"):
-        _bytes("lots", 0)
+        conf_bytes("lots", 0)
     assert _join_types("inner, left_semi,LEFTOUTER") == ("Inner", "LeftSemi", "LeftOuter")
     with pytest.raises(InvalidArgumentError, match="full"):
         _join_types("inner,full")

@@ -68,6 +68,8 @@ from skiplake.spark.query.join_candidates import Candidate, Target
 from skiplake.spark.query.model import ROW_FILTER_MAX_VALUES, Occurrence, QueryPlan, Resolver, TableReference
 from skiplake.spark.query.plan_text import Attr, Operand, PlanNode, split_top, trace
 from skiplake.spark.query.plan_text import conjuncts as text_conjuncts
+from skiplake.spark.query.pushdown import logical_sql
+from skiplake.spark.read import read_planned
 from skiplake.spark.settings import JOIN_TYPES
 
 if TYPE_CHECKING:
@@ -78,9 +80,8 @@ _SIDES = {"Inner": ((0, 1), (1, 0)), "LeftSemi": ((0, 1),), "LeftOuter": ((1, 0)
 _WIDER = {"byte": ("short", "int", "integer", "bigint", "long"), "short": ("int", "integer", "bigint", "long"),
           "integer": ("bigint", "long"), "long": ()}
 _EXPR_ID = re.compile(r"#\d+")
-CONNECT_BUILDS = ("under Spark Connect a build side prunes only when skiplake reads it in the driver "
-                  "(Projects and Filters over one unpartitioned lake table of at most localBuildThreshold "
-                  "bytes); this one is a Spark job")
+CONNECT_BUILDS = ("under Spark Connect a build side prunes only when it is Projects and Filters over one "
+                  "lake table (its subtree cannot be run on its own there); this one reads more")
 # The input size of a build side no estimate is available for (Spark Connect): over any threshold.
 UNKNOWN_SIZE = 1 << 62
 # Key column types besides integers and decimals whose values dynamic pruning compares with stats.
@@ -369,10 +370,11 @@ def _groups(plan: QueryPlan, candidates: list[Candidate]) -> dict[str, list[Cand
 
 
 def _driver_builds(plan: QueryPlan, groups: dict[str, list[Candidate]]) -> dict[str, list[Candidate]]:
-    """Under Spark Connect, the build sides read in the driver; the others are reported."""
+    """Under Spark Connect, the build sides over one lake table (read in the driver, or by a
+    query of their own); the others are reported."""
     kept: dict[str, list[Candidate]] = {}
     for key, group in groups.items():
-        if _local_shape(plan, group[0]) is not None:
+        if _chain_shape(plan, group[0]) is not None:
             kept[key] = group
             continue
         plan.dynamic.extend(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, False,
@@ -457,10 +459,10 @@ def _keys_of(spark: "SparkSession", plan: QueryPlan, c: Candidate,
     local = _local_keys(plan, c)
     if local is not None:
         return local, local.seconds
-    if not spark_job or plan.optimized is None:
-        # Under Spark Connect a build is read in the driver or not at all: its subtree cannot
-        # be run on its own without the JVM's plan objects.
+    if not spark_job:
         return None, 0.0
+    if plan.optimized is None:
+        return _connect_keys(spark, plan, c)
     out = c.build.output
     positions = [_position(out, b.attr) for _t, b in c.pairs]
     if out is None or None in positions:
@@ -504,20 +506,52 @@ def _local_keys(plan: QueryPlan, c: Candidate) -> BuildKeys | None:
         return None
 
 
+def _connect_keys(spark: "SparkSession", plan: QueryPlan, c: Candidate) -> tuple[BuildKeys | None, float]:
+    """Under Spark Connect, the keys of a build over one lake table too big (or partitioned) to
+    read in the driver: a query of its own over the table's statically selected files with the
+    filter conjuncts read from the plan's text. A conjunct that cannot be read is left out: more
+    rows give more keys, which prunes less, never wrongly."""
+    shape = _chain_shape(plan, c)
+    if shape is None:
+        return None, 0.0
+    ref, chain, keys = shape
+    snapshot, static = ref.snapshot, ref.static
+    assert snapshot is not None and static is not None
+    parts = [plan.condition_sql(n, ref) for n in chain if n.kind == "Filter"]
+    df = read_planned(spark, snapshot, static.files)
+    where = [logical_sql(p, ref) for p in parts if p is not None]
+    if where:
+        df = df.where(" AND ".join(f"({w})" for w in where))
+    cols = [F.col(f"`{k}`").cast(b.cast) if b.cast else F.col(f"`{k}`") for k, (_t, b) in zip(keys, c.pairs)]
+    found = distinct_keys(df, cols)
+    return found, found.seconds
+
+
 def _local_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[PlanNode], list[str]] | None:
     """(its table, its Projects and Filters, its key columns) of a build read in the driver, or
     None when it is not of that shape (nothing is read to tell)."""
     limit = plan.settings.local_build_threshold
+    shape = _chain_shape(plan, c) if limit > 0 else None
+    if shape is None:
+        return None
+    static, snapshot = shape[0].static, shape[0].snapshot
+    assert static is not None and snapshot is not None
+    if snapshot.partition_columns or static.report.bytes_selected > limit:
+        return None
+    return shape
+
+
+def _chain_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[PlanNode], list[str]] | None:
+    """(its table, its Projects and Filters, its key columns) of a build that is pass-through
+    Projects and Filters over one lake table, or None."""
     chain, node = [], c.build
     while node.kind in ("Project", "Filter") and len(node.children) == 1 and not node.subqueries:
         chain.append(node)
         node = node.children[0]
-    hit = plan.occurrence(node) if node.kind == "Relation" and limit > 0 else None
+    hit = plan.occurrence(node) if node.kind == "Relation" else None
     if hit is None or hit[0].snapshot is None or hit[0].static is None:
         return None
-    ref, snapshot, static = hit[0], hit[0].snapshot, hit[0].static
-    if snapshot.partition_columns or static.report.bytes_selected > limit:
-        return None
+    ref = hit[0]
     columns = {a.id: a.name for a in node.output or []}
     # A Project that computes something gives its result a new id: only pass-through ones here.
     if any(n.kind == "Project" and (n.output is None or any(a.id not in columns for a in n.output)) for n in chain):

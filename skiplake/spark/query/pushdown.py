@@ -137,7 +137,7 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
         # parsed and bound once per reference.
         key = (sql, id(ref))
         if sql is not None and key not in plan.bound:
-            plan.bound[key] = bind_conjuncts(_logical(sql, ref), ref.schema)
+            plan.bound[key] = bind_conjuncts(logical_sql(sql, ref), ref.schema)
         part = plan.bound[key] if sql is not None else None
         if part is not None:
             bound.append(part)
@@ -145,7 +145,7 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
     return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
 
 
-def _logical(sql: str, ref: TableReference) -> str:
+def logical_sql(sql: str, ref: TableReference) -> str:
     """A filter's SQL with the columns named as the table's schema names them. Under column
     mapping the relation reads the files' physical names (`col-<uuid>`) and a projection gives
     the logical ones, so Spark's optimizer puts the filters above the relation in physical names."""
