@@ -1,9 +1,9 @@
 """A Spark Connect server on this machine, in a JVM of its own, with skiplake's settings.
 
 What a managed platform runs for its clients, started from the PySpark installation itself
-(its `spark-connect` jar and `spark-submit`): the test suite runs its Connect tests against
-one, and `skiplake connect-server` starts one for a user's own client. The server's Python
-workers (Z-order's mapInArrow) run this interpreter, which has skiplake and its packages.
+(its `spark-connect` jar and `spark-submit`): the test suite and benchmarks/bench_connect run
+against one, and a user can start one for a local client (docs/spark-connect.md). The server's
+Python workers (Z-order's mapInArrow) run this interpreter, which has skiplake and its packages.
 """
 from __future__ import annotations
 
