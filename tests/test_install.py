@@ -110,8 +110,8 @@ def test_wheel_metadata(wheel):
     requires = meta.get_all("Requires-Dist")
     core = {re.split(r"[\[<>=;! ]", r)[0].lower() for r in requires if "extra ==" not in r}
     assert core == CORE
-    assert {"catalog", "postgres", "s3", "demo", "all", "dev"} <= set(meta.get_all("Provides-Extra"))
-    assert 'skiplake[catalog,demo,postgres,s3]; extra == "all"' in requires
+    assert {"catalog", "connect", "postgres", "s3", "demo", "all", "dev"} <= set(meta.get_all("Provides-Extra"))
+    assert 'skiplake[catalog,connect,demo,postgres,s3]; extra == "all"' in requires
 
 
 def test_core_install_has_no_extra_package(core_venv, tmp_path):
