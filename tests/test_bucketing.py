@@ -156,8 +156,24 @@ def join_nodes(df: DataFrame) -> list[Any]:
                                                                                            "ProductExec"))]
 
 
+def plan_string(df: DataFrame) -> str:
+    """The physical plan as text: the plan that ran in classic mode; under Spark Connect the plan
+    before it runs (AQE may change a join's strategy while it runs, but adds no Exchange)."""
+    return df._explain_string(mode="simple") if CONNECT else executed_plan(df).toString()
+
+
+def assert_shuffle_free_joins(df: DataFrame, joins: int) -> None:
+    """Under Spark Connect: `joins` sort-merge joins, each over two bucketed scans, and no Exchange."""
+    text = plan_string(df)
+    assert text.count("SortMergeJoin") == joins and "Exchange" not in text, text
+    assert text.count("Bucketed: true") == joins + 1, text
+
+
 def assert_no_shuffle_below_join(df: DataFrame) -> None:
     """The DataFrame has run: its one join reads both inputs straight from bucketed scans."""
+    if CONNECT:
+        assert_shuffle_free_joins(df, 1)
+        return
     joins = join_nodes(df)
     assert len(joins) == 1, [j.getClass().getSimpleName() for j in joins]
     join = joins[0]
@@ -393,7 +409,7 @@ def test_delete_update_merge_keep_rows_in_their_buckets(spark: SparkSession, lak
     agg = lake.table("dml").read().groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("v"))
     assert canon(agg.collect()) == canon(plain_df(spark, lake.table("dml")).groupBy("k").agg(
         F.count("*").alias("n"), F.sum("v").alias("v")).collect())
-    if not CONNECT:  # a Connect client has no physical plan to look into (nor a bucketed read)
+    if not CONNECT:  # a Connect session declares bucketed reads only for bucket joins
         assert not [n for n in _walk(executed_plan(agg)) if "Exchange" in n.getClass().getSimpleName()]
 
 
@@ -748,7 +764,6 @@ def plain_join(spark: SparkSession, lake: skiplake.Lake, left: str, right: str, 
 PAIRS = {"same": ("l8", "r8", 8), "left more": ("l8", "r4", 4), "right more": ("l4", "r8", 4)}
 
 
-@pytest.mark.classic_only
 @pytest.mark.parametrize("keys", ["k", "k,s"])
 @pytest.mark.parametrize("pair", sorted(PAIRS))
 @pytest.mark.parametrize("how", ["inner", "left", "left_semi"])
@@ -772,7 +787,6 @@ def test_bucket_join_equals_spark_join_without_shuffle(spark: SparkSession, join
     assert_no_shuffle_below_join(df)
 
 
-@pytest.mark.classic_only
 def test_bucket_join_key_names_and_files_per_bucket(spark: SparkSession, join_lake: skiplake.Lake) -> None:
     """Keys paired across different names, a key spelled in another case, several files in a
     bucket (two appends; files split by max_records_per_file): still one shuffle-free join."""
@@ -808,7 +822,6 @@ def test_bucket_join_key_names_and_files_per_bucket(spark: SparkSession, join_la
         assert_no_shuffle_below_join(df)
 
 
-@pytest.mark.classic_only
 def test_bucket_join_prunes_both_sides(spark: SparkSession, join_lake: skiplake.Lake) -> None:
     lw, rw = "k IN (1, 2)", "k IN (2, 3) OR w < 50"
     report = join_lake.explain_join("l8", "r4", "k", how="left", left_where=lw, right_where=rw)
@@ -857,7 +870,6 @@ SQL_JOINS = [
 ]
 
 
-@pytest.mark.classic_only
 @pytest.mark.parametrize("query, names, buckets", SQL_JOINS)
 def test_sql_join_of_two_bucketed_tables(spark: SparkSession, join_lake: skiplake.Lake, query: str,
                                          names: list[str], buckets: int) -> None:
@@ -872,7 +884,6 @@ def test_sql_join_of_two_bucketed_tables(spark: SparkSession, join_lake: skiplak
     assert_no_shuffle_below_join(df)
 
 
-@pytest.mark.classic_only
 def test_sql_self_join_and_join_chain(spark: SparkSession, join_lake: skiplake.Lake) -> None:
     """A table joined with itself, and three tables joined on the bucket key: right rows, and
     the explain says which joins run bucketed."""
@@ -888,6 +899,9 @@ def test_sql_self_join_and_join_chain(spark: SparkSession, join_lake: skiplake.L
     assert [j.bucketed for j in joins] == [True, True], [j.reason for j in joins]
     df = join_lake.sql(chain)
     assert canon(df.collect()) == plain_sql(spark, join_lake, chain, ["l8", "r8", "rkey8"])
+    if CONNECT:
+        assert_shuffle_free_joins(df, 2)
+        return
     assert len(join_nodes(df)) == 2
     assert not [n for n in _walk(executed_plan(df)) if "Exchange" in n.getClass().getSimpleName()]
 
@@ -904,7 +918,6 @@ def test_sql_join_chain_report_matches_the_plan(spark: SparkSession, join_lake: 
     assert not (joins[1].bucketed and shuffled), (joins[1].reason, top[0].toString())
 
 
-@pytest.mark.classic_only
 def test_sql_bucket_join_prunes_both_sides(spark: SparkSession, join_lake: skiplake.Lake) -> None:
     """A literal IN on one side's key reaches the other side through Spark's inferred filters."""
     query = "SELECT a.k, a.v, b.w FROM l8 a JOIN r4 b ON a.k = b.k WHERE a.k IN (1, 2)"
@@ -933,7 +946,6 @@ def test_sql_bucket_join_prunes_both_sides(spark: SparkSession, join_lake: skipl
     ("l8ks", "r8ks", "k", "inner", "do not pair the bucket columns"),
     ("l8", "r8ks", "k", "inner", "different numbers of bucket columns"),
 ])
-@pytest.mark.classic_only
 def test_fallback_join_says_why_and_is_still_right(spark: SparkSession, join_lake: skiplake.Lake, left: str,
                                                   right: str, on: Any, how: str, words: str) -> None:
     if on == "v":
@@ -946,7 +958,7 @@ def test_fallback_join_says_why_and_is_still_right(spark: SparkSession, join_lak
     assert report.buckets == 0
     df = join_lake.bucket_join(left, right, on, how=how)
     assert canon(df.collect()) == plain_join(spark, join_lake, left, right, on, how)
-    assert "Bucketed: true" not in executed_plan(df).toString()
+    assert "Bucketed: true" not in plan_string(df)
 
 
 @pytest.mark.parametrize("query, names, words", [
@@ -978,7 +990,6 @@ def odd_lake(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> s
     return lake
 
 
-@pytest.mark.classic_only
 def test_bucket_columns_named_with_a_space_and_a_dot(spark: SparkSession, odd_lake: skiplake.Lake) -> None:
     t = odd_lake.table("odd8")
     assert check_bucket_files(spark, t, t.snapshot.add_files) == len(ODD_ROWS)
@@ -1037,7 +1048,7 @@ def test_delta_rs_reads_and_writes_a_bucketed_table(spark: SparkSession, lake: s
 
     other = lake.create_table("other", RIGHT_SCHEMA, bucket_by=BucketSpec(4, ["k"]))
     other.append(spark.createDataFrame(RIGHT_ROWS, RIGHT_SCHEMA))
-    assert lake.explain_join("rs", "other", "k").bucketed != CONNECT
+    assert lake.explain_join("rs", "other", "k").bucketed
     deltalake.write_deltalake(t.path, pa.table({
         "k": pa.array([HOT, 1, None, 3], pa.int32()), "s": ["rs", "rs", "rs", "rs"],
         "v": pa.array([10_001, 10_002, 10_003, 10_004], pa.int64()), "p": ["1", "2", None, "1"]}), mode="append")
@@ -1055,11 +1066,10 @@ def test_delta_rs_reads_and_writes_a_bucketed_table(spark: SparkSession, lake: s
     t = lake.table("rs")
     assert all((f.tags or {}).get("BUCKET_ID") for f in t.snapshot.add_files)
     check_bucket_files(spark, t, t.snapshot.add_files)
-    assert lake.explain_join("rs", "other", "k").bucketed != CONNECT
+    assert lake.explain_join("rs", "other", "k").bucketed
     df = lake.bucket_join("rs", "other", "k")
     assert canon(df.collect()) == plain_join(spark, lake, "rs", "other", "k", "inner")
-    if not CONNECT:  # a Connect client has no physical plan to look into
-        assert_no_shuffle_below_join(df)
+    assert_no_shuffle_below_join(df)
     assert rs_rows(t.path) == canon(t.read().select("k", "s", "v", "p").collect())
 
 

@@ -93,15 +93,37 @@ def test_prune_of_a_dataframe_refuses_with_what_to_use(spark, star):
         star.prune(df)
 
 
+def _bucketed_catalog_tables(spark) -> set[str]:
+    return {t.name for t in spark.catalog.listTables("default") if t.name.startswith("skiplake_bucketed_")}
+
+
 @connect
-def test_a_bucket_join_says_it_shuffles(spark, lake):
+def test_a_bucket_join_reads_bucketed_catalog_tables_that_follow_the_table(spark, lake):
+    """Each side reads through one external catalog table per layout, refreshed per read: new
+    files are seen, removed ones are not, and files with deletion vectors fall back with a reason."""
+    before = _bucketed_catalog_tables(spark)
     spec = skiplake.BucketSpec(4, "k")
-    for name in ("l", "r"):
-        t = lake.create_table(name, "k bigint, v string", bucket_by=spec)
-        t.append(spark.range(200).selectExpr("id AS k", "CAST(id AS STRING) AS v"))
+    tables = {}
+    for name, props in (("l", {}), ("r", {"delta.enableDeletionVectors": "true"})):
+        tables[name] = lake.create_table(name, "k bigint, v string", bucket_by=spec, properties=props)
+        tables[name].append(spark.range(200).selectExpr("id AS k", "CAST(id AS STRING) AS v"))
     report = lake.explain_join("l", "r", on="k")
-    assert not report.bucketed and "Spark Connect" in report.reason
-    assert lake.bucket_join("l", "r", on="k").count() == 200
+    assert report.bucketed, report.reason
+    df = lake.bucket_join("l", "r", on="k")
+    text = df._explain_string(mode="simple")
+    assert "Exchange" not in text and text.count("Bucketed: true") == 2, text
+    assert df.count() == 200
+    assert len(_bucketed_catalog_tables(spark) - before) == 2
+    tables["l"].append(spark.range(150, 300).selectExpr("id AS k", "'new' AS v"))
+    tables["l"].delete("k < 20")
+    assert lake.explain_join("l", "r", on="k").bucketed
+    assert lake.bucket_join("l", "r", on="k").count() == 180 + 50
+    assert len(_bucketed_catalog_tables(spark) - before) == 2  # the same tables, refreshed
+    tables["r"].delete("k % 7 = 0")  # a deletion vector on some of r's files
+    report = lake.explain_join("l", "r", on="k")
+    assert not report.bucketed and "deletion vectors" in report.reason
+    expected = sum(1 for k in list(range(20, 200)) + list(range(150, 200)) if k % 7)
+    assert lake.bucket_join("l", "r", on="k").count() == expected
 
 
 @connect

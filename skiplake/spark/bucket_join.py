@@ -26,6 +26,7 @@ from skiplake.log.location import basename
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import ScanReport
+from skiplake.spark.bucketed_tables import BucketedRead, bucketed_read
 from skiplake.spark.gateway import is_connect
 from skiplake.spark.read import hive_layout, read_planned
 
@@ -100,10 +101,6 @@ def normal_join_type(how: str) -> str:
         f"unknown join type {how!r}: use inner, left, left_semi (bucket joins) or right, full, left_anti, cross")
 
 
-CONNECT_REASON = ("a Spark Connect session: a bucketed scan is declared inside the plan, which only classic "
-                  "PySpark reaches; Spark's own join shuffles both sides")
-
-
 def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how: str,
           spark: SparkSession) -> tuple[bool, str, int]:
     """(qualifies, the layout or the reason it does not, buckets per side as joined)."""
@@ -123,8 +120,6 @@ def check(left: JoinSide, right: JoinSide, keys: Sequence[tuple[str, str]], how:
     problem = _file_problem(left, ls) or _file_problem(right, rs)
     if problem:
         return False, problem, 0
-    if is_connect(spark):
-        return False, CONNECT_REASON, 0
     if big == small:
         return True, f"{small} buckets on both sides", small
     return True, f"{big} buckets coalesced to {small} to meet the other side", small
@@ -165,6 +160,10 @@ def _type_problem(left: JoinSide, right: JoinSide, ls: BucketSpec, rs: BucketSpe
 
 def _file_problem(side: JoinSide, spec: BucketSpec) -> str | None:
     """Why Spark's bucketed scan cannot read a side's files as buckets of `spec`, or None."""
+    with_dv = [f for f in side.plan.files if f.deletionVector]
+    if with_dv:
+        return (f"{len(with_dv)} selected files of {side.label} have deletion vectors, whose rows a bucketed scan "
+                f"cannot leave out (e.g. {with_dv[0].path}); OPTIMIZE the table to rewrite them")
     unbucketed = files_without_bucket_ids(side.plan.files, spec)
     if unbucketed:
         return (f"{len(unbucketed)} selected files of {side.label} carry no bucket id (written by another "
@@ -173,6 +172,20 @@ def _file_problem(side: JoinSide, spec: BucketSpec) -> str | None:
     if not hive_layout(snap.table_path, snap.partition_columns, side.plan.files):
         return f"files of {side.label} are not in Hive-style partition folders"
     return None
+
+
+def connect_reads(spark: SparkSession, left: JoinSide, right: JoinSide
+                  ) -> tuple[BucketedRead, BucketedRead] | str:
+    """Under Spark Connect, the two sides' bucketed reads (see skiplake.spark.bucketed_tables),
+    or why one cannot be made."""
+    reads = []
+    for side in (left, right):
+        assert side.spec is not None
+        found = bucketed_read(spark, side.snapshot, side.plan.files, side.spec)
+        if isinstance(found, str):
+            return found
+        reads.append(found)
+    return reads[0], reads[1]
 
 
 def prepare_session(spark: SparkSession, left: JoinSide, right: JoinSide) -> None:
@@ -247,10 +260,16 @@ def bucket_join(spark: SparkSession, left: Snapshot, right: Snapshot,
     rside = JoinSide(right, plan_scan(right, right_where), right_label or _name(right))
     pairs, shared = join_keys(lside, rside, on)
     ok, reason, buckets = check(lside, rside, pairs, kind, spark)
+    reads = connect_reads(spark, lside, rside) if ok and is_connect(spark) else None
+    if isinstance(reads, str):
+        ok, reason, buckets = False, reads, 0
     if ok:
         prepare_session(spark, lside, rside)
-    ldf = read_planned(spark, left, lside.plan.files, left_where, bucketed=ok)
-    rdf = read_planned(spark, right, rside.plan.files, right_where, bucketed=ok)
+    if isinstance(reads, tuple):
+        ldf, rdf = (_where(r.frame(spark), w) for r, w in zip(reads, (left_where, right_where)))
+    else:
+        ldf = read_planned(spark, left, lside.plan.files, left_where, bucketed=ok)
+        rdf = read_planned(spark, right, rside.plan.files, right_where, bucketed=ok)
     if ok:
         # A side under the broadcast threshold would otherwise be broadcast: an Exchange after all.
         rdf = rdf.hint("merge")
@@ -264,6 +283,10 @@ def bucket_join(spark: SparkSession, left: Snapshot, right: Snapshot,
     report = JoinReport(lside.label, rside.label, kind, pairs, ok, reason, lside.plan.report, rside.plan.report,
                         buckets)
     return df, report
+
+
+def _where(df: DataFrame, where: str | None) -> DataFrame:
+    return df.filter(where) if where else df
 
 
 def _name(snapshot: Snapshot) -> str:

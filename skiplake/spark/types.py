@@ -34,6 +34,28 @@ def spark_type(type_: Any) -> DataType:
         {"name": "x", "type": type_, "nullable": True, "metadata": {}}]}).fields[0].dataType
 
 
+def ddl(schema: Schema) -> str:
+    """The columns of `schema` as the column list of a Spark `CREATE TABLE`."""
+    return ", ".join(f"{_quoted(f.name)} {_ddl_type(f.type)}" for f in schema.fields)
+
+
+def _ddl_type(type_: Any) -> str:
+    if isinstance(type_, str):
+        return spark_type(type_).simpleString()
+    kind = type_.get("type")
+    if kind == "array":
+        return f"ARRAY<{_ddl_type(type_['elementType'])}>"
+    if kind == "map":
+        return f"MAP<{_ddl_type(type_['keyType'])}, {_ddl_type(type_['valueType'])}>"
+    if kind == "struct":
+        return "STRUCT<" + ", ".join(f"{_quoted(f['name'])}: {_ddl_type(f['type'])}" for f in type_["fields"]) + ">"
+    return spark_type(type_).simpleString()
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
 def _strip(type_: Any) -> Any:
     """A type with nullability and metadata removed, for comparing shapes."""
     if isinstance(type_, dict):

@@ -1,4 +1,4 @@
-"""Stage 3 of `lake.sql` planning: which joins of two lake tables run as bucket joins.
+"""Stage 4 of `lake.sql` planning: which joins of two lake tables run as bucket joins.
 
 A join qualifies when its right side is a lake table joined by equalities to exactly one lake
 table on its left and the pair passes skiplake.spark.bucket_join.check. A join's left
@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from skiplake.layout.bucket_spec import bucket_spec_of
-from skiplake.spark.bucket_join import JoinReport, JoinSide, check, prepare_session
+from skiplake.spark.bucket_join import JoinReport, JoinSide, check, connect_reads, prepare_session
+from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.model import QueryPlan, Resolver, TableReference
 
 if TYPE_CHECKING:
@@ -136,6 +137,12 @@ class _FromClause:
             reason = (f"it follows a bucket join of {self.chain} buckets, so both tables need {self.chain} "
                       f"buckets (they have {lside.spec.num_buckets} and "  # type: ignore[union-attr]
                       f"{rside.spec.num_buckets})")  # type: ignore[union-attr]
+        if ok and is_connect(self.spark):
+            reads = connect_reads(self.spark, lside, rside)
+            if isinstance(reads, str):
+                ok, reason, buckets = False, reads, 0
+            else:
+                lref.bucketed_read, rref.bucketed_read = reads
         if ok:
             self.chain = buckets
             lref.bucketed = rref.bucketed = rref.merge_hint = True

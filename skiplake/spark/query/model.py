@@ -13,6 +13,7 @@ from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCount
 from skiplake.spark.bucket_join import JoinReport
+from skiplake.spark.bucketed_tables import BucketedRead
 from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.query.catalyst import RelationParts, condition_sql
 from skiplake.spark.query.plan_conditions import condition_sql as text_condition_sql
@@ -119,6 +120,7 @@ class TableReference:
     where: str | None = None        # a catalog table's pushed predicate
     bucketed: bool = False          # read as a bucketed relation (one side of a bucket join)
     merge_hint: bool = False        # the right side of a bucket join: keep Spark from broadcasting it
+    bucketed_read: BucketedRead | None = None  # how a bucketed side reads under Spark Connect
     own_view: str = ""              # a per-query view the final query reads instead (see frame)
     within: Any = None              # a mask of the snapshot's files the reference may read (None: all)
     _file_filter: tuple[Any, str | None] | None = field(default=None, init=False, repr=False, compare=False)
@@ -334,6 +336,9 @@ class QueryPlan:
         for i, ref in enumerate(self.references):
             if ref.own_view:
                 bodies[i] = ref.own_view
+                continue
+            if ref.bucketed_read is not None:
+                bodies[i] = ref.bucketed_read.sql(ref.merge_hint)
                 continue
             if ref.snapshot is None:
                 continue

@@ -98,7 +98,10 @@ def final_frame(spark: "SparkSession", plan: QueryPlan) -> "DataFrame":
 
 
 def _needs_own_view(ref: TableReference) -> bool:
-    """A catalog table, one side of a bucket join, or files its slot view cannot filter by name."""
+    """A catalog table, one side of a bucket join (but for Spark Connect's bucketed reads, which
+    are text), or files its slot view cannot filter by name."""
+    if ref.bucketed_read is not None:
+        return False
     if isinstance(ref.source, CatalogTable) or ref.bucketed:
         return True
     try:

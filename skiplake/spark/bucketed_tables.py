@@ -1,0 +1,103 @@
+"""Bucketed reads under Spark Connect: a table's planned files read through a bucketed catalog table.
+
+In classic mode a bucketed read declares the bucket spec on the relation itself
+(read.bucketed_relation), through Spark's internal API, which a Connect client cannot reach. What
+a client can do is say the same in SQL: an external Parquet table at the table's root, `CLUSTERED
+BY ... INTO n BUCKETS`, read with a filter on `_metadata.file_path` that keeps exactly the
+planned files. Spark applies such a filter while it lists the files, so the scan reads those
+files and nothing else, as buckets.
+
+The catalog table is registered once per table layout (root, columns, partition columns, bucket
+spec), named by a hash of it, in `spark_catalog.default`, and refreshed before each read so that
+its listing holds the files of the snapshot being read. It is external: dropping it never touches
+the data. Its partitions are discovered from the folders (not tracked in the catalog), so each
+read lists the table's folders once.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from skiplake.expr.sql import sql_name, sql_string
+from skiplake.layout.bucket_spec import BucketSpec
+from skiplake.log.actions import AddFile
+from skiplake.log.location import resolve
+from skiplake.log.paths import file_key
+from skiplake.log.snapshot import Snapshot
+from skiplake.spark.deletions import as_metadata_path
+from skiplake.spark.read import spark_file_key
+from skiplake.spark.types import ddl
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+DATABASE = "spark_catalog.default"
+# Tracked partitions would start empty (Spark wants MSCK REPAIR TABLE); discovered ones are listed.
+_TRACK_PARTITIONS = "spark.sql.hive.manageFilesourcePartitions"
+
+
+@dataclass(frozen=True)
+class BucketedRead:
+    """Exactly some files of a lake table, read as buckets through a registered catalog table."""
+    table: str                  # the catalog table's qualified name
+    columns: tuple[str, ...]    # the lake table's columns, in its order
+    condition: str              # keeps exactly the planned files
+
+    def sql(self, merge_hint: bool = False) -> str:
+        """The rows as a subquery of a SQL text; merge_hint keeps Spark from broadcasting them."""
+        hint = "/*+ MERGE */ " if merge_hint else ""
+        columns = ", ".join(sql_name(c) for c in self.columns)
+        return f"(SELECT {hint}{columns} FROM {self.table} AS __skiplake_bucketed WHERE {self.condition})"
+
+    def frame(self, spark: "SparkSession") -> "DataFrame":
+        return spark.table(self.table).filter(self.condition).select(*[f"`{c}`" for c in self.columns])
+
+
+def bucketed_read(spark: "SparkSession", snapshot: Snapshot, files: Sequence[AddFile],
+                  spec: BucketSpec) -> BucketedRead | str:
+    """A bucketed read of `files` (each carrying its bucket id, in Hive-style folders), or why
+    Spark's listing of the table cannot give it."""
+    table = _register(spark, snapshot, spec)
+    spark.sql(f"REFRESH TABLE {table}")
+    listed = {spark_file_key(p): p for p in spark.table(table).inputFiles()}
+    root = resolve(snapshot.table_path)
+    paths = []
+    for f in files:
+        found = listed.get(file_key(root, f.path))
+        if found is None:
+            return (f"Spark's listing of {snapshot.table_path} does not show {f.path} under the table's folder, "
+                    "so a bucketed catalog table cannot read it")
+        paths.append(as_metadata_path(found))
+    condition = f"_metadata.file_path IN ({', '.join(sql_string(p) for p in paths)})" if paths else "false"
+    return BucketedRead(table, tuple(snapshot.schema.names), condition)
+
+
+def _register(spark: "SparkSession", snapshot: Snapshot, spec: BucketSpec) -> str:
+    """The qualified name of the catalog table for this layout, created if it does not exist."""
+    root = resolve(snapshot.table_path)
+    parts = list(snapshot.partition_columns)
+    definition: dict[str, Any] = {"root": root, "schema": snapshot.schema.to_json(), "partitions": parts,
+                                  "buckets": spec.num_buckets, "columns": spec.columns, "sort_by": spec.sort_by}
+    digest = hashlib.sha1(json.dumps(definition, sort_keys=True, default=list).encode()).hexdigest()[:16]
+    table = f"{DATABASE}.skiplake_bucketed_{digest}"
+    if spark.catalog.tableExists(table):
+        return table
+    clauses = [f"CREATE TABLE IF NOT EXISTS {table} ({ddl(snapshot.schema)}) USING parquet"]
+    if parts:
+        clauses.append(f"PARTITIONED BY ({', '.join(sql_name(c) for c in parts)})")
+    clauses.append(f"CLUSTERED BY ({', '.join(sql_name(c) for c in spec.columns)})")
+    if spec.sort_by:
+        clauses.append(f"SORTED BY ({', '.join(sql_name(c) for c in spec.sort_by)})")
+    clauses.append(f"INTO {spec.num_buckets} BUCKETS LOCATION {sql_string(root)}")
+    before = spark.conf.get(_TRACK_PARTITIONS, None)
+    spark.conf.set(_TRACK_PARTITIONS, "false")
+    try:
+        spark.sql(" ".join(clauses))
+    finally:
+        if before is None:
+            spark.conf.unset(_TRACK_PARTITIONS)
+        else:
+            spark.conf.set(_TRACK_PARTITIONS, before)
+    return table
