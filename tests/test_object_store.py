@@ -293,7 +293,6 @@ def test_a_conflicting_conditional_write_is_retried(s3_server):
     assert S3Storage(f"s3://{bucket}/t/_delta_log").read("00000000000000000000.json") == b"first"
 
 
-@pytest.mark.classic_only
 def test_bucketed_tables_on_s3_join_without_a_shuffle(spark, s3_lake, s3_server):
     """On an object store Spark's bucketed writer names each file with its bucket id (no rename),
     so two tables bucketed alike still join bucket by bucket."""

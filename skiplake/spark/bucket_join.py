@@ -2,7 +2,8 @@
 
 Rows with equal bucket-column values hash to the same bucket on both sides, so bucket i of one
 table only meets bucket i of the other. skiplake checks that the pair qualifies, prunes both
-sides' files, and declares each side's bucket spec to Spark (read.bucketed_relation). Spark's
+sides' files, and declares each side's bucket spec to Spark (read.bucketed_relation; under
+Spark Connect, a bucketed catalog table: skiplake.spark.bucketed_tables). Spark's
 planner then sees both inputs hash-partitioned by the join keys and plans a sort-merge join
 with no Exchange: each task reads one bucket's files from both sides. When one count is a
 multiple of the other, Spark's CoalesceBucketsInJoin folds the larger side's buckets (bucket b

@@ -7,8 +7,8 @@ BY ... INTO n BUCKETS`, read with a filter on `_metadata.file_path` that keeps e
 planned files. Spark applies such a filter while it lists the files, so the scan reads those
 files and nothing else, as buckets.
 
-The catalog table is registered once per table layout (root, columns, partition columns, bucket
-spec), named by a hash of it, in `spark_catalog.default`, and refreshed before each read so that
+The catalog table is registered once per table layout (location, columns, partition columns,
+bucket spec), named by a hash of it, in `spark_catalog.default`, and refreshed before each read so that
 its listing holds the files of the snapshot being read. It is external: dropping it never touches
 the data. Its partitions are discovered from the folders (not tracked in the catalog), so each
 read lists the table's folders once.
@@ -23,12 +23,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 from skiplake.expr.sql import sql_name, sql_string
 from skiplake.layout.bucket_spec import BucketSpec
 from skiplake.log.actions import AddFile
-from skiplake.log.location import resolve
-from skiplake.log.paths import file_key
+from skiplake.log.location import is_under, resolve
+from skiplake.log.paths import absolute_path, file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.spark.deletions import as_metadata_path
 from skiplake.spark.read import spark_file_key
 from skiplake.spark.types import ddl
+from skiplake.spark.write import WRITES_DIR
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,7 +60,7 @@ def bucketed_read(spark: "SparkSession", snapshot: Snapshot, files: Sequence[Add
                   spec: BucketSpec) -> BucketedRead | str:
     """A bucketed read of `files` (each carrying its bucket id, in Hive-style folders), or why
     Spark's listing of the table cannot give it."""
-    table = _register(spark, snapshot, spec)
+    table = _register(spark, snapshot, spec, _location(snapshot, files))
     spark.sql(f"REFRESH TABLE {table}")
     listed = {spark_file_key(p): p for p in spark.table(table).inputFiles()}
     root = resolve(snapshot.table_path)
@@ -74,9 +75,19 @@ def bucketed_read(spark: "SparkSession", snapshot: Snapshot, files: Sequence[Add
     return BucketedRead(table, tuple(snapshot.schema.names), condition)
 
 
-def _register(spark: "SparkSession", snapshot: Snapshot, spec: BucketSpec) -> str:
-    """The qualified name of the catalog table for this layout, created if it does not exist."""
+def _location(snapshot: Snapshot, files: Sequence[AddFile]) -> str:
+    """Where Spark lists the files: the table's root, or for the object-store writer's unpartitioned
+    files its writes folder (Spark's listing skips folders whose names start with `_`)."""
     root = resolve(snapshot.table_path)
+    writes = f"{root}/{WRITES_DIR}"
+    if files and not snapshot.partition_columns and all(
+            is_under(writes, absolute_path(root, f.path)) for f in files):
+        return writes
+    return root
+
+
+def _register(spark: "SparkSession", snapshot: Snapshot, spec: BucketSpec, root: str) -> str:
+    """The qualified name of the catalog table for this layout, created if it does not exist."""
     parts = list(snapshot.partition_columns)
     definition: dict[str, Any] = {"root": root, "schema": snapshot.schema.to_json(), "partitions": parts,
                                   "buckets": spec.num_buckets, "columns": spec.columns, "sort_by": spec.sort_by}
@@ -87,6 +98,10 @@ def _register(spark: "SparkSession", snapshot: Snapshot, spec: BucketSpec) -> st
     clauses = [f"CREATE TABLE IF NOT EXISTS {table} ({ddl(snapshot.schema)}) USING parquet"]
     if parts:
         clauses.append(f"PARTITIONED BY ({', '.join(sql_name(c) for c in parts)})")
+    else:
+        # Without it Spark lists only the files directly in the location (the writes folder
+        # holds one folder per write).
+        clauses.append("OPTIONS (recursiveFileLookup 'true')")
     clauses.append(f"CLUSTERED BY ({', '.join(sql_name(c) for c in spec.columns)})")
     if spec.sort_by:
         clauses.append(f"SORTED BY ({', '.join(sql_name(c) for c in spec.sort_by)})")

@@ -229,7 +229,7 @@ def bucketed_relation(df: DataFrame, spec: BucketSpec) -> DataFrame:
     columns, so a join or aggregation on them needs no Exchange. Only the relation's metadata
     changes: the same files, schema and options, through Spark's internal API (py4j). Where
     that API is not reachable (Spark Connect) the plain relation is returned: same rows, no
-    bucketed scan."""
+    bucketed scan (bucket joins there read through skiplake.spark.bucketed_tables instead)."""
     if not hasattr(df, "_jdf") or getattr(df.sparkSession, "_jvm", None) is None:
         return df
     jvm = df.sparkSession._jvm
