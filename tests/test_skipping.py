@@ -492,6 +492,22 @@ def test_cte_used_twice_reads_union_of_filters(spark: SparkSession,
     assert 2 <= report.files_selected < report.files_total
 
 
+def test_a_cte_naming_a_table_twice_and_used_twice_keeps_every_copys_rows(
+        spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
+    """Each copy of the CTE reads one of two references of the same table, with its own filter:
+    Spark's plan text alone cannot say which (under Spark Connect), so both read what either needs."""
+    lake, _rows = sql_lake
+    query = ("WITH s AS (SELECT ss_item_sk, ss_quantity FROM store_sales a UNION ALL "
+             "SELECT ss_item_sk, ss_quantity FROM store_sales b) "
+             "SELECT 'lo' AS k, count(*) AS n FROM s WHERE ss_item_sk < 20 "
+             "UNION ALL SELECT 'hi', count(*) FROM s WHERE ss_item_sk >= 185")
+    check_same(spark, lake, query)
+    got = {r.k: r.n for r in lake.sql(query).collect()}
+    assert got == {"lo": 2 * 20 * 15, "hi": 2 * 15 * 15}
+    for report in lake.explain(query):
+        assert 2 <= report.files_selected < report.files_total
+
+
 @pytest.mark.classic_only
 @pytest.mark.parametrize("where", ["ss_item_sk >= 30", "ss_item_sk < 30"])
 def test_final_query_reads_exactly_the_planned_files(spark: SparkSession,

@@ -549,7 +549,7 @@ def _chain_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[Pl
         chain.append(node)
         node = node.children[0]
     hit = plan.occurrence(node) if node.kind == "Relation" else None
-    if hit is None or hit[0].snapshot is None or hit[0].static is None:
+    if hit is None or not hit[1].sure or hit[0].snapshot is None or hit[0].static is None:
         return None
     ref = hit[0]
     columns = {a.id: a.name for a in node.output or []}
@@ -702,6 +702,10 @@ def _describe(plan: QueryPlan, build: PlanNode) -> str:
             parts.append("a Spark relation")
             continue
         ref, occ = hit
+        if not occ.sure:
+            names = [r.name for r in plan.references if any(o.node is node for o in r.occurrences)]
+            parts.append(" or ".join(dict.fromkeys(names)))
+            continue
         shown = [c for c in conjuncts(occ.static) if not _is_not_null(c)] if occ.static is not None else []
         parts.append(ref.name + (f" WHERE {' AND '.join(to_sql(c) for c in shown)}" if shown else ""))
     return ", ".join(dict.fromkeys(parts)) or "a computed relation"

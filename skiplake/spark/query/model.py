@@ -103,6 +103,9 @@ class Occurrence:
     # Short key lists of build sides whose keys do not prune this table's files (they are not
     # clustered by the key): they filter its rows only, above the scan (see row_filter).
     kept: list[InList] = field(default_factory=list)
+    # False when the relation may be another table's (a copy whose columns several tables have):
+    # it then widens what the reference reads, but is not read as a build side of this table.
+    sure: bool = True
 
 
 @dataclass

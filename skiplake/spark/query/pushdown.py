@@ -106,15 +106,28 @@ def _find_occurrences(plan: QueryPlan, root: PlanNode) -> None:
             continue
         out = node.output
         ref = by_first_id.get(out[0].id) if out else None
+        refs = [ref] if ref is not None else []
         if ref is None:
             # A copy of a relation (a CTE inlined twice) has new expression ids. When one reference
-            # alone has its columns, it is that one's; else the JVM says (a few round trips). A
-            # relation the query reads by other means but with those very columns would add an
-            # occurrence, which only widens what the reference reads (the OR of its occurrences).
+            # alone has its columns, it is that one's. Else the JVM names the view it reads (a few
+            # round trips), which says only which table version: the slot views of one version
+            # share their relations. Where even that cannot be known (Spark Connect), the copy
+            # belongs to one of the references with its columns. Either way it becomes an
+            # occurrence of each candidate: one too many only widens what a reference reads (the
+            # OR of its occurrences), where one too few would lose the copy's rows.
             alike = by_columns.get(frozenset(a.name for a in out), []) if out else []
-            ref = alike[0] if len(alike) == 1 else by_view.get(_tag(plan, node))
-        if ref is not None:
-            ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
+            tagged = by_view.get(_tag(plan, node)) if len(alike) != 1 else None
+            refs = alike if tagged is None else [
+                r for r in plan.references if r.view and _identity(r) == _identity(tagged)]
+        sure = len({_identity(r) for r in refs}) == 1
+        for r in refs:
+            r.occurrences.append(Occurrence(node, filters_above(plan, r, node), sure=sure))
+
+
+def _identity(ref: TableReference) -> tuple:
+    """Which data a reference reads: references alike in it read the same rows."""
+    snapshot = ref.snapshot
+    return (snapshot.table_path, snapshot.version) if snapshot is not None else (id(ref.source),)
 
 
 def _tag(plan: QueryPlan, node: PlanNode) -> str:
