@@ -8,7 +8,11 @@ the planning time (`lake.explain`, which evaluates the build sides too), the run
 (`lake.sql(...).collect()`), the files its tables read, whether any file was pruned, and whether
 both modes gave the same rows.
 
-    python -m benchmarks.bench_connect --sf 1 --files 64 --reps 3 [--queries 3,42] [--json]
+    python -m benchmarks.bench_connect --sf 1 --files 64 --reps 3 [--rounds 2] [--queries 3,42] [--json]
+
+Goals: every answer the same; at least 90% of the queries that prune in classic mode prune on
+Connect; Connect's median planning at most 1.5x classic's; the star join of TPC-DS's item plans
+the same store_sales rows in both modes.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import Report, base_parser, command_line, finish
 from benchmarks.tpcds_lake import add_lake_arguments, build_lake, lake_scale
 
 MODES = ("classic", "connect")
@@ -79,17 +84,15 @@ def _worker(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = base_parser(__doc__.split("\n\n")[0])
     add_lake_arguments(parser, sf=(1.0, 0.1), files=(64, 16), data_help="where the TPC-DS lake is kept")
-    parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=1, help="runs of both modes, taking turns")
     parser.add_argument("--queries", default="", help="comma-separated query numbers (default: all 99 and the item star join)")
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--json", action="store_true")
     parser.add_argument("--mode", choices=MODES, help=argparse.SUPPRESS)
     parser.add_argument("--lake", help=argparse.SUPPRESS)
-    parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.reps is None:
+        args.reps = 1 if args.quick else 3
     if args.mode:
         return _worker(args)
     sf, files = lake_scale(args)
@@ -106,11 +109,42 @@ def main(argv: list[str] | None = None) -> int:
             results[mode].append(json.loads(Path(out).read_text()))
             os.unlink(out)
     table = compare(results)
-    if args.json:
-        print(json.dumps(table, indent=2))
-    else:
-        print(render(table))
-    return 0
+    print(render(table), file=sys.stderr if args.json else sys.stdout)
+    extra = [f"--sf {sf:g}", f"--files {files}", f"--rounds {args.rounds}"] + (
+        [f"--queries {args.queries}"] if args.queries else [])
+    report = Report("bench_connect", f"lake.sql on Spark Connect against classic PySpark, TPC-DS sf={sf:g}",
+                    command_line("bench_connect", args, extra),
+                    {"sf": sf, "store_sales_files": files, "reps": args.reps, "rounds": args.rounds})
+    add_goals(report, table)
+    return finish(report, args)
+
+
+def add_goals(report: Report, t: dict[str, Any]) -> None:
+    """The table's figures as the report's timings, ratios, goals, checks and headlines."""
+    for mode in MODES:
+        rows = [r[mode] for r in t["queries"] if "plan_s" in r[mode]]
+        report.timing("planning (per query)", mode, [r["plan_s"] for r in rows])
+        report.timing("run (per query)", mode, [r["run_s"] for r in rows])
+    report.ratio("median planning, Connect / classic", t["plan_ratio"] or 0.0)
+    totals = t["run_total_s"]
+    report.ratio("run total, Connect / classic", totals["connect"] / totals["classic"] if totals["classic"] else 0.0)
+    share = t["classic_pruning_also_on_connect"] / max(1, t["pruning_queries"]["classic"])
+    report.goal("queries with the same rows in both modes", t["same_answers"], t["count"], unit="n", at_least=True)
+    report.goal("of the queries pruning in classic mode, share pruning on Connect", share, 0.9, unit="%",
+                at_least=True, note=f"{t['classic_pruning_also_on_connect']} of {t['pruning_queries']['classic']}")
+    report.goal("median planning, Connect / classic", t["plan_ratio"] or 0.0, 1.5, unit="x")
+    report.check("every answer the same in both modes", t["same_answers"] == t["count"],
+                 ", ".join(r["query"] for r in t["queries"] if not r["same_answer"]))
+    from benchmarks.bench_dfp import ITEM_JOIN_NAME
+    star = next((r for r in t["queries"] if r["query"] == ITEM_JOIN_NAME), None)
+    if star is not None and "rows_selected" in star["classic"] and "rows_selected" in star["connect"]:
+        same = star["classic"]["rows_selected"].get("store_sales") == star["connect"]["rows_selected"].get("store_sales")
+        report.check("the item star join plans the same store_sales rows", same,
+                     f"classic {star['classic']['rows_selected'].get('store_sales')}, "
+                     f"Connect {star['connect']['rows_selected'].get('store_sales')}")
+    report.headline("classic pruning queries that prune on Connect", share, unit="%")
+    report.headline("median planning, Connect / classic", t["plan_ratio"] or 0.0, unit="x")
+    report.extra["comparison"] = t
 
 
 def _lake(base: Path, sf: float, files: int) -> Path:

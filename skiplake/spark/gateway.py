@@ -93,3 +93,10 @@ class _Class:
 
 
 _CLASSES: dict[tuple[int, str], _Class] = {}
+
+
+def plan_size(plan: Any) -> int:
+    """Spark's estimate of the size of a logical plan's output, in bytes (what its broadcast
+    decision uses). It is a Scala BigInt: py4j hands it over as a Python int when it fits."""
+    size = plan.stats().sizeInBytes()
+    return int(size if isinstance(size, int) else size.toString())

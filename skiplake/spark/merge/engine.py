@@ -34,7 +34,7 @@ from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
 from skiplake.spark.explain_text import estimated_size
-from skiplake.spark.gateway import is_connect
+from skiplake.spark.gateway import is_connect, plan_size
 from skiplake.spark.merge.clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from skiplake.spark.merge.conditions import Sides, key_equalities
 from skiplake.spark.merge.pruning import target_filter
@@ -288,11 +288,8 @@ def broadcastable(df: DataFrame) -> bool:
             return False
         return size is not None and 0 <= size <= threshold
     try:
-        jdf = df._jdf  # type: ignore[attr-defined]
         threshold = int(df.sparkSession._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[attr-defined]
-        # A Scala BigInt: py4j hands it over as a Python int when it fits.
-        estimate = jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
-        size = int(estimate if isinstance(estimate, int) else estimate.toString())
+        size = plan_size(df._jdf.queryExecution().optimizedPlan())  # type: ignore[attr-defined]
     except Exception:
         return False
     return 0 <= size <= threshold

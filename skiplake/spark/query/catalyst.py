@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from skiplake.spark.gateway import jvm_class
+from skiplake.spark.gateway import jvm_class, plan_size
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -73,8 +73,7 @@ def relation_tag(plan: Any, number: int, option: str) -> str | None:
 
 def size_in_bytes(plan: Any, number: int) -> int:
     """Spark's estimate of the size of a node's output (what its broadcast decision uses)."""
-    size = plan.apply(number).stats().sizeInBytes()
-    return int(size if isinstance(size, int) else size.toString())
+    return plan_size(plan.apply(number))
 
 
 def frame_of(spark: "SparkSession", plan: Any, number: int) -> "DataFrame":
