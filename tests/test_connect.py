@@ -104,17 +104,20 @@ def test_a_bucket_join_reads_bucketed_catalog_tables_that_follow_the_table(spark
     before = _bucketed_catalog_tables(spark)
     spec = skiplake.BucketSpec(4, "k")
     tables = {}
+    schema = "k bigint, v string, st struct<a: int, `b c`: array<string>>"  # the catalog table spells it too
     for name, props in (("l", {}), ("r", {"delta.enableDeletionVectors": "true"})):
-        tables[name] = lake.create_table(name, "k bigint, v string", bucket_by=spec, properties=props)
-        tables[name].append(spark.range(200).selectExpr("id AS k", "CAST(id AS STRING) AS v"))
+        tables[name] = lake.create_table(name, schema, bucket_by=spec, properties=props)
+        tables[name].append(spark.range(200).selectExpr(
+            "id AS k", "CAST(id AS STRING) AS v", "named_struct('a', CAST(id AS INT), 'b c', array('x')) AS st"))
     report = lake.explain_join("l", "r", on="k")
     assert report.bucketed, report.reason
     df = lake.bucket_join("l", "r", on="k")
     text = df._explain_string(mode="simple")
     assert "Exchange" not in text and text.count("Bucketed: true") == 2, text
-    assert df.count() == 200
+    rows = df.collect()
+    assert len(rows) == 200 and all(r[2]["a"] == r[0] and r[2]["b c"] == ["x"] for r in rows)
     assert len(_bucketed_catalog_tables(spark) - before) == 2
-    tables["l"].append(spark.range(150, 300).selectExpr("id AS k", "'new' AS v"))
+    tables["l"].append(spark.range(150, 300).selectExpr("id AS k", "'new' AS v", "NULL AS st"))
     tables["l"].delete("k < 20")
     assert lake.explain_join("l", "r", on="k").bucketed
     assert lake.bucket_join("l", "r", on="k").count() == 180 + 50

@@ -60,9 +60,13 @@ def bucketed_read(spark: "SparkSession", snapshot: Snapshot, files: Sequence[Add
                   spec: BucketSpec) -> BucketedRead | str:
     """A bucketed read of `files` (each carrying its bucket id, in Hive-style folders), or why
     Spark's listing of the table cannot give it."""
-    table = _register(spark, snapshot, spec, _location(snapshot, files))
-    spark.sql(f"REFRESH TABLE {table}")
-    listed = {spark_file_key(p): p for p in spark.table(table).inputFiles()}
+    try:
+        table = _register(spark, snapshot, spec, _location(snapshot, files))
+        spark.sql(f"REFRESH TABLE {table}")
+        listed = {spark_file_key(p): p for p in spark.table(table).inputFiles()}
+    except Exception as e:  # any failure (a read-only metastore, say) leaves Spark's own join, which is right
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"registering a bucketed catalog table in {DATABASE} failed ({first[:200]})"
     root = resolve(snapshot.table_path)
     paths = []
     for f in files:
