@@ -117,7 +117,7 @@ def test_a_bucket_join_reads_bucketed_catalog_tables_that_follow_the_table(spark
     rows = df.collect()
     assert len(rows) == 200 and all(r[2]["a"] == r[0] and r[2]["b c"] == ["x"] for r in rows)
     assert len(_bucketed_catalog_tables(spark) - before) == 2
-    tables["l"].append(spark.range(150, 300).selectExpr("id AS k", "'new' AS v", "NULL AS st"))
+    tables["l"].append(spark.range(150, 300).selectExpr("id AS k", "'new' AS v", "CAST(NULL AS struct<a: int, `b c`: array<string>>) AS st"))
     tables["l"].delete("k < 20")
     assert lake.explain_join("l", "r", on="k").bucketed
     assert lake.bucket_join("l", "r", on="k").count() == 180 + 50

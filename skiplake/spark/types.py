@@ -81,7 +81,8 @@ def schema_differences(table: Schema, incoming: Schema, merge_schema: bool) -> t
             else:
                 problems.append(f"column {f.name!r} ({type_name(f.type)}) is not in the table")
             continue
-        if _strip(t.type) != _strip(f.type) and (f.type, t.type) not in _WIDENING:
+        widens = isinstance(f.type, str) and isinstance(t.type, str) and (f.type, t.type) in _WIDENING
+        if _strip(t.type) != _strip(f.type) and not widens:
             problems.append(f"column {f.name!r} is {type_name(f.type)} in the DataFrame but "
                             f"{type_name(t.type)} in the table")
     for t in table.fields:

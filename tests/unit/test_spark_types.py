@@ -1,6 +1,6 @@
-"""The column list skiplake writes into a Spark CREATE TABLE (bucketed catalog tables under Spark Connect)."""
-from skiplake.log.schema import Schema
-from skiplake.spark.types import ddl
+"""Spark types as skiplake spells them: the column list of a CREATE TABLE, and the write-time schema check."""
+from skiplake.log.schema import Field, Schema
+from skiplake.spark.types import ddl, schema_differences
 
 
 def test_ddl_quotes_every_name_and_spells_nested_types():
@@ -17,3 +17,13 @@ def test_ddl_quotes_every_name_and_spells_nested_types():
     ]})
     assert ddl(schema) == ("`id` bigint, `my col` decimal(9,2), `a``b` timestamp_ntz, "
                            "`s` STRUCT<`x.y`: int, `tags`: ARRAY<string>>, `m` MAP<string, double>")
+
+
+def test_a_primitive_or_null_column_for_a_nested_one_is_a_difference_not_a_crash():
+    nested = {"type": "struct", "fields": [{"name": "a", "type": "integer", "nullable": True, "metadata": {}}]}
+    table = Schema((Field("st", nested),))
+    for incoming in ("void", "string"):
+        problems, new = schema_differences(table, Schema((Field("st", incoming),)), merge_schema=False)
+        assert new == [] and len(problems) == 1 and "struct<a:integer> in the table" in problems[0]
+    problems, _ = schema_differences(Schema((Field("v", "long"),)), Schema((Field("v", "integer"),)), False)
+    assert problems == []  # a lossless widening is accepted
