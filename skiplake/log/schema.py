@@ -9,7 +9,7 @@ import datetime as dt
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 PRIMITIVE_TYPES = {
     "string", "long", "integer", "short", "byte", "float", "double", "boolean",
@@ -67,17 +67,19 @@ def plain_kind(type_: Any) -> type | None:
     return _PLAIN_KINDS.get(type_) if isinstance(type_, str) else None
 
 
-def type_name(type_: Any) -> str:
-    """A short readable name of a (possibly nested) type, for error messages."""
+def type_name(type_: Any, leaf: Callable[[str], str] = str, field_name: Callable[[str], str] = str) -> str:
+    """A short readable name of a (possibly nested) type, for error messages; `leaf` and
+    `field_name` spell primitive types and field names otherwise (Spark DDL, say)."""
     if isinstance(type_, str):
-        return type_
+        return leaf(type_)
     kind = type_.get("type")
     if kind == "array":
-        return f"array<{type_name(type_['elementType'])}>"
+        return f"array<{type_name(type_['elementType'], leaf, field_name)}>"
     if kind == "map":
-        return f"map<{type_name(type_['keyType'])},{type_name(type_['valueType'])}>"
+        return f"map<{type_name(type_['keyType'], leaf, field_name)},{type_name(type_['valueType'], leaf, field_name)}>"
     if kind == "struct":
-        return "struct<" + ",".join(f"{f['name']}:{type_name(f['type'])}" for f in type_["fields"]) + ">"
+        return "struct<" + ",".join(f"{field_name(f['name'])}:{type_name(f['type'], leaf, field_name)}"
+                                    for f in type_["fields"]) + ">"
     return str(kind)
 
 

@@ -36,19 +36,10 @@ def spark_type(type_: Any) -> DataType:
 
 def ddl(schema: Schema) -> str:
     """The columns of `schema` as the column list of a Spark `CREATE TABLE`."""
-    return ", ".join(f"{_quoted(f.name)} {_ddl_type(f.type)}" for f in schema.fields)
+    return ", ".join(f"{_quoted(f.name)} {type_name(f.type, _spark_name, _quoted)}" for f in schema.fields)
 
 
-def _ddl_type(type_: Any) -> str:
-    if isinstance(type_, str):
-        return spark_type(type_).simpleString()
-    kind = type_.get("type")
-    if kind == "array":
-        return f"ARRAY<{_ddl_type(type_['elementType'])}>"
-    if kind == "map":
-        return f"MAP<{_ddl_type(type_['keyType'])}, {_ddl_type(type_['valueType'])}>"
-    if kind == "struct":
-        return "STRUCT<" + ", ".join(f"{_quoted(f['name'])}: {_ddl_type(f['type'])}" for f in type_["fields"]) + ">"
+def _spark_name(type_: str) -> str:
     return spark_type(type_).simpleString()
 
 

@@ -16,7 +16,7 @@ def test_ddl_quotes_every_name_and_spells_nested_types():
                                "valueContainsNull": True}, "nullable": True, "metadata": {}},
     ]})
     assert ddl(schema) == ("`id` bigint, `my col` decimal(9,2), `a``b` timestamp_ntz, "
-                           "`s` STRUCT<`x.y`: int, `tags`: ARRAY<string>>, `m` MAP<string, double>")
+                           "`s` struct<`x.y`:int,`tags`:array<string>>, `m` map<string,double>")
 
 
 def test_a_primitive_or_null_column_for_a_nested_one_is_a_difference_not_a_crash():
