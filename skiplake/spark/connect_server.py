@@ -7,6 +7,7 @@ Python workers (Z-order's mapInArrow) run this interpreter, which has skiplake a
 """
 from __future__ import annotations
 
+import atexit
 import glob
 import os
 import socket
@@ -87,6 +88,9 @@ def start(conf: dict[str, str], master: str = "local[2]", port: int | None = Non
     out = open(log_path, "w") if log is None else log
     process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     server = ConnectServer(f"sc://127.0.0.1:{port}", port, process, log_path)
+    # Its own session keeps it alive past this interpreter otherwise: a client that never calls
+    # stop() would leave a JVM behind.
+    atexit.register(server.stop)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
