@@ -33,9 +33,12 @@ LOG_DIR = "_delta_log"
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
 
-# Protocol features this implementation reads and writes correctly.
-SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors", "columnMapping"}
-SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz", "deletionVectors", "columnMapping"}
+# Protocol features this implementation reads and writes correctly. vacuumProtocolCheck asks
+# readers for nothing and writers only that VACUUM checks the write protocol, which skiplake's
+# VACUUM does for every table (skiplake.log.vacuum).
+SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolCheck"}
+SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz", "deletionVectors", "columnMapping",
+                             "vacuumProtocolCheck"}
 
 
 LAST_CHECKPOINT = "_last_checkpoint"

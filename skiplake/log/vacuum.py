@@ -16,7 +16,7 @@ from skiplake.log.deletion_vectors import dv_files
 from skiplake.log.location import is_remote, join, norm
 from skiplake.log.paths import file_key
 from skiplake.log.s3 import PROBE_PREFIX
-from skiplake.log.snapshot import LOG_DIR, Snapshot
+from skiplake.log.snapshot import LOG_DIR, Snapshot, check_writable
 from skiplake.log.stores import storage_at
 
 # A commit's temporary file lives for milliseconds; one this old belongs to a dead writer.
@@ -37,6 +37,9 @@ class VacuumResult:
 
 def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False, force: bool = False) -> VacuumResult:
     snapshot = Snapshot.load(table_path)
+    # The write protocol, for every table (as the vacuumProtocolCheck feature asks): a writer
+    # feature skiplake does not know may keep files that the log alone does not name.
+    check_writable(table_path, snapshot.protocol)
     minimum_ms = parse_interval_ms(snapshot.configuration.get("delta.deletedFileRetentionDuration"),
                                    DEFAULT_TOMBSTONE_RETENTION_MS)
     if retention_hours * 3_600_000 < minimum_ms and not force:
