@@ -44,9 +44,11 @@ class Protocol:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Protocol":
-        rf, wf = d.get("readerFeatures"), d.get("writerFeatures")
-        return Protocol(int(d["minReaderVersion"]), int(d["minWriterVersion"]),
-                        tuple(rf) if rf is not None else None, tuple(wf) if wf is not None else None)
+        rf = _field(d, "protocol", "readerFeatures", list)
+        wf = _field(d, "protocol", "writerFeatures", list)
+        return Protocol(_field(d, "protocol", "minReaderVersion", int, required=True),
+                        _field(d, "protocol", "minWriterVersion", int, required=True),
+                        _names(rf, "protocol.readerFeatures"), _names(wf, "protocol.writerFeatures"))
 
 
 @dataclass(frozen=True)
@@ -87,16 +89,37 @@ class Metadata:
             "configuration": dict(self.configuration), "createdTime": self.createdTime,
         }
 
+    def problems(self) -> list[str]:
+        """What makes this metaData unusable as a table's (empty when it is usable). from_json
+        takes what the log holds as it is: a later commit may replace a metaData action, and only
+        the one in force has to be whole (a Delta Live Tables table's first one has no schema)."""
+        out = []
+        if not isinstance(self.id, str):
+            out.append(f"metaData.id is {_shown(self.id)}, not a string")
+        if not isinstance(self.schemaString, str):
+            out.append(f"metaData.schemaString is {_shown(self.schemaString)}, not a string")
+        else:
+            try:
+                self.schema
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                out.append(f"metaData.schemaString is not a Delta schema ({type(e).__name__}: {e})")
+        if not all(isinstance(c, str) for c in self.partitionColumns):
+            out.append(f"metaData.partitionColumns is {_shown(list(self.partitionColumns))}, not a list of names")
+        if not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in self.configuration.items()):
+            out.append("metaData.configuration holds a key or value that is not a string")
+        return out
+
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Metadata":
-        fmt = d.get("format") or {}
+        fmt = _field(d, "metaData", "format", dict, default={})
         return Metadata(
-            id=d["id"], schemaString=d["schemaString"],
-            partitionColumns=tuple(d.get("partitionColumns") or ()),
-            configuration=dict(d.get("configuration") or {}),
+            id=d.get("id"), schemaString=d.get("schemaString"),  # type: ignore[arg-type]  # see problems()
+            partitionColumns=tuple(_field(d, "metaData", "partitionColumns", list, default=[])),
+            configuration=dict(_field(d, "metaData", "configuration", dict, default={})),
             name=d.get("name"), description=d.get("description"),
-            format=Format(fmt.get("provider", "parquet"), dict(fmt.get("options") or {})),
-            createdTime=d.get("createdTime"),
+            format=Format(str(fmt.get("provider") or "parquet"),
+                          dict(_field(fmt, "metaData.format", "options", dict, default={}))),
+            createdTime=_field(d, "metaData", "createdTime", int),
         )
 
 
@@ -120,9 +143,13 @@ class AddFile:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "AddFile":
-        return AddFile(d["path"], dict(d.get("partitionValues") or {}), int(d["size"]),
-                       int(d.get("modificationTime") or 0), bool(d.get("dataChange", True)),
-                       d.get("stats"), d.get("tags"), d.get("deletionVector"))
+        return AddFile(_field(d, "add", "path", str, required=True),
+                       _string_map(d, "add", "partitionValues", default={}),
+                       _field(d, "add", "size", int, required=True),
+                       _field(d, "add", "modificationTime", int, default=0),
+                       _field(d, "add", "dataChange", bool, default=True),
+                       _field(d, "add", "stats", str), _string_map(d, "add", "tags"),
+                       _field(d, "add", "deletionVector", dict))
 
     def remove(self, timestamp: int | None = None, data_change: bool = True) -> "RemoveFile":
         return RemoveFile(self.path, timestamp if timestamp is not None else now_ms(), data_change,
@@ -157,9 +184,12 @@ class RemoveFile:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "RemoveFile":
-        return RemoveFile(d["path"], d.get("deletionTimestamp"), bool(d.get("dataChange", True)),
-                          d.get("extendedFileMetadata"), d.get("partitionValues"), d.get("size"),
-                          d.get("tags"), d.get("deletionVector"))
+        return RemoveFile(_field(d, "remove", "path", str, required=True),
+                          _field(d, "remove", "deletionTimestamp", int),
+                          _field(d, "remove", "dataChange", bool, default=True),
+                          _field(d, "remove", "extendedFileMetadata", bool),
+                          _string_map(d, "remove", "partitionValues"), _field(d, "remove", "size", int),
+                          _string_map(d, "remove", "tags"), _field(d, "remove", "deletionVector", dict))
 
 
 @dataclass(frozen=True)
@@ -173,7 +203,8 @@ class Txn:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Txn":
-        return Txn(d["appId"], int(d["version"]), d.get("lastUpdated"))
+        return Txn(_field(d, "txn", "appId", str, required=True), _field(d, "txn", "version", int, required=True),
+                   _field(d, "txn", "lastUpdated", int))
 
 
 @dataclass(frozen=True)
@@ -228,6 +259,50 @@ _PARSERS = {
 }
 
 
+class FieldError(ValueError):
+    """A field of a log action that is missing, or of another type than the protocol's."""
+
+
+_KINDS = {str: "a string", int: "an integer", bool: "a boolean", list: "a list", dict: "an object"}
+
+
+def _field(d: dict[str, Any], action: str, name: str, kind: type, required: bool = False,
+           default: Any = None) -> Any:
+    """Field `name` of an action's JSON object, checked to be of `kind` (or absent)."""
+    if not isinstance(d, dict):
+        raise FieldError(f"{action} is {_shown(d)}, not an object")
+    value = d.get(name)
+    if value is None:
+        if required:
+            raise FieldError(f"{action}.{name} is missing (null)")
+        return default
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise FieldError(f"{action}.{name} is {_shown(value)}, not {_KINDS[kind]}")
+    return value
+
+
+def _names(values: list | None, where: str) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if not all(isinstance(v, str) for v in values):
+        raise FieldError(f"{where} is {_shown(values)}, not a list of names")
+    return tuple(values)
+
+
+def _string_map(d: dict[str, Any], action: str, name: str, default: Any = None) -> dict[str, str | None] | None:
+    """A map field (partitionValues, tags): string keys to string or null values."""
+    value = _field(d, action, name, dict)
+    if value is None:
+        return default
+    if not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()):
+        raise FieldError(f"{action}.{name} is {_shown(value)}, not a map of strings")
+    return dict(value)
+
+
+def _shown(value: Any) -> str:
+    return "missing (null)" if value is None else f"{type(value).__name__} {value!r}"[:80]
+
+
 def action_to_line(action: Action) -> str:
     return json.dumps({_NAMES[type(action)]: action.to_json()}, separators=(",", ":"))
 
@@ -240,5 +315,7 @@ def parse_action(obj: dict[str, Any]) -> Action | None:
     """One decoded JSON line to an action; None for actions this reader does not model (cdc, domainMetadata…)."""
     for key, parser in _PARSERS.items():
         if key in obj:
+            if not isinstance(obj[key], dict):
+                raise FieldError(f"{key} is {_shown(obj[key])}, not an object")
             return parser(obj[key])
     return None

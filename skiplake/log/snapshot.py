@@ -127,8 +127,8 @@ def read_commit(storage: Storage, version: int) -> list[Action]:
             raise CorruptLogError(where, f"line {i} is not a JSON object")
         try:
             action = parse_action(obj)
-        except (KeyError, TypeError, ValueError) as e:
-            raise CorruptLogError(where, f"line {i} lacks a required field ({e})") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CorruptLogError(where, f"line {i}: {e}") from None
         if action is not None:
             actions.append(action)
     return actions
@@ -325,7 +325,7 @@ class Snapshot:
         # 2. the newest readable checkpoint, 3. the commits after it
         state = _checkpoint_state(table_path, storage, listing, starts)
         for v in range(state.version + 1, target + 1):
-            state.apply(v, read_commit(storage, v), listing.commits[v].mtime_ms)
+            state.apply(v, read_commit(storage, v), listing.commits[v].mtime_ms, storage.where(commit_name(v)))
         if state.protocol is None or state.metadata is None:
             raise CorruptLogError(join(table_path, LOG_DIR),
                                   f"no protocol or metaData action up to version {target}")
@@ -334,6 +334,9 @@ class Snapshot:
     @staticmethod
     def _from_state(table_path: str, storage: Storage, state: "_ReplayState") -> "Snapshot":
         assert state.protocol is not None and state.metadata is not None
+        problems = state.metadata.problems()
+        if problems:
+            raise CorruptLogError(state.metadata_where or join(table_path, LOG_DIR), "; ".join(problems))
         check_readable(table_path, state.protocol)
         files, tombstones = state.tables()
         # Column mapping: partition values and stats under the logical names planning uses (the
@@ -427,8 +430,9 @@ class _ReplayState:
     added: dict[FileKey, AddFile] = field(default_factory=dict)
     removed: dict[FileKey, RemoveFile] = field(default_factory=dict)
     timestamp: int = 0
+    metadata_where: str = ""          # the log file the metaData in force comes from
 
-    def apply(self, version: int, actions: list[Action], file_time_ms: int) -> None:
+    def apply(self, version: int, actions: list[Action], file_time_ms: int, where: str = "") -> None:
         commit_ts: int | None = None
         for action in actions:
             if isinstance(action, AddFile):
@@ -440,7 +444,7 @@ class _ReplayState:
                 self.removed[key] = action
                 self.added.pop(key, None)
             elif isinstance(action, Metadata):
-                self.metadata = action
+                self.metadata, self.metadata_where = action, where
             elif isinstance(action, Protocol):
                 self.protocol = action
             elif isinstance(action, Txn):
@@ -464,18 +468,34 @@ def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, st
     for i, start in enumerate(starts):
         if start < 0:
             break
+        where = storage.where(listing.checkpoints[start][0])
         try:
             cp = read_checkpoint(storage, listing.checkpoints[start])
+            try:
+                protocol, metadata, txns = _checkpoint_singletons(cp)
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                raise CorruptLogError(where, f"a protocol, metaData or txn row is malformed ({type(e).__name__}: {e})"
+                                      ) from None
+            adds, removes = _struct_column(cp, "add", FILES_SCHEMA), _struct_column(cp, "remove", TOMBSTONES_SCHEMA)
+            _check_required(where, "add", adds, ("path", "size"))
+            _check_required(where, "remove", removes, ("path",))
         except CorruptLogError:
             if i + 1 == len(starts):
                 raise
             log.warning("checkpoint %d of %s is unreadable; replaying from an older state", start, table_path)
             continue
-        protocol, metadata, txns = _checkpoint_singletons(cp)
-        return _ReplayState(start, protocol, metadata, txns, _struct_column(cp, "add", FILES_SCHEMA),
-                            _struct_column(cp, "remove", TOMBSTONES_SCHEMA),
-                            timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0)
+        return _ReplayState(start, protocol, metadata, txns, adds, removes,
+                            timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0,
+                            metadata_where=where)
     return _ReplayState()
+
+
+def _check_required(where: str, action: str, rows: pa.Table, fields: tuple[str, ...]) -> None:
+    """A checkpoint's actions carry the fields the protocol requires of them."""
+    for name in fields:
+        missing = rows.column(name).null_count
+        if missing:
+            raise CorruptLogError(where, f"{action}.{name} is missing (null) in {missing} of {rows.num_rows} rows")
 
 
 def add_files_from_arrow(files: pa.Table) -> list[AddFile]:
