@@ -142,6 +142,18 @@ class CorruptLogError(SkiplakeError):
         )
 
 
+class CorruptPartitionValueError(CorruptLogError):
+    """A partition value in the log that does not parse as its column's type."""
+
+    def __init__(self, value: str, type_name: str, detail: str) -> None:
+        self.file = ""
+        self.value = value
+        SkiplakeError.__init__(
+            self, f"a partition value in the Delta log is corrupt: {value!r} is not a {type_name} ({detail}). "
+                  "Another writer or a manual edit damaged the log; restore it from a backup."
+        )
+
+
 class CorruptDeletionVectorError(SkiplakeError):
     def __init__(self, where: str, detail: str) -> None:
         self.where = where

@@ -11,6 +11,7 @@ import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from skiplake.errors import CorruptPartitionValueError
 from skiplake.log.schema import INTEGER_TYPES, is_decimal, is_primitive
 
 TIMESTAMP_TYPES = ("timestamp", "timestamp_ntz")
@@ -42,10 +43,18 @@ def float32(value: float) -> float:
 
 
 def parse_partition_value(text: str | None, type_: Any) -> Any:
-    """A partition value string of the log to a typed value; None stays None."""
+    """A partition value string of the log to a typed value; None stays None. Text that is not
+    of the type is a CorruptPartitionValueError."""
     # Delta (and Spark's Hive layout) store NULL and '' alike as a null partition value.
     if text is None or text == "" or not is_primitive(type_):
         return None if text in (None, "") else text
+    try:
+        return _typed_partition_value(text, type_)
+    except (ValueError, ArithmeticError) as e:  # int(), float(), Decimal(), fromisoformat()
+        raise CorruptPartitionValueError(text, str(type_), str(e) or type(e).__name__) from None
+
+
+def _typed_partition_value(text: str, type_: Any) -> Any:
     if type_ == "string":
         return text
     if type_ in INTEGER_TYPES:

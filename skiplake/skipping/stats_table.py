@@ -248,10 +248,10 @@ class StatsTable:
         records: list[float] = []
         cols: dict[str, tuple[list, list, list]] = {name: ([], [], []) for name in names}
         for text in self.files.column("stats").to_pylist():
-            stats = json.loads(text, parse_float=Decimal) if text else {}
+            stats = _stats_object(text)
             nr = stats.get("numRecords")
             records.append(float(nr) if isinstance(nr, int) else np.nan)
-            mins, maxs, nulls = (stats.get("minValues") or {}), (stats.get("maxValues") or {}), (stats.get("nullCount") or {})
+            mins, maxs, nulls = (_object(stats.get(k)) for k in ("minValues", "maxValues", "nullCount"))
             for name in names:
                 t = self.schema.field(name).type
                 lo_l, hi_l, nc_l = cols[name]
@@ -339,3 +339,19 @@ def _safe_array(values: list, type_: pa.DataType | None) -> pa.Array:
         return pa.array(values, type=type_)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return pa.nulls(len(values), type=type_ or pa.null())
+
+
+def _stats_object(text: str | None) -> dict:
+    """A file's stats as the log holds them; unreadable stats (not a JSON object) are no stats: the
+    file is then never skipped by them, which costs pruning and never rows."""
+    if not text:
+        return {}
+    try:
+        stats = json.loads(text, parse_float=Decimal)
+    except ValueError:
+        return {}
+    return stats if isinstance(stats, dict) else {}
+
+
+def _object(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
