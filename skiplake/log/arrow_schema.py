@@ -73,6 +73,18 @@ CHECKPOINT_SCHEMA = pa.schema([
     ("protocol", PROTOCOL_TYPE),
 ])
 
+# V2 checkpoints: their one checkpointMetadata row, and a row per sidecar file of file actions.
+CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64()), ("tags", STRING_MAP)])
+SIDECAR_TYPE = pa.struct([
+    ("path", pa.string()),
+    ("sizeInBytes", pa.int64()),
+    ("modificationTime", pa.int64()),
+    ("tags", STRING_MAP),
+])
+V2_CHECKPOINT_SCHEMA = pa.schema([*CHECKPOINT_SCHEMA, ("checkpointMetadata", CHECKPOINT_METADATA_TYPE),
+                                  ("sidecar", SIDECAR_TYPE)])
+SIDECAR_SCHEMA = pa.schema([("add", ADD_TYPE), ("remove", REMOVE_TYPE)])
+
 # A snapshot's live files: the add struct's fields as top-level columns.
 FILES_SCHEMA = pa.schema(list(ADD_TYPE))
 TOMBSTONES_SCHEMA = pa.schema(list(REMOVE_TYPE))

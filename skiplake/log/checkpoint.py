@@ -4,12 +4,15 @@ from __future__ import annotations
 import io
 import json
 import re
+import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skiplake.log.actions import now_ms
-from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, METADATA_TYPE, PROTOCOL_TYPE, REMOVE_TYPE, TXN_TYPE
+from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, REMOVE_TYPE, SIDECAR_SCHEMA, V2_CHECKPOINT_SCHEMA
+from skiplake.log.checkpoint_read import SIDECAR_DIR
+from skiplake.log.features import V2_CHECKPOINT, supports
 from skiplake.log.snapshot import LAST_CHECKPOINT, Snapshot, checkpoint_name
 from skiplake.log.storage import Storage
 
@@ -36,12 +39,8 @@ def checkpoint_interval(snapshot: Snapshot) -> int:
         return DEFAULT_INTERVAL
 
 
-def _nulls(n: int, type_: pa.DataType) -> pa.Array:
-    return pa.nulls(n, type_)
-
-
-def checkpoint_table(snapshot: Snapshot) -> pa.Table:
-    """One row per action: protocol, metaData, each txn, each live add, each unexpired remove."""
+def _file_actions(snapshot: Snapshot) -> tuple[pa.StructArray, pa.StructArray]:
+    """(live adds, unexpired removes) as the checkpoint's add and remove structs."""
     retention = parse_interval_ms(snapshot.configuration.get("delta.deletedFileRetentionDuration"),
                                   DEFAULT_TOMBSTONE_RETENTION_MS)
     cutoff = now_ms() - retention
@@ -49,7 +48,6 @@ def checkpoint_table(snapshot: Snapshot) -> pa.Table:
     if tomb.num_rows:
         ts = tomb.column("deletionTimestamp").to_pylist()
         tomb = tomb.filter(pa.array([t is None or t >= cutoff for t in ts]))
-
     # Adds are written with dataChange=false: a checkpoint carries state, not a change.
     # The log's own rows: with column mapping, `files` has logical keys for planning.
     source = snapshot.log_files if snapshot.log_files is not None else snapshot.files
@@ -59,6 +57,11 @@ def checkpoint_table(snapshot: Snapshot) -> pa.Table:
                                       fields=list(ADD_TYPE))
     removes = pa.StructArray.from_arrays([tomb.column(n).combine_chunks() for n in tomb.column_names],
                                          fields=list(REMOVE_TYPE))
+    return adds, removes
+
+
+def _singleton_rows(snapshot: Snapshot) -> list[dict]:
+    """The protocol, metaData and txn actions, one row dict per action."""
     md = snapshot.metadata
     meta_row = {
         "id": md.id, "name": md.name, "description": md.description,
@@ -70,42 +73,80 @@ def checkpoint_table(snapshot: Snapshot) -> pa.Table:
     proto_row = {"minReaderVersion": p.minReaderVersion, "minWriterVersion": p.minWriterVersion,
                  "readerFeatures": list(p.readerFeatures) if p.readerFeatures is not None else None,
                  "writerFeatures": list(p.writerFeatures) if p.writerFeatures is not None else None}
-    txns = [{"appId": t.appId, "version": t.version, "lastUpdated": t.lastUpdated}
-            for t in snapshot.txns.values()]
+    rows = [{"protocol": proto_row}, {"metaData": meta_row}]
+    rows += [{"txn": {"appId": t.appId, "version": t.version, "lastUpdated": t.lastUpdated}}
+             for t in snapshot.txns.values()]
+    return rows
 
-    n_head = 2 + len(txns)
-    head = pa.table({
-        "txn": pa.array([None, None] + txns, TXN_TYPE),
-        "add": _nulls(n_head, ADD_TYPE),
-        "remove": _nulls(n_head, REMOVE_TYPE),
-        "metaData": pa.array([None, meta_row] + [None] * len(txns), METADATA_TYPE),
-        "protocol": pa.array([proto_row, None] + [None] * len(txns), PROTOCOL_TYPE),
-    }, schema=CHECKPOINT_SCHEMA)
-    add_part = pa.table({
-        "txn": _nulls(len(adds), TXN_TYPE), "add": adds, "remove": _nulls(len(adds), REMOVE_TYPE),
-        "metaData": _nulls(len(adds), METADATA_TYPE), "protocol": _nulls(len(adds), PROTOCOL_TYPE),
-    }, schema=CHECKPOINT_SCHEMA)
-    remove_part = pa.table({
-        "txn": _nulls(len(removes), TXN_TYPE), "add": _nulls(len(removes), ADD_TYPE), "remove": removes,
-        "metaData": _nulls(len(removes), METADATA_TYPE), "protocol": _nulls(len(removes), PROTOCOL_TYPE),
-    }, schema=CHECKPOINT_SCHEMA)
-    return pa.concat_tables([head, add_part, remove_part])
+
+def _rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """One row per dict, its one key naming the column that holds it (the others null)."""
+    return pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}, schema=schema)
+
+
+def _with_files(head: pa.Table, adds: pa.StructArray, removes: pa.StructArray, schema: pa.Schema) -> pa.Table:
+    def part(column: str, values: pa.StructArray) -> pa.Table:
+        return pa.table({f.name: values if f.name == column else pa.nulls(len(values), f.type) for f in schema},
+                        schema=schema)
+    return pa.concat_tables([head, part("add", adds), part("remove", removes)])
+
+
+def checkpoint_table(snapshot: Snapshot) -> pa.Table:
+    """A V1 checkpoint: one row per action, protocol, metaData, each txn, each live add, each unexpired remove."""
+    adds, removes = _file_actions(snapshot)
+    return _with_files(_rows_table(_singleton_rows(snapshot), CHECKPOINT_SCHEMA), adds, removes, CHECKPOINT_SCHEMA)
+
+
+def _parquet_bytes(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="snappy")
+    return buf.getvalue()
+
+
+def uses_v2_checkpoints(snapshot: Snapshot) -> bool:
+    return supports(snapshot.protocol, V2_CHECKPOINT)
 
 
 def write_checkpoint(storage: Storage, snapshot: Snapshot) -> bool:
-    """Write the checkpoint of `snapshot` and point `_last_checkpoint` at it. False if one existed."""
-    table = checkpoint_table(snapshot)
-    buf = io.BytesIO()
-    pq.write_table(table, buf, compression="snappy")
-    data = buf.getvalue()
-    written = storage.put_if_absent(checkpoint_name(snapshot.version), data)
+    """Write the checkpoint of `snapshot` and point `_last_checkpoint` at it. False if one existed.
+
+    A table with the v2Checkpoint feature gets a UUID-named V2 checkpoint whose file actions are
+    in one sidecar file; any other table a classic V1 checkpoint."""
+    if uses_v2_checkpoints(snapshot):
+        name, rows, data = _write_v2(storage, snapshot)
+        written = True
+    else:
+        table = checkpoint_table(snapshot)
+        name, rows, data = checkpoint_name(snapshot.version), table.num_rows, _parquet_bytes(table)
+        written = storage.put_if_absent(name, data)
     last = read_last_checkpoint(storage)
     if last is None or int(last.get("version", -1)) < snapshot.version:
         storage.put(LAST_CHECKPOINT, json.dumps({
-            "version": snapshot.version, "size": table.num_rows, "sizeInBytes": len(data),
+            "version": snapshot.version, "size": rows, "sizeInBytes": len(data),
             "numOfAddFiles": snapshot.num_files,
         }).encode())
     return written
+
+
+def _write_v2(storage: Storage, snapshot: Snapshot) -> tuple[str, int, bytes]:
+    """(name, actions, bytes) of a new V2 checkpoint: the sidecar first, then the checkpoint that
+    names it, so a reader never finds a checkpoint whose sidecar is not there yet."""
+    adds, removes = _file_actions(snapshot)
+    rows = _singleton_rows(snapshot)
+    if len(adds) + len(removes):
+        sidecar = _with_files(SIDECAR_SCHEMA.empty_table(), adds, removes, SIDECAR_SCHEMA)
+        sidecar_data = _parquet_bytes(sidecar)
+        sidecar_name = f"{uuid.uuid4()}.parquet"
+        storage.put_if_absent(f"{SIDECAR_DIR}/{sidecar_name}", sidecar_data)
+        rows.append({"sidecar": {"path": sidecar_name, "sizeInBytes": len(sidecar_data),
+                                 "modificationTime": now_ms(), "tags": None}})
+    rows.append({"checkpointMetadata": {"version": snapshot.version,
+                                        "tags": [("numOfAddFiles", str(len(adds))),
+                                                 ("sidecarNumActions", str(len(adds) + len(removes)))]}})
+    data = _parquet_bytes(_rows_table(rows, V2_CHECKPOINT_SCHEMA))
+    name = f"{snapshot.version:020d}.checkpoint.{uuid.uuid4()}.parquet"
+    storage.put_if_absent(name, data)
+    return name, len(rows) + len(adds) + len(removes), data
 
 
 def read_last_checkpoint(storage: Storage) -> dict | None:

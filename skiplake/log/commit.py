@@ -15,6 +15,7 @@ from typing import Callable
 from skiplake.errors import CommitFailedError, TableAlreadyExistsError
 from skiplake.log.actions import Action, CommitInfo, Metadata, Protocol, encode_commit, now_ms
 from skiplake.log.checkpoint import checkpoint_interval, write_checkpoint
+from skiplake.log.cleanup import clean_expired_log
 from skiplake.log.snapshot import Snapshot, commit_name, log_storage, read_commit
 from skiplake.version import __version__
 
@@ -73,10 +74,15 @@ def _maybe_checkpoint(snapshot: Snapshot, version: int, commits: list[tuple[int,
         contiguous = [v for v, _ in commits] == list(range(snapshot.version + 1, version + 1))
         fresh = (snapshot.advanced(commits) if contiguous
                  else Snapshot.load(snapshot.table_path, version, snapshot.storage))
-        return write_checkpoint(snapshot.storage, fresh)
+        written = write_checkpoint(snapshot.storage, fresh)
     except Exception as e:  # the commit stands; a missing checkpoint only slows later loads
         log.warning("checkpoint at version %d of %s failed: %s", version, snapshot.table_path, e)
         return False
+    try:
+        clean_expired_log(snapshot.table_path, fresh.configuration, snapshot.storage)
+    except Exception as e:  # the commit and its checkpoint stand; cleanup runs again next time
+        log.warning("log cleanup of %s failed: %s", snapshot.table_path, e)
+    return written
 
 
 def put_first_commit(table_path: str, info: CommitInfo, protocol: Protocol, metadata: Metadata,

@@ -18,6 +18,8 @@ from skiplake.log.column_mapping import requested_mode
 
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 DELETION_VECTORS = "deletionVectors"
+V2_CHECKPOINT = "v2Checkpoint"
+CHECKPOINT_POLICY = "delta.checkpointPolicy"   # "v2" asks for V2 checkpoints, "classic" (default) not
 # The writer features a legacy writer version implies (each includes the ones before it).
 _LEGACY_WRITER = {
     2: ("appendOnly", "invariants"),
@@ -42,6 +44,8 @@ def wanted_features(configuration: Mapping[str, str]) -> list[str]:
     wanted = [DELETION_VECTORS] if deletion_vectors_enabled(configuration) else []
     if requested_mode(configuration) != "none":
         wanted.append(COLUMN_MAPPING)
+    if str(configuration.get(CHECKPOINT_POLICY, "classic")).strip().lower() == "v2":
+        wanted.append(V2_CHECKPOINT)
     return wanted
 
 

@@ -10,35 +10,42 @@ import logging
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, parse_action
-from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
+from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
+from skiplake.log.checkpoint_read import adds_to_arrow, read_checkpoint, removes_to_arrow
 from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.location import join
 from skiplake.log.schema import Schema
 from skiplake.log.storage import FileInfo, Storage
 from skiplake.log.stores import storage_at
+from skiplake.log.type_widening import FEATURES as TYPE_WIDENING
+from skiplake.log.type_widening import unsupported_changes
 
 log = logging.getLogger("skiplake.snapshot")
 
 LOG_DIR = "_delta_log"
 COMMIT_RE = re.compile(r"^(\d{20})\.json$")
 CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+# A V2 checkpoint named by a UUID, in JSON or Parquet.
+UUID_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}\.(?:json|parquet)$")
 
 # Protocol features this implementation reads and writes correctly. vacuumProtocolCheck asks
 # readers for nothing and writers only that VACUUM checks the write protocol, which skiplake's
 # VACUUM does for every table (skiplake.log.vacuum).
-SUPPORTED_READER_FEATURES = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolCheck"}
-SUPPORTED_WRITER_FEATURES = {"appendOnly", "invariants", "timestampNtz", "deletionVectors", "columnMapping",
-                             "vacuumProtocolCheck"}
+# Type widening: Spark's Parquet reader reads older files as the wider type; skiplake never
+# changes a column's type itself, and keeps the schema's records of past changes. Variant:
+# Spark 4 reads and writes the VARIANT type (shredded files included).
+_BOTH = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolCheck", "v2Checkpoint",
+         *TYPE_WIDENING, "variantType", "variantType-preview"}
+SUPPORTED_READER_FEATURES = _BOTH | {"variantShredding-preview", "variantShredding"}
+SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants"}
 
 
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -75,22 +82,30 @@ class LogListing:
 
 def list_log(storage: Storage, start_after: str | None = None) -> LogListing:
     commits: dict[int, FileInfo] = {}
-    parts: dict[int, dict[int, list[str]]] = {}
+    single: dict[int, list[str]] = {}                 # classic and UUID-named checkpoints
+    parts: dict[int, dict[int, list[str]]] = {}       # multi-part ones, by their number of parts
     for info in storage.list(start_after):
         m = COMMIT_RE.match(info.name)
         if m:
             commits[int(m.group(1))] = info
             continue
         m = CHECKPOINT_RE.match(info.name)
+        if m and m.group(3):
+            parts.setdefault(int(m.group(1)), {}).setdefault(int(m.group(3)), []).append(info.name)
+            continue
+        m = m or UUID_CHECKPOINT_RE.match(info.name)
         if m:
-            total = int(m.group(3)) if m.group(3) else 1
-            parts.setdefault(int(m.group(1)), {}).setdefault(total, []).append(info.name)
+            single.setdefault(int(m.group(1)), []).append(info.name)
     checkpoints: dict[int, list[str]] = {}
     for version, by_total in parts.items():
         for total, names in by_total.items():
             if len(names) == total:  # a multi-part checkpoint counts only when every part is there
                 checkpoints[version] = sorted(names)
                 break
+    for version, names in single.items():
+        # One file is the whole checkpoint, so it is preferred to parts; of a classic and a
+        # UUID-named one (equal content), the UUID-named, which may keep its files in sidecars.
+        checkpoints[version] = [sorted(names, key=lambda n: (n.endswith(".checkpoint.parquet"), n))[0]]
     return LogListing(commits, checkpoints)
 
 
@@ -161,23 +176,20 @@ def _replay_plan(table_path: str, listing: LogListing, version: int | None) -> t
     return target, starts
 
 
-def read_checkpoint(storage: Storage, names: list[str]) -> pa.Table:
-    parts = []
-    for name in names:
-        try:
-            parts.append(pq.read_table(pa.BufferReader(storage.read(name))))
-        except (pa.ArrowInvalid, OSError) as e:
-            raise CorruptLogError(storage.where(name),
-                                  f"the checkpoint cannot be read ({e})") from None
-    return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
-
-
 def check_readable(path: str, protocol: Protocol) -> None:
     if protocol.minReaderVersion > 3:
         raise ProtocolNotSupportedError(path, f"reader version {protocol.minReaderVersion}")
     unsupported = set(protocol.readerFeatures or ()) - SUPPORTED_READER_FEATURES
     if unsupported:
         raise ProtocolNotSupportedError(path, "reader features " + ", ".join(sorted(unsupported)))
+
+
+def _check_type_changes(path: str, protocol: Protocol, metadata: Metadata) -> None:
+    """A type-widened table reads only when every change it records is one the protocol allows."""
+    if set(TYPE_WIDENING) & set(protocol.readerFeatures or ()):
+        unsupported = unsupported_changes(metadata.schema)
+        if unsupported:
+            raise ProtocolNotSupportedError(path, "type changes that are not widenings (" + "; ".join(unsupported) + ")")
 
 
 def check_writable(path: str, protocol: Protocol) -> None:
@@ -191,68 +203,9 @@ def check_writable(path: str, protocol: Protocol) -> None:
         raise ProtocolNotSupportedError(path, "writer features " + ", ".join(sorted(unsupported)))
 
 
-def _struct_column(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
-    """The non-null rows of checkpoint struct column `name`, flattened to `schema` (missing fields null)."""
-    if name not in table.column_names:
-        return schema.empty_table()
-    col = table.column(name).combine_chunks()
-    col = col.filter(col.is_valid())
-    columns = []
-    for fld in schema:
-        idx = col.type.get_field_index(fld.name)
-        if idx < 0:
-            columns.append(pa.nulls(len(col), fld.type))
-            continue
-        columns.append(_conform(pc.struct_field(col, [idx]), fld.type))
-    return pa.Table.from_arrays(columns, schema=schema)
-
-
-def _conform(array: pa.Array, type_: pa.DataType) -> pa.Array:
-    """`array` as `type_`; a struct field by field name, fields it lacks null, extra ones dropped
-    (delta-spark's deletionVector struct has maxRowIndex besides the protocol's fields)."""
-    if array.type == type_:
-        return array
-    if pa.types.is_struct(type_) and pa.types.is_struct(array.type):
-        children = []
-        for fld in type_:
-            idx = array.type.get_field_index(fld.name)
-            children.append(pa.nulls(len(array), fld.type) if idx < 0
-                            else _conform(pc.struct_field(array, [idx]), fld.type))
-        return pa.StructArray.from_arrays(children, fields=list(type_), mask=array.is_null())
-    return array.cast(type_)
-
-
 def _descriptor(d: dict | None) -> dict | None:
     """A deletion vector descriptor as the log writes it (an absent offset left out)."""
     return None if d is None else {k: v for k, v in d.items() if v is not None}
-
-
-def _adds_to_arrow(adds: Iterable[AddFile]) -> pa.Table:
-    adds = list(adds)
-    return pa.Table.from_pydict({
-        "path": [a.path for a in adds],
-        "partitionValues": [map_items(a.partitionValues) for a in adds],
-        "size": [a.size for a in adds],
-        "modificationTime": [a.modificationTime for a in adds],
-        "dataChange": [a.dataChange for a in adds],
-        "stats": [a.stats for a in adds],
-        "tags": [map_items(a.tags) for a in adds],
-        "deletionVector": [a.deletionVector for a in adds],
-    }, schema=FILES_SCHEMA)
-
-
-def _removes_to_arrow(removes: Iterable[RemoveFile]) -> pa.Table:
-    removes = list(removes)
-    return pa.Table.from_pydict({
-        "path": [r.path for r in removes],
-        "deletionTimestamp": [r.deletionTimestamp for r in removes],
-        "dataChange": [r.dataChange for r in removes],
-        "extendedFileMetadata": [r.extendedFileMetadata for r in removes],
-        "partitionValues": [map_items(r.partitionValues) for r in removes],
-        "size": [r.size for r in removes],
-        "tags": [map_items(r.tags) for r in removes],
-        "deletionVector": [r.deletionVector for r in removes],
-    }, schema=TOMBSTONES_SCHEMA)
 
 
 FileKey = tuple[str, str]  # a logical file: (path, its deletion vector's unique id or '')
@@ -301,13 +254,18 @@ class Snapshot:
              listing: LogListing | None = None) -> "Snapshot":
         storage = storage or log_storage(table_path)
         listing = listing if listing is not None else list_latest(storage, version)
-        if 0 not in listing.commits:  # listed from a checkpoint on (list_latest)
+        for attempt in range(LISTING_ATTEMPTS):
             try:
                 return Snapshot._load(table_path, version, storage, listing)
-            except CorruptLogError:
-                pass  # an unreadable checkpoint: replay from an older one, which needs the whole log
-            listing = list_log(storage)
-        return Snapshot._load(table_path, version, storage, listing)
+            except (CorruptLogError, FileNotFoundError):
+                # An unreadable checkpoint (replay from an older one, which may need the whole
+                # log), or a file that log cleanup deleted after the listing: list again.
+                fresh = list_log(storage)
+                if attempt + 1 == LISTING_ATTEMPTS or (set(fresh.commits) == set(listing.commits)
+                                                       and fresh.checkpoints == listing.checkpoints):
+                    raise
+                listing = fresh
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _load(table_path: str, version: int | None, storage: Storage, listing: LogListing) -> "Snapshot":
@@ -338,6 +296,7 @@ class Snapshot:
         if problems:
             raise CorruptLogError(state.metadata_where or join(table_path, LOG_DIR), "; ".join(problems))
         check_readable(table_path, state.protocol)
+        _check_type_changes(table_path, state.protocol, state.metadata)
         files, tombstones = state.tables()
         # Column mapping: partition values and stats under the logical names planning uses (the
         # log's own rows are kept for checkpoints).
@@ -457,9 +416,9 @@ class _ReplayState:
     def tables(self) -> tuple[pa.Table, pa.Table]:
         """(live files, tombstones) as Arrow tables: the checkpoint's, updated by the commits."""
         touched = set(self.added) | set(self.removed)
-        files = pa.concat_tables([_without_keys(self.base_files, touched), _adds_to_arrow(self.added.values())])
+        files = pa.concat_tables([_without_keys(self.base_files, touched), adds_to_arrow(self.added.values())])
         tombstones = pa.concat_tables([_without_keys(self.base_tombstones, touched),
-                                       _removes_to_arrow(self.removed.values())])
+                                       removes_to_arrow(self.removed.values())])
         return files, tombstones
 
 
@@ -468,34 +427,18 @@ def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, st
     for i, start in enumerate(starts):
         if start < 0:
             break
-        where = storage.where(listing.checkpoints[start][0])
+        names = listing.checkpoints[start]
         try:
-            cp = read_checkpoint(storage, listing.checkpoints[start])
-            try:
-                protocol, metadata, txns = _checkpoint_singletons(cp)
-            except (KeyError, TypeError, ValueError, AttributeError) as e:
-                raise CorruptLogError(where, f"a protocol, metaData or txn row is malformed ({type(e).__name__}: {e})"
-                                      ) from None
-            adds, removes = _struct_column(cp, "add", FILES_SCHEMA), _struct_column(cp, "remove", TOMBSTONES_SCHEMA)
-            _check_required(where, "add", adds, ("path", "size"))
-            _check_required(where, "remove", removes, ("path",))
+            cp = read_checkpoint(storage, names)
         except CorruptLogError:
             if i + 1 == len(starts):
                 raise
             log.warning("checkpoint %d of %s is unreadable; replaying from an older state", start, table_path)
             continue
-        return _ReplayState(start, protocol, metadata, txns, adds, removes,
+        return _ReplayState(start, cp.protocol, cp.metadata, cp.txns, cp.adds, cp.removes,
                             timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0,
-                            metadata_where=where)
+                            metadata_where=storage.where(names[0]))
     return _ReplayState()
-
-
-def _check_required(where: str, action: str, rows: pa.Table, fields: tuple[str, ...]) -> None:
-    """A checkpoint's actions carry the fields the protocol requires of them."""
-    for name in fields:
-        missing = rows.column(name).null_count
-        if missing:
-            raise CorruptLogError(where, f"{action}.{name} is missing (null) in {missing} of {rows.num_rows} rows")
 
 
 def add_files_from_arrow(files: pa.Table) -> list[AddFile]:
@@ -504,29 +447,6 @@ def add_files_from_arrow(files: pa.Table) -> list[AddFile]:
                     bool(row["dataChange"]), row["stats"], dict(row["tags"]) if row["tags"] is not None else None,
                     _descriptor(row["deletionVector"]))
             for row in files.to_pylist()]
-
-
-def _checkpoint_singletons(cp: pa.Table) -> tuple[Protocol | None, Metadata | None, dict[str, Txn]]:
-    protocol = metadata = None
-    txns: dict[str, Txn] = {}
-    names = cp.column_names
-    if "protocol" in names:
-        for row in cp.column("protocol").filter(cp.column("protocol").is_valid()).to_pylist():
-            protocol = Protocol.from_json(row)
-    if "metaData" in names:
-        for row in cp.column("metaData").filter(cp.column("metaData").is_valid()).to_pylist():
-            row = dict(row)
-            for key in ("configuration",):
-                row[key] = dict(row.get(key) or [])
-            fmt = dict(row.get("format") or {})
-            fmt["options"] = dict(fmt.get("options") or [])
-            row["format"] = fmt
-            metadata = Metadata.from_json(row)
-    if "txn" in names:
-        for row in cp.column("txn").filter(cp.column("txn").is_valid()).to_pylist():
-            t = Txn.from_json(row)
-            txns[t.appId] = t
-    return protocol, metadata, txns
 
 
 def commit_timestamps(storage: Storage, listing: LogListing) -> dict[int, int]:

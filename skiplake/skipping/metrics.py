@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import struct
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Mapping
@@ -17,6 +18,7 @@ from typing import Any, Callable, Mapping
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.visitor import BooleanVisitor, visit
 from skiplake.log.schema import Schema, is_primitive
+from skiplake.log.type_widening import once_float
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
 
 Outcomes = frozenset
@@ -214,6 +216,16 @@ def partition_lookup(schema: Schema, partition_values: Mapping[str, str | None])
     return lookup
 
 
+def _float_widened(value: Any, pick: Any) -> Any:
+    if not isinstance(value, float) or math.isnan(value) or math.isinf(value):
+        return value
+    try:
+        as_float = struct.unpack("f", struct.pack("f", value))[0]
+    except OverflowError:
+        return value
+    return pick(value, as_float)
+
+
 def file_lookup(schema: Schema, partition_values: Mapping[str, str | None], stats: str | dict | None) -> Lookup:
     """Partition columns exactly, data columns from the file's min/max/nullCount stats."""
     parts = partition_lookup(schema, partition_values)
@@ -244,6 +256,10 @@ def file_lookup(schema: Schema, partition_values: Mapping[str, str | None], stat
             hi = hi + dt.timedelta(milliseconds=1)
             exact = False
         if type_ == "string" and isinstance(lo, str) and len(lo) >= STRING_PREFIX_LENGTH:
+            exact = False
+        if type_ == "double" and once_float(schema.field(name)):
+            # A file from before the column became a double holds the float its stat names.
+            lo, hi = _float_widened(lo, min), _float_widened(hi, max)
             exact = False
         may_null = null_count is None or null_count > 0
         all_null = null_count is not None and num_records is not None and null_count >= num_records

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
+from skiplake.log.type_widening import once_float
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
 from skiplake.skipping.buckets import file_bucket_ids
 from skiplake.skipping.metrics import MAX_CHAR, STRING_PREFIX_LENGTH
@@ -284,6 +285,10 @@ class StatsTable:
             lo, hi = _no_nan(lo), _no_nan(hi)
             if type_ == "float":
                 lo, hi = _as_float32(lo), _as_float32(hi)
+            elif once_float(self.schema.field(name)):
+                # Files from before the column became a double hold the float the stat names.
+                lo, hi = pc.min_element_wise(lo, _as_float32(lo)), pc.max_element_wise(hi, _as_float32(hi))
+                exact[:] = False
         nc = null_count.to_numpy(zero_copy_only=False).astype(np.float64) if n else np.zeros(0)
         nc_known = ~np.isnan(nc)
         rec_known = ~np.isnan(records)

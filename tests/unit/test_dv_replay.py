@@ -100,10 +100,10 @@ def test_other_reader_features_are_refused_by_name(tmp_path):
     from skiplake.errors import ProtocolNotSupportedError
     from skiplake.log.snapshot import check_writable
     table = str(tmp_path)
-    odd = Protocol(3, 7, ("deletionVectors", "columnMapping", "typeWidening"),
-                   ("deletionVectors", "columnMapping", "typeWidening"))
+    odd = Protocol(3, 7, ("deletionVectors", "columnMapping", "rowTracking"),
+                   ("deletionVectors", "columnMapping", "rowTracking"))
     _write(table, 0, [odd, Metadata.new(SCHEMA, ["d"], {})])
-    with pytest.raises(ProtocolNotSupportedError, match="typeWidening"):
+    with pytest.raises(ProtocolNotSupportedError, match="rowTracking"):
         Snapshot.load(table)
     with pytest.raises(ProtocolNotSupportedError, match="column mapping"):
         check_writable(table, Protocol(2, 5))

@@ -1,0 +1,259 @@
+"""Reading a checkpoint into a table's state: its protocol, metadata, transactions and file actions.
+
+Three kinds are read, as PROTOCOL.md names them:
+- classic (`n.checkpoint.parquet`) and multi-part (`n.checkpoint.o.p.parquet`) V1 checkpoints,
+  one action per row in struct columns;
+- V2 checkpoints, UUID-named (`n.checkpoint.<uuid>.json` or `.parquet`) or classic-named, which
+  hold one `checkpointMetadata` action and keep their add and remove actions either inline or in
+  sidecar files (`_delta_log/_sidecars/*.parquet`) that `sidecar` actions name.
+
+Every malformed part (an unreadable file, a null required field, a row of another type) is a
+CorruptLogError naming the file: the caller then falls back to an older state.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from skiplake.errors import CorruptLogError
+from skiplake.log.actions import AddFile, Metadata, Protocol, RemoveFile, Txn, parse_action
+from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
+from skiplake.log.storage import Storage
+
+SIDECAR_DIR = "_sidecars"
+
+
+@dataclass(frozen=True)
+class CheckpointState:
+    protocol: Protocol | None
+    metadata: Metadata | None
+    txns: dict[str, Txn]
+    adds: pa.Table       # FILES_SCHEMA
+    removes: pa.Table    # TOMBSTONES_SCHEMA
+    sidecars: tuple[str, ...] = ()   # names under the log folder, e.g. _sidecars/<uuid>.parquet
+
+
+def read_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
+    """The state a checkpoint holds (`names`: its one file, or every part of a multi-part one)."""
+    if len(names) == 1 and names[0].endswith(".json"):
+        state = _json_checkpoint(storage, names[0])
+    else:
+        state = _parquet_checkpoint(storage, names)
+    if not state.sidecars:
+        return state
+    adds, removes = [state.adds], [state.removes]
+    for name in state.sidecars:
+        sidecar = read_parquet(storage, name)
+        adds.append(struct_rows(sidecar, "add", FILES_SCHEMA))
+        removes.append(struct_rows(sidecar, "remove", TOMBSTONES_SCHEMA))
+        _check_file_actions(storage.where(name), adds[-1], removes[-1])
+    return CheckpointState(state.protocol, state.metadata, state.txns, pa.concat_tables(adds),
+                           pa.concat_tables(removes), state.sidecars)
+
+
+def sidecars_of(storage: Storage, names: list[str]) -> tuple[str, ...]:
+    """The sidecar files a checkpoint names, without reading its file actions."""
+    if len(names) == 1 and names[0].endswith(".json"):
+        return _json_checkpoint(storage, names[0]).sidecars
+    found: list[str] = []
+    for name in names:
+        try:
+            data = storage.read(name)
+            if "sidecar" not in pq.read_schema(pa.BufferReader(data)).names:
+                continue
+            rows = _rows(pq.read_table(pa.BufferReader(data), columns=["sidecar"]), "sidecar")
+            found += _sidecar_names(rows)
+        except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError) as e:
+            raise CorruptLogError(storage.where(name), f"the checkpoint's sidecars cannot be read ({e})") from None
+    return tuple(found)
+
+
+def read_parquet(storage: Storage, name: str) -> pa.Table:
+    try:
+        return pq.read_table(pa.BufferReader(storage.read(name)))
+    except FileNotFoundError:
+        raise CorruptLogError(storage.where(name), "the checkpoint names this file, and it does not exist") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
+
+
+def _parquet_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
+    parts = [read_parquet(storage, name) for name in names]
+    cp = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+    where = storage.where(names[0])
+    try:
+        protocol, metadata, txns = _singletons(cp)
+        sidecars = _sidecar_names(r for r in _rows(cp, "sidecar"))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CorruptLogError(where, f"a protocol, metaData, txn or sidecar row is malformed "
+                                     f"({type(e).__name__}: {e})") from None
+    adds, removes = struct_rows(cp, "add", FILES_SCHEMA), struct_rows(cp, "remove", TOMBSTONES_SCHEMA)
+    _check_file_actions(where, adds, removes)
+    return CheckpointState(protocol, metadata, txns, adds, removes, sidecars)
+
+
+def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:
+    """A UUID-named V2 checkpoint in JSON: one action per line, like a commit file."""
+    where = storage.where(name)
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    txns: dict[str, Txn] = {}
+    adds: list[AddFile] = []
+    removes: list[RemoveFile] = []
+    sidecar_rows: list[dict] = []
+    for obj in _json_objects(storage, name):
+        if "sidecar" in obj:
+            sidecar_rows.append(obj["sidecar"])
+            continue
+        try:
+            action = parse_action(obj)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise CorruptLogError(where, str(e)) from None
+        if isinstance(action, AddFile):
+            adds.append(action)
+        elif isinstance(action, RemoveFile):
+            removes.append(action)
+        elif isinstance(action, Protocol):
+            protocol = action
+        elif isinstance(action, Metadata):
+            metadata = action
+        elif isinstance(action, Txn):
+            txns[action.appId] = action
+    try:
+        sidecars = _sidecar_names(sidecar_rows)
+    except (KeyError, TypeError, ValueError) as e:
+        raise CorruptLogError(where, f"a sidecar action is malformed ({e})") from None
+    return CheckpointState(protocol, metadata, txns, adds_to_arrow(adds), removes_to_arrow(removes), sidecars)
+
+
+def _json_objects(storage: Storage, name: str) -> list[dict]:
+    where = storage.where(name)
+    try:
+        text = storage.read(name).decode("utf-8")
+    except FileNotFoundError:
+        raise CorruptLogError(where, "the checkpoint does not exist") from None
+    except UnicodeDecodeError as e:
+        raise CorruptLogError(where, f"the checkpoint is not UTF-8 text ({e})") from None
+    out = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise CorruptLogError(where, f"line {i} is not valid JSON ({e.msg} at column {e.colno})") from None
+        if not isinstance(obj, dict):
+            raise CorruptLogError(where, f"line {i} is not a JSON object")
+        out.append(obj)
+    return out
+
+
+def _sidecar_names(rows: Iterable[dict]) -> tuple[str, ...]:
+    """Where each sidecar is, under the log folder. The protocol keeps every sidecar in
+    `_delta_log/_sidecars`; a path with folders in it is read by its file name there."""
+    names = []
+    for row in rows:
+        path = row["path"] if isinstance(row, dict) else None
+        if not isinstance(path, str) or not path:
+            raise ValueError(f"sidecar.path is {path!r}, not a file name")
+        names.append(f"{SIDECAR_DIR}/{unquote(path).rstrip('/').rsplit('/', 1)[-1]}")
+    return tuple(names)
+
+
+def _rows(cp: pa.Table, name: str) -> list[dict]:
+    if name not in cp.column_names:
+        return []
+    col = cp.column(name)
+    return col.filter(col.is_valid()).to_pylist()
+
+
+def _singletons(cp: pa.Table) -> tuple[Protocol | None, Metadata | None, dict[str, Txn]]:
+    protocol = metadata = None
+    txns: dict[str, Txn] = {}
+    for row in _rows(cp, "protocol"):
+        protocol = Protocol.from_json(row)
+    for row in _rows(cp, "metaData"):
+        row = dict(row)
+        row["configuration"] = dict(row.get("configuration") or [])
+        fmt = dict(row.get("format") or {})
+        fmt["options"] = dict(fmt.get("options") or [])
+        row["format"] = fmt
+        metadata = Metadata.from_json(row)
+    for row in _rows(cp, "txn"):
+        t = Txn.from_json(row)
+        txns[t.appId] = t
+    return protocol, metadata, txns
+
+
+def _check_file_actions(where: str, adds: pa.Table, removes: pa.Table) -> None:
+    """A checkpoint's file actions carry the fields the protocol requires of them."""
+    for action, rows, fields in (("add", adds, ("path", "size")), ("remove", removes, ("path",))):
+        for name in fields:
+            missing = rows.column(name).null_count
+            if missing:
+                raise CorruptLogError(where, f"{action}.{name} is missing (null) in {missing} of {rows.num_rows} rows")
+
+
+def struct_rows(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
+    """The non-null rows of checkpoint struct column `name`, flattened to `schema` (missing fields null)."""
+    if name not in table.column_names:
+        return schema.empty_table()
+    col = table.column(name).combine_chunks()
+    col = col.filter(col.is_valid())
+    columns = []
+    for fld in schema:
+        idx = col.type.get_field_index(fld.name)
+        if idx < 0:
+            columns.append(pa.nulls(len(col), fld.type))
+            continue
+        columns.append(_conform(pc.struct_field(col, [idx]), fld.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _conform(array: pa.Array, type_: pa.DataType) -> pa.Array:
+    """`array` as `type_`; a struct field by field name, fields it lacks null, extra ones dropped
+    (delta-spark's deletionVector struct has maxRowIndex besides the protocol's fields)."""
+    if array.type == type_:
+        return array
+    if pa.types.is_struct(type_) and pa.types.is_struct(array.type):
+        children = []
+        for fld in type_:
+            idx = array.type.get_field_index(fld.name)
+            children.append(pa.nulls(len(array), fld.type) if idx < 0
+                            else _conform(pc.struct_field(array, [idx]), fld.type))
+        return pa.StructArray.from_arrays(children, fields=list(type_), mask=array.is_null())
+    return array.cast(type_)
+
+
+def adds_to_arrow(adds: Iterable[AddFile]) -> pa.Table:
+    adds = list(adds)
+    return pa.Table.from_pydict({
+        "path": [a.path for a in adds],
+        "partitionValues": [map_items(a.partitionValues) for a in adds],
+        "size": [a.size for a in adds],
+        "modificationTime": [a.modificationTime for a in adds],
+        "dataChange": [a.dataChange for a in adds],
+        "stats": [a.stats for a in adds],
+        "tags": [map_items(a.tags) for a in adds],
+        "deletionVector": [a.deletionVector for a in adds],
+    }, schema=FILES_SCHEMA)
+
+
+def removes_to_arrow(removes: Iterable[RemoveFile]) -> pa.Table:
+    removes = list(removes)
+    return pa.Table.from_pydict({
+        "path": [r.path for r in removes],
+        "deletionTimestamp": [r.deletionTimestamp for r in removes],
+        "dataChange": [r.dataChange for r in removes],
+        "extendedFileMetadata": [r.extendedFileMetadata for r in removes],
+        "partitionValues": [map_items(r.partitionValues) for r in removes],
+        "size": [r.size for r in removes],
+        "tags": [map_items(r.tags) for r in removes],
+        "deletionVector": [r.deletionVector for r in removes],
+    }, schema=TOMBSTONES_SCHEMA)
