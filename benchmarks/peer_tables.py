@@ -66,14 +66,14 @@ def _rows(table: Any, columns: list[str]) -> list[tuple]:
 
 
 def _reference(table: Any) -> Any:
-    """delta-rs's answer: its dataset reader, else its query engine (which reads more table
-    features, and fails on some tables the dataset reader reads)."""
+    """delta-rs's answer: its query engine, which reads column mapping and more features, else
+    its dataset reader (which reads some tables the query engine refuses)."""
     import pyarrow as pa
     from deltalake import QueryBuilder
     try:
-        return table.to_pyarrow_table()
-    except Exception:  # noqa: BLE001 - the other path may read it
         return pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
+    except Exception:  # noqa: BLE001 - the other path may read it
+        return table.to_pyarrow_table()
 
 
 def tables_under(roots: list[Path]) -> list[Path]:

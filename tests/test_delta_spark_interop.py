@@ -82,6 +82,7 @@ class Interop:
     create_error: str | None = None                            # "wser" table: create_table error, if any
     dv_expected: list = field(default_factory=list)            # "dv_ours" rows, as skiplake reads them
     cm_expected: list = field(default_factory=list)            # "cm_ours" rows, as skiplake reads them
+    features_expected: dict = field(default_factory=dict)      # skiplake's feature tables: name -> rows
 
     def job(self, job_id: str) -> dict:
         return self.result["jobs"][job_id]
@@ -168,6 +169,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
              when_matched_update={"name": "'merged'"}, when_not_matched_insert="*")
     dv_expected = rows_as_strings(dv.read(), COLUMNS)
     cm_expected = _build_column_mapped(spark, lake)
+    features_expected = _build_feature_tables(spark, lake)
     built = time.time() - t0
 
     main, written, wser, wser_alter = (lake.path_of(n) for n in ("main", "written", "wser", "wser_alter"))
@@ -194,6 +196,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     jobs += [{"id": "dv_ours:read", "op": "read", "path": lake.path_of(DV_OURS), "columns": COLUMNS}]
     jobs += _column_mapping_jobs(lake)
     jobs += [{"id": "cm_ours:read", "op": "read", "path": lake.path_of(CM_OURS), "columns": CM_OURS_COLUMNS}]
+    jobs += _feature_jobs(lake)
 
     t1 = time.time()
     result = delta.run(jobs)
@@ -202,7 +205,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
           f"{result.get('spark_version')}: session start {result.get('startup_seconds')}s, jobs "
           f"{time.time() - t1:.1f}s (" + ", ".join(f"{k} {j['seconds']}s" for k, j in result["jobs"].items()) + ")")
     return Interop(lake, result, seconds, versions, written_before, written_ids, create_error, dv_expected,
-                   cm_expected)
+                   cm_expected, features_expected)
 
 
 CM_OURS = "cm_ours"
@@ -282,6 +285,71 @@ def _column_mapping_jobs(lake) -> list[dict]:
         ]
         jobs += [{"id": f"{name}:{i}", "op": "sql", "sql": sql} for i, sql in enumerate(steps)]
         jobs.append({"id": f"{name}:read", "op": "read", "path": os.path.join(lake.root, name), "columns": CM_COLUMNS})
+    return jobs
+
+
+# Tables with the reader-writer features other writers use: V2 checkpoints (Parquet and JSON,
+# with sidecars), type widening, VARIANT (plain and shredded). delta-spark writes each; skiplake
+# writes a V2-checkpointed and a VARIANT table of its own.
+V2_SPARK, V2_JSON_SPARK, TW_SPARK, VARIANT_SPARK, SHRED_SPARK = (
+    "v2ck_spark", "v2ck_json_spark", "tw_spark", "variant_spark", "shred_spark")
+V2_OURS, VARIANT_OURS = "v2ck_ours", "variant_ours"
+TW_COLUMNS = ["a", "f", "d", "dt", "b", "s"]
+V_COLUMNS = ["id", "v"]
+_TOP_LEVEL_FORMAT = "spark.databricks.delta.checkpointV2.topLevelFileFormat"
+
+
+def _build_feature_tables(spark, lake) -> dict[str, list]:
+    v2 = lake.create_table(V2_OURS, "id long, g int, s string", partition_by=["g"],
+                           properties={"delta.checkpointPolicy": "v2", "delta.checkpointInterval": "2",
+                                       "delta.enableDeletionVectors": "true"})
+    for lo in (0, 100, 200):
+        v2.append(spark.sql(f"SELECT id, CAST(id % 3 AS INT) AS g, concat('s', id) AS s FROM range({lo}, {lo + 100})"))
+    v2.delete("id % 7 = 0")
+    var = lake.create_table(VARIANT_OURS, "id long, v variant")
+    var.append(spark.sql("SELECT id, parse_json(concat('{\"k\":', id, ',\"a\":[1,\"x\"]}')) AS v FROM range(0, 20)"))
+    var.delete("id % 4 = 0")
+    return {V2_OURS: rows_as_strings(v2.read(), ["id", "g", "s"]), VARIANT_OURS: rows_as_strings(var.read(), V_COLUMNS)}
+
+
+def _feature_jobs(lake) -> list[dict]:
+    def q(name: str) -> str:
+        return reader._quote_path(os.path.join(lake.root, name))
+    steps: list[str] = []
+    for name, fmt in ((V2_SPARK, "parquet"), (V2_JSON_SPARK, "json")):
+        steps += [
+            f"SET {_TOP_LEVEL_FORMAT} = {fmt}",
+            f"CREATE TABLE {q(name)} (id BIGINT, g INT, s STRING) USING delta PARTITIONED BY (g) TBLPROPERTIES "
+            "('delta.checkpointPolicy' = 'v2', 'delta.checkpointInterval' = '2', 'delta.enableDeletionVectors' = 'true')",
+            *[f"INSERT INTO {q(name)} SELECT id, CAST(id % 3 AS INT), concat('s', id) FROM range({lo}, {lo + 100})"
+              for lo in (0, 100, 200)],
+            f"DELETE FROM {q(name)} WHERE id % 7 = 0",
+        ]
+    steps += [
+        f"SET {_TOP_LEVEL_FORMAT} = parquet",
+        f"CREATE TABLE {q(TW_SPARK)} (a INT, f FLOAT, d DECIMAL(5,2), dt DATE, b TINYINT, s STRING) USING delta "
+        "TBLPROPERTIES ('delta.enableTypeWidening' = 'true')",
+        f"INSERT INTO {q(TW_SPARK)} SELECT CAST(id AS INT), CAST(id / 10 + 3.3 AS FLOAT), CAST(id / 4 AS DECIMAL(5,2)), "
+        "date_add(DATE'2024-01-01', CAST(id AS INT)), CAST(id AS TINYINT), concat('old', id) FROM range(0, 12)",
+        f"ALTER TABLE {q(TW_SPARK)} ALTER COLUMN a TYPE BIGINT",
+        f"ALTER TABLE {q(TW_SPARK)} ALTER COLUMN f TYPE DOUBLE",
+        f"ALTER TABLE {q(TW_SPARK)} ALTER COLUMN d TYPE DECIMAL(10,4)",
+        f"ALTER TABLE {q(TW_SPARK)} ALTER COLUMN b TYPE INT",
+        f"INSERT INTO {q(TW_SPARK)} SELECT 5000000000 + id, id / 7.0, CAST(123456.1234 + id AS DECIMAL(10,4)), "
+        "date_add(DATE'2025-01-01', CAST(id AS INT)), 100000 + CAST(id AS INT), concat('new', id) FROM range(0, 8)",
+        f"CREATE TABLE {q(VARIANT_SPARK)} (id BIGINT, v VARIANT) USING delta",
+        f"INSERT INTO {q(VARIANT_SPARK)} SELECT id, parse_json(concat('{{\"k\":', id, ',\"n\":{{\"x\":\"', id, "
+        "'\"}}}}')) FROM range(0, 30)",
+        f"CREATE TABLE {q(SHRED_SPARK)} (id BIGINT, v VARIANT) USING delta "
+        "TBLPROPERTIES ('delta.enableVariantShredding' = 'true')",
+        f"INSERT INTO {q(SHRED_SPARK)} SELECT id, parse_json(concat('{{\"k\":', id, ',\"t\":\"x', id, '\"}}')) "
+        "FROM range(0, 30)",
+    ]
+    jobs = [{"id": f"features:{i}", "op": "sql", "sql": sql} for i, sql in enumerate(steps)]
+    jobs += [{"id": f"{name}:read", "op": "read", "path": os.path.join(lake.root, name), "columns": cols}
+             for name, cols in ((V2_SPARK, ["id", "g", "s"]), (V2_JSON_SPARK, ["id", "g", "s"]),
+                                (TW_SPARK, TW_COLUMNS), (VARIANT_SPARK, V_COLUMNS), (SHRED_SPARK, V_COLUMNS),
+                                (V2_OURS, ["id", "g", "s"]), (VARIANT_OURS, V_COLUMNS))]
     return jobs
 
 
@@ -479,7 +547,7 @@ def test_skiplake_reads_delta_sparks_column_mapping(interop: Interop, spark, nam
     assert ours == _tuples(theirs) and len(ours) == sum(1 for i in range(700) if i >= 600 or i % 7)
     # Skipping by stats and partition values kept under physical names in the log.
     plan = t.scan("g = 1 AND id >= 600")
-    assert plan.report.files_selected < plan.report.files_total
+    assert plan.report.report.files_selected < plan.report.files_total
     got = sorted(r.id for r in t.read("g = 1 AND id >= 600 AND s2 LIKE 'n%'").collect())
     assert got == [i for i in range(600, 700) if i % 3 == 1]
     assert sorted(r.a for r in t.read("id = 11").select("st.a").collect()) == [1]
@@ -500,7 +568,7 @@ def test_skiplake_reads_delta_sparks_column_mapping(interop: Interop, spark, nam
     assert all(phys["id"] in json.loads(a.stats)["minValues"] for a in adds)
     assert sorted(r.id for r in t.read("st.b = 'appended'").collect()) == list(range(5000, 5006))
     assert t.read().count() == len(ours) - 1 + 6
-    assert t.scan("id >= 5000").report.files_selected < t.scan().report.files_total
+    assert t.scan("id >= 5000").report.report.files_selected < t.scan().report.files_total
     # delta-rs (DataFusion) reads the table with skiplake's append, under the logical names.
     deltalake = pytest.importorskip("deltalake")
     import pyarrow as pa
@@ -524,3 +592,62 @@ def test_delta_spark_reads_skiplakes_column_mapping(interop: Interop) -> None:
         "SELECT count(*) AS n, sum(id) AS s FROM t WHERE label <> 'm'").read_all()).to_pylist()[0]
     kept = [int(r[0]) for r in interop.cm_expected if r[2] != "m"]
     assert (got["n"], got["s"]) == (len(kept), sum(kept))
+
+
+# ---------------------------------------------------------------- protocol features
+
+
+@pytest.mark.parametrize("name,columns", [(V2_SPARK, ["id", "g", "s"]), (V2_JSON_SPARK, ["id", "g", "s"]),
+                                          (TW_SPARK, TW_COLUMNS), (VARIANT_SPARK, V_COLUMNS),
+                                          (SHRED_SPARK, V_COLUMNS)])
+def test_skiplake_reads_delta_sparks_protocol_features(interop: Interop, name: str, columns: list[str]) -> None:
+    for i in range(len([k for k in interop.result["jobs"] if k.startswith("features:")])):
+        _ok(interop.job(f"features:{i}"))
+    theirs = _ok(interop.job(f"{name}:read"))
+    t = interop.lake.table(name)
+    assert _tuples(theirs) == rows_as_strings(t.read(), columns) and theirs["count"] > 0
+    log = Path(t.path) / "_delta_log"
+    if name in (V2_SPARK, V2_JSON_SPARK):
+        suffix = ".json" if name == V2_JSON_SPARK else ".parquet"
+        uuid_named = [p for p in log.iterdir() if ".checkpoint." in p.name and p.name.endswith(suffix)
+                      and not p.name.endswith(".checkpoint.parquet")]
+        assert uuid_named, sorted(p.name for p in log.iterdir())
+        assert "v2Checkpoint" in t.detail().table_features
+    if name == TW_SPARK:
+        changes = {f["name"]: f["metadata"].get("delta.typeChanges") for f in json.loads(t.schema.json())["fields"]}
+        assert changes["a"] and changes["f"] and changes["d"] and changes["b"]
+
+
+def test_planning_a_type_widened_table_keeps_every_matching_row(interop: Interop) -> None:
+    """Older files' stats are in the old type: a float's stat read as a double is not the value
+    the file holds, yet a predicate at that value must still find the row."""
+    t = interop.lake.table(TW_SPARK)
+    everything = t.read()
+    for where in ("f >= CAST(CAST(4.4 AS FLOAT) AS DOUBLE)", "f <= CAST(CAST(3.3 AS FLOAT) AS DOUBLE)",
+                  "a > 11", "a = 5000000003", "d >= 2.75", "b >= 100000", "b = 11", "dt = DATE'2024-01-03'"):
+        assert t.read(where=where).count() == everything.filter(where).count() > 0, where
+    assert t.scan(where="a > 1000").report.files_selected < t.scan().report.files_selected
+
+
+def test_skiplake_writes_to_delta_sparks_widened_and_variant_tables(interop: Interop, spark) -> None:
+    tw = interop.lake.table(TW_SPARK)
+    before = tw.read().count()
+    tw.append(spark.sql("SELECT 7000000000L AS a, 0.5D AS f, CAST(1.5 AS DECIMAL(10,4)) AS d, DATE'2026-01-01' AS dt, "
+                        "200000 AS b, 'ours' AS s"))
+    assert tw.read().count() == before + 1
+    assert tw.read(where="a = 7000000000").count() == 1
+    changes = {f["name"]: f["metadata"].get("delta.typeChanges") for f in json.loads(tw.schema.json())["fields"]}
+    assert changes["a"], "the record of past type changes is kept"
+    var = interop.lake.table(VARIANT_SPARK)
+    var.append(spark.sql("SELECT 99L AS id, parse_json('{\"k\":99}') AS v"))
+    got = var.read(where="id = 99").selectExpr("variant_get(v, '$.k', 'int') AS k").collect()
+    assert [r.k for r in got] == [99]
+
+
+def test_delta_spark_reads_skiplakes_v2_checkpoints_and_variants(interop: Interop) -> None:
+    for name, columns in ((V2_OURS, ["id", "g", "s"]), (VARIANT_OURS, V_COLUMNS)):
+        theirs = _ok(interop.job(f"{name}:read"))
+        assert _tuples(theirs) == interop.features_expected[name] and theirs["count"] > 0
+    log = Path(interop.lake.path_of(V2_OURS)) / "_delta_log"
+    assert any(p.name.startswith(f"{4:020d}.checkpoint.") for p in log.iterdir())
+    assert list((log / "_sidecars").iterdir())

@@ -3,18 +3,24 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
 import uuid
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skiplake.errors import CorruptLogError
 from skiplake.log.actions import now_ms
 from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, REMOVE_TYPE, SIDECAR_SCHEMA, V2_CHECKPOINT_SCHEMA
 from skiplake.log.checkpoint_read import SIDECAR_DIR
+from skiplake.log.column_mapping import physical_names
 from skiplake.log.features import V2_CHECKPOINT, supports
 from skiplake.log.snapshot import LAST_CHECKPOINT, Snapshot, checkpoint_name
 from skiplake.log.storage import Storage
+from skiplake.log.typed_stats import partition_struct, stats_columns, stats_struct, writes_struct_stats
+
+log = logging.getLogger("skiplake.checkpoint")
 
 DEFAULT_INTERVAL = 10
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
@@ -55,9 +61,29 @@ def _file_actions(snapshot: Snapshot) -> tuple[pa.StructArray, pa.StructArray]:
                               pa.array([False] * source.num_rows, pa.bool_()))
     adds = pa.StructArray.from_arrays([files.column(n).combine_chunks() for n in files.column_names],
                                       fields=list(ADD_TYPE))
+    if writes_struct_stats(snapshot.configuration):
+        adds = _with_typed_stats(snapshot, adds)
     removes = pa.StructArray.from_arrays([tomb.column(n).combine_chunks() for n in tomb.column_names],
                                          fields=list(REMOVE_TYPE))
     return adds, removes
+
+
+def _with_typed_stats(snapshot: Snapshot, adds: pa.StructArray) -> pa.StructArray:
+    """`adds` with stats_parsed and partitionValues_parsed (unchanged if the stats do not parse)."""
+    names = physical_names(snapshot.schema, snapshot.column_mapping)
+    fields, children = list(adds.type), [adds.field(i) for i in range(adds.type.num_fields)]
+    try:
+        stats = stats_struct(adds.field("stats"), stats_columns(snapshot.schema, names, snapshot.partition_columns))
+    except CorruptLogError as e:
+        log.warning("stats of %s not written typed in its checkpoint: %s", snapshot.table_path, e)
+        return adds
+    fields.append(pa.field("stats_parsed", stats.type))
+    children.append(stats)
+    parts = partition_struct(adds.field("partitionValues"), snapshot.schema, snapshot.partition_columns, names)
+    if parts is not None:
+        fields.append(pa.field("partitionValues_parsed", parts.type))
+        children.append(parts)
+    return pa.StructArray.from_arrays(children, fields=fields)
 
 
 def _singleton_rows(snapshot: Snapshot) -> list[dict]:
@@ -85,6 +111,11 @@ def _rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
 
 
 def _with_files(head: pa.Table, adds: pa.StructArray, removes: pa.StructArray, schema: pa.Schema) -> pa.Table:
+    if adds.type != schema.field("add").type:  # typed stats: this table's own add struct
+        schema = schema.set(schema.get_field_index("add"), pa.field("add", adds.type))
+        head = head.set_column(head.schema.get_field_index("add"), schema.field("add"),
+                               pa.nulls(head.num_rows, adds.type))
+
     def part(column: str, values: pa.StructArray) -> pa.Table:
         return pa.table({f.name: values if f.name == column else pa.nulls(len(values), f.type) for f in schema},
                         schema=schema)

@@ -37,6 +37,7 @@ class CheckpointState:
     adds: pa.Table       # FILES_SCHEMA
     removes: pa.Table    # TOMBSTONES_SCHEMA
     sidecars: tuple[str, ...] = ()   # names under the log folder, e.g. _sidecars/<uuid>.parquet
+    parsed_stats: TypedStats | None = None   # the adds' typed stats, where written
 
 
 def read_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
@@ -47,14 +48,68 @@ def read_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
         state = _parquet_checkpoint(storage, names)
     if not state.sidecars:
         return state
-    adds, removes = [state.adds], [state.removes]
+    adds, removes, schemas = [state.adds], [state.removes], []
     for name in state.sidecars:
-        sidecar = read_parquet(storage, name)
+        sidecar, schema = _read_parquet(storage, name)
+        schemas.append(schema)
         adds.append(struct_rows(sidecar, "add", FILES_SCHEMA))
         removes.append(struct_rows(sidecar, "remove", TOMBSTONES_SCHEMA))
         _check_file_actions(storage.where(name), adds[-1], removes[-1])
     return CheckpointState(state.protocol, state.metadata, state.txns, pa.concat_tables(adds),
-                           pa.concat_tables(removes), state.sidecars)
+                           pa.concat_tables(removes), state.sidecars,
+                           _typed_stats(storage, list(state.sidecars), schemas))
+
+
+class TypedStats:
+    """A checkpoint's typed stats (`add.stats_parsed`), read from its files only for the columns
+    planning asks for: a snapshot load reads none of them."""
+
+    def __init__(self, storage: Storage, names: list[str], fields: frozenset[str]) -> None:
+        self.storage = storage
+        self.names = names      # the Parquet files holding the adds: the checkpoint or its sidecars
+        self.fields = fields    # the columns every file has typed min, max and null count of
+
+    def read(self, keys: list[str]) -> pa.Table:
+        """(path, stats_parsed with numRecords and the `keys` columns) of every add."""
+        columns = ["add.path", "add.stats_parsed.numRecords"]
+        columns += [f"add.stats_parsed.{part}.{k}" for part in ("minValues", "maxValues", "nullCount") for k in keys]
+        parts = []
+        for name in self.names:
+            adds = _parquet_file(self.storage, name).read(columns=columns).column("add").combine_chunks()
+            adds = adds.filter(adds.is_valid())
+            parts.append(pa.table({"path": pc.struct_field(adds, "path"),
+                                   "stats_parsed": pc.struct_field(adds, "stats_parsed")}))
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+def _typed_fields(schema: pa.Schema) -> frozenset[str] | None:
+    """The columns a file's add.stats_parsed has min, max and null count of (None: no typed stats)."""
+    if "add" not in schema.names:
+        return None
+    add = schema.field("add").type
+    if add.get_field_index("stats_parsed") < 0:
+        return None
+    stats = add.field("stats_parsed").type
+    parts = [stats.field(k).type for k in ("minValues", "maxValues", "nullCount") if stats.get_field_index(k) >= 0]
+    if len(parts) < 3 or stats.get_field_index("numRecords") < 0:
+        return frozenset()
+    return frozenset.intersection(*(frozenset(f.name for f in p) for p in parts))
+
+
+def _typed_stats(storage: Storage, names: list[str], schemas: list[pa.Schema]) -> TypedStats | None:
+    fields = [_typed_fields(s) for s in schemas]
+    if not fields or any(f is None for f in fields):
+        return None
+    return TypedStats(storage, names, frozenset.intersection(*fields))  # type: ignore[arg-type]
+
+
+def _parquet_file(storage: Storage, name: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(pa.BufferReader(storage.read(name)))
+    except FileNotFoundError:
+        raise CorruptLogError(storage.where(name), "the checkpoint names this file, and it does not exist") from None
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
 
 
 def sidecars_of(storage: Storage, names: list[str]) -> tuple[str, ...]:
@@ -63,28 +118,42 @@ def sidecars_of(storage: Storage, names: list[str]) -> tuple[str, ...]:
         return _json_checkpoint(storage, names[0]).sidecars
     found: list[str] = []
     for name in names:
+        f = _parquet_file(storage, name)
+        if "sidecar" not in f.schema_arrow.names:
+            continue
         try:
-            data = storage.read(name)
-            if "sidecar" not in pq.read_schema(pa.BufferReader(data)).names:
-                continue
-            rows = _rows(pq.read_table(pa.BufferReader(data), columns=["sidecar"]), "sidecar")
-            found += _sidecar_names(rows)
+            found += _sidecar_names(_rows(f.read(columns=["sidecar"]), "sidecar"))
         except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(storage.where(name), f"the checkpoint's sidecars cannot be read ({e})") from None
     return tuple(found)
 
 
 def read_parquet(storage: Storage, name: str) -> pa.Table:
+    return _read_parquet(storage, name)[0]
+
+
+def _read_parquet(storage: Storage, name: str) -> tuple[pa.Table, pa.Schema]:
+    """A checkpoint or sidecar file, its typed stats and partition values left out (read lazily
+    by TypedStats, when planning needs them), and the file's whole schema."""
+    f = _parquet_file(storage, name)
+    schema = f.schema_arrow
     try:
-        return pq.read_table(pa.BufferReader(storage.read(name)))
-    except FileNotFoundError:
-        raise CorruptLogError(storage.where(name), "the checkpoint names this file, and it does not exist") from None
+        if _typed_fields(schema) is None and "partitionValues_parsed" not in _add_fields(schema):
+            return f.read(), schema
+        columns = [n for n in schema.names if n != "add"]
+        columns += [f"add.{n}" for n in _add_fields(schema) if n not in ("stats_parsed", "partitionValues_parsed")]
+        return f.read(columns=columns), schema
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
 
 
+def _add_fields(schema: pa.Schema) -> list[str]:
+    return [f.name for f in schema.field("add").type] if "add" in schema.names else []
+
+
 def _parquet_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
-    parts = [read_parquet(storage, name) for name in names]
+    read = [_read_parquet(storage, name) for name in names]
+    parts, schemas = [t for t, _ in read], [sch for _, sch in read]
     cp = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
     where = storage.where(names[0])
     try:
@@ -95,7 +164,8 @@ def _parquet_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
                                      f"({type(e).__name__}: {e})") from None
     adds, removes = struct_rows(cp, "add", FILES_SCHEMA), struct_rows(cp, "remove", TOMBSTONES_SCHEMA)
     _check_file_actions(where, adds, removes)
-    return CheckpointState(protocol, metadata, txns, adds, removes, sidecars)
+    typed = _typed_stats(storage, names, schemas) if not sidecars else None
+    return CheckpointState(protocol, metadata, txns, adds, removes, sidecars, typed)
 
 
 def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
-from skiplake.log.checkpoint_read import adds_to_arrow, read_checkpoint, removes_to_arrow
+from skiplake.log.checkpoint_read import TypedStats, adds_to_arrow, read_checkpoint, removes_to_arrow
 from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.location import join
@@ -246,6 +246,9 @@ class Snapshot:
     # With column mapping, `files` keys partition values and stats by logical names; these are
     # the log's own rows (physical keys), which a checkpoint writes.
     log_files: pa.Table | None = field(default=None, repr=False, compare=False)
+    # The checkpoint's typed stats, when it has them: planning reads the stats of its files from
+    # there instead of parsing their JSON.
+    parsed_stats: TypedStats | None = field(default=None, repr=False, compare=False)
 
     # -------------------------------------------------------------- loading
 
@@ -304,7 +307,7 @@ class Snapshot:
         files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns),
                               mapping_mode(state.metadata.configuration, state.protocol))
         return Snapshot(table_path, state.version, state.protocol, state.metadata, files, tombstones, state.txns,
-                        state.timestamp, storage, raw if raw is not files else None)
+                        state.timestamp, storage, raw if raw is not files else None, state.parsed_stats)
 
     def advanced(self, commits: list[tuple[int, list[Action]]]) -> "Snapshot":
         """This snapshot with the next commits applied (versions self.version + 1, + 2, ...), as a
@@ -312,7 +315,7 @@ class Snapshot:
         the log it has just read or written."""
         state = _ReplayState(self.version, self.protocol, self.metadata, dict(self.txns),
                              self.log_files if self.log_files is not None else self.files, self.tombstones,
-                             timestamp=self.timestamp)
+                             timestamp=self.timestamp, parsed_stats=self.parsed_stats)
         for version, actions in commits:
             if version != state.version + 1:
                 raise ValueError(f"commit {version} does not follow version {state.version}")
@@ -390,6 +393,7 @@ class _ReplayState:
     removed: dict[FileKey, RemoveFile] = field(default_factory=dict)
     timestamp: int = 0
     metadata_where: str = ""          # the log file the metaData in force comes from
+    parsed_stats: TypedStats | None = None  # the checkpoint's typed stats, when it has them
 
     def apply(self, version: int, actions: list[Action], file_time_ms: int, where: str = "") -> None:
         commit_ts: int | None = None
@@ -437,7 +441,7 @@ def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, st
             continue
         return _ReplayState(start, cp.protocol, cp.metadata, cp.txns, cp.adds, cp.removes,
                             timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0,
-                            metadata_where=storage.where(names[0]))
+                            metadata_where=storage.where(names[0]), parsed_stats=cp.parsed_stats)
     return _ReplayState()
 
 

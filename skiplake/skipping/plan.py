@@ -59,7 +59,7 @@ def stats_table(snapshot: Snapshot) -> StatsTable:
     entry = _STATS.get(key)
     if entry is not None and entry[0]() is snapshot:
         return entry[1]
-    table = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns)
+    table = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns, snapshot.parsed_stats)
     _STATS[key] = (weakref.ref(snapshot, lambda _ref, k=key: _STATS.pop(k, None)), table)
     return table
 

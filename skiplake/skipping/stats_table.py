@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from skiplake.log.checkpoint_read import TypedStats
+from skiplake.log.column_mapping import PHYSICAL_NAME
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 from skiplake.log.type_widening import once_float
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
@@ -77,8 +79,10 @@ class ColumnStats:
 class StatsTable:
     """Typed stats of the files of one snapshot, built lazily per column and cached."""
 
-    def __init__(self, files: pa.Table, schema: Schema, partition_columns: Sequence[str]) -> None:
+    def __init__(self, files: pa.Table, schema: Schema, partition_columns: Sequence[str],
+                 typed: TypedStats | None = None) -> None:
         self.files = files
+        self.typed = typed  # a checkpoint's typed stats, or None
         self.schema = schema
         self.partition_columns = list(partition_columns)
         self._parts_lower = {p.lower(): p for p in partition_columns}
@@ -194,16 +198,78 @@ class StatsTable:
                            np.zeros(n, bool))
 
     def _parse(self, names: list[str]) -> None:
-        try:
-            parsed = self._parse_arrow(names)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            # Stats another writer spelled in a way the typed reader refuses (a NaN, a
-            # decimal with more digits than its scale): parse them one file at a time.
-            parsed = self._parse_python(names)
-        records, columns = parsed
+        parsed = self._from_typed(names) if self.typed is not None else None
+        records, columns = parsed if parsed is not None else self._parse_json(names)
         self._num_records = records
         for name, (lo, hi, nulls) in columns.items():
             self._columns[name] = self._finish(name, lo, hi, nulls, records)
+
+    def _parse_json(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
+        try:
+            return self._parse_arrow(names)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            # Stats another writer spelled in a way the typed reader refuses (a NaN, a
+            # decimal with more digits than its scale): parse them one file at a time.
+            return self._parse_python(names)
+
+    def _from_typed(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]] | None:
+        """The stats of the files the checkpoint's typed stats cover, read from them; the JSON of
+        the others (files added since) parsed. None when the typed stats lack a column."""
+        assert self.typed is not None
+        n = self.num_files
+        keys = {}
+        for name in names:
+            field = self.schema.field(name)
+            key = next((k for k in (name, field.metadata.get(PHYSICAL_NAME)) if k and k in self.typed.fields), None)
+            if key is None or arrow_type(field.type) is None:
+                return None
+            keys[name] = key
+        side = self.typed.read(sorted(set(keys.values())))
+        at = pc.index_in(self.files.column("path"), value_set=side.column("path").combine_chunks())
+        at = at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
+        typed = side.column("stats_parsed").combine_chunks()
+        found = np.asarray(at.is_valid())
+        rows = at.filter(pa.array(found))
+        chosen = typed.take(rows)
+        valid = np.asarray(chosen.is_valid())
+        if not valid.all():  # a file with typed stats of null: its JSON decides
+            found[np.flatnonzero(found)[~valid]] = False
+            rows, chosen = rows.filter(pa.array(valid)), chosen.filter(pa.array(valid))
+        if not found.any():
+            return None
+        columns: dict[str, tuple[pa.Array, pa.Array, pa.Array]] = {}
+        for name in names:
+            got = self._typed_column(chosen, name, keys[name])
+            if got is None:
+                return None
+            columns[name] = got
+        records = pc.struct_field(chosen, "numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
+        if found.all():
+            return records, columns
+        # Files added after the checkpoint: their JSON, merged back into file order.
+        rest = StatsTable(self.files.filter(pa.array(~found)), self.schema, self.partition_columns)
+        rest_records, rest_columns = rest._parse_json(names)
+        order = np.concatenate([np.flatnonzero(found), np.flatnonzero(~found)])
+        back = pa.array(np.argsort(order, kind="stable"))
+        merged = {name: tuple(pa.concat_arrays([a, b]).take(back) for a, b in zip(columns[name], rest_columns[name]))
+                  for name in names}
+        assert len(order) == n
+        return np.concatenate([records, rest_records])[np.argsort(order, kind="stable")], merged  # type: ignore[return-value]
+
+    def _typed_column(self, stats: pa.StructArray, name: str, key: str) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+        """(min, max, null count) of column `name` from typed stats, in the types planning compares."""
+        target = arrow_type(self.schema.field(name).type)
+        mins, maxs, nulls = (pc.struct_field(stats, k) for k in ("minValues", "maxValues", "nullCount"))
+        out = []
+        for part in (mins, maxs):
+            values = pc.struct_field(part, key)
+            if pa.types.is_timestamp(values.type) and values.type.tz is not None:
+                values = values.cast(pa.timestamp(values.type.unit))
+            try:
+                out.append(values.cast(target))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                return None
+        return out[0], out[1], pc.struct_field(nulls, key).cast(pa.int64())
 
     def _stats_buffer(self) -> pa.Buffer:
         stats = self.files.column("stats")
