@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -205,12 +206,20 @@ def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:
 def _json_objects(storage: Storage, name: str) -> list[dict]:
     where = storage.where(name)
     try:
-        text = storage.read(name).decode("utf-8")
+        data = storage.read(name)
     except FileNotFoundError:
         raise CorruptLogError(where, "the checkpoint does not exist") from None
+    return [obj for _, obj in json_lines(where, data)]
+
+
+def json_lines(where: str, data: bytes) -> list[tuple[int, dict]]:
+    """(line number, object) of each JSON object of a log file, one per line (blank lines
+    skipped); anything else is a CorruptLogError naming the line."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise CorruptLogError(where, f"the checkpoint is not UTF-8 text ({e})") from None
-    out = []
+        raise CorruptLogError(where, f"the file is not UTF-8 text ({e})") from None
+    out: list[tuple[int, dict]] = []
     for i, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -220,7 +229,7 @@ def _json_objects(storage: Storage, name: str) -> list[dict]:
             raise CorruptLogError(where, f"line {i} is not valid JSON ({e.msg} at column {e.colno})") from None
         if not isinstance(obj, dict):
             raise CorruptLogError(where, f"line {i} is not a JSON object")
-        out.append(obj)
+        out.append((i, obj))
     return out
 
 
@@ -274,8 +283,7 @@ def struct_rows(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
     """The non-null rows of checkpoint struct column `name`, flattened to `schema` (missing fields null)."""
     if name not in table.column_names:
         return schema.empty_table()
-    col = table.column(name).combine_chunks()
-    col = col.filter(col.is_valid())
+    col = _valid_rows(table.column(name).combine_chunks())
     columns = []
     for fld in schema:
         idx = col.type.get_field_index(fld.name)
@@ -284,6 +292,17 @@ def struct_rows(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
             continue
         columns.append(_conform(pc.struct_field(col, [idx]), fld.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _valid_rows(col: pa.Array) -> pa.Array:
+    """The non-null rows of a checkpoint column. Writers group each action's rows together, so
+    they are usually one run: a zero-copy slice then, not a copy of every string."""
+    if col.null_count == 0:
+        return col
+    at = np.flatnonzero(np.asarray(col.is_valid()))
+    if len(at) and at[-1] - at[0] + 1 == len(at):
+        return col.slice(int(at[0]), len(at))
+    return col.filter(col.is_valid()) if len(at) else col.slice(0, 0)
 
 
 def _conform(array: pa.Array, type_: pa.DataType) -> pa.Array:

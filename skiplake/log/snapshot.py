@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
-from skiplake.log.checkpoint_read import TypedStats, adds_to_arrow, read_checkpoint, removes_to_arrow
+from skiplake.log.checkpoint_read import TypedStats, adds_to_arrow, json_lines, read_checkpoint, removes_to_arrow
 from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.location import join
@@ -131,15 +131,7 @@ def read_commit(storage: Storage, version: int) -> list[Action]:
     if not data.strip():
         raise CorruptLogError(where, "the file is empty")
     actions: list[Action] = []
-    for i, line in enumerate(data.decode("utf-8", errors="strict").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise CorruptLogError(where, f"line {i} is not valid JSON ({e.msg} at column {e.colno})") from None
-        if not isinstance(obj, dict):
-            raise CorruptLogError(where, f"line {i} is not a JSON object")
+    for i, obj in json_lines(where, data):
         try:
             action = parse_action(obj)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
