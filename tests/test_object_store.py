@@ -370,3 +370,38 @@ def test_vacuum_keeps_files_the_log_names_under_the_other_scheme(s3_server, writ
     assert result.files == ["stray.parquet"]
     assert sorted(k for k in s3_server.keys(bucket) if k.endswith(".parquet")) == [
         "t/absolute.parquet", "t/p=1/absolute.parquet", "t/relative.parquet"]
+
+
+def test_log_cleanup_on_s3(s3_server):
+    """Expired commits, checkpoints and sidecars go on an object store as on a disk (the store
+    dates its objects itself, so the cleanup is asked as of 40 days from now)."""
+    from skiplake.errors import VersionNotFoundError
+    from skiplake.log.actions import CommitInfo, Metadata, Protocol, now_ms
+    from skiplake.log.checkpoint_read import SIDECAR_DIR
+    from skiplake.log.cleanup import clean_expired_log
+    from skiplake.log.commit import put_commit, put_first_commit
+    from skiplake.log.features import required_protocol
+    from skiplake.log.snapshot import Snapshot
+    from skiplake.log.stores import storage_at
+    from tests.unit.logutil import SCHEMA, add
+    bucket = s3_server.new_bucket()
+    set_bucket_options(bucket, s3_server.options)
+    root = f"s3://{bucket}/t"
+    config = {"delta.checkpointPolicy": "v2", "delta.enableExpiredLogCleanup": "false"}
+    snapshot = put_first_commit(root, CommitInfo(1, "CREATE TABLE"), required_protocol(Protocol(1, 2), config),
+                                Metadata.new(SCHEMA, ["d"], config))
+    for i in range(1, 26):
+        put_commit(snapshot, CommitInfo(1, "WRITE"), [add(f"d=2001-01-01/f{i}.parquet")])
+        snapshot = Snapshot.load(root)
+    storage = log_storage(root)
+    sidecars = storage_at(f"{root}/_delta_log/{SIDECAR_DIR}")
+    assert len(sidecars.list()) == 2 and sorted(list_log(storage).checkpoints) == [10, 20]
+
+    result = clean_expired_log(root, {}, now=now_ms() + 40 * 86_400_000)
+    assert result.cutoff_version == 20
+    listing = list_log(storage)
+    assert sorted(listing.commits) == list(range(20, 26)) and sorted(listing.checkpoints) == [20]
+    assert len(sidecars.list()) == 1  # checkpoint 10's sidecar went with it
+    assert len(Snapshot.load(root, 20).add_files) == 20 and len(Snapshot.load(root).add_files) == 25
+    with pytest.raises(VersionNotFoundError, match="readable versions are 20..25"):
+        Snapshot.load(root, 19)
