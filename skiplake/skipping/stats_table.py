@@ -225,12 +225,12 @@ class StatsTable:
                 return None
             keys[name] = key
         side = self.typed.read(sorted(set(keys.values())))
-        at = pc.index_in(self.files.column("path"), value_set=side.column("path").combine_chunks())
-        at = at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
         typed = side.column("stats_parsed").combine_chunks()
+        at = self._positions(side.column("path").combine_chunks())
         found = np.asarray(at.is_valid())
         rows = at.filter(pa.array(found))
-        chosen = typed.take(rows)
+        in_order = len(rows) == len(typed) and rows.equals(pa.array(np.arange(len(typed), dtype=rows.type.to_pandas_dtype())))
+        chosen = typed if in_order else typed.take(rows)
         valid = np.asarray(chosen.is_valid())
         if not valid.all():  # a file with typed stats of null: its JSON decides
             found[np.flatnonzero(found)[~valid]] = False
@@ -255,6 +255,18 @@ class StatsTable:
                   for name in names}
         assert len(order) == n
         return np.concatenate([records, rest_records])[np.argsort(order, kind="stable")], merged  # type: ignore[return-value]
+
+    def _positions(self, typed_paths: pa.Array) -> pa.Array:
+        """For each file, the row of its typed stats (null: none). A snapshot's files start with
+        its checkpoint's, in the checkpoint's order, unless a commit since touched them: then
+        the rows line up and no lookup is needed."""
+        paths = self.files.column("path").combine_chunks()
+        k = len(typed_paths)
+        if k <= len(paths) and paths.slice(0, k).equals(typed_paths):
+            head = pa.array(np.arange(k, dtype=np.int32))
+            return pa.concat_arrays([head, pa.nulls(len(paths) - k, pa.int32())])
+        at = pc.index_in(paths, value_set=typed_paths)
+        return at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
 
     def _typed_column(self, stats: pa.StructArray, name: str, key: str) -> tuple[pa.Array, pa.Array, pa.Array] | None:
         """(min, max, null count) of column `name` from typed stats, in the types planning compares."""

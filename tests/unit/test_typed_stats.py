@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from skiplake.log.actions import AddFile, CommitInfo, Metadata, Protocol
+from skiplake.log.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile, now_ms
 from skiplake.log.commit import put_commit, put_first_commit
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import LOG_DIR, Snapshot, checkpoint_name
@@ -40,7 +40,7 @@ def _stats(rng: random.Random, i: int) -> str | None:
     return json.dumps({"numRecords": 10 + i, "minValues": mins, "maxValues": maxs, "nullCount": nulls})
 
 
-def _table(root: str, configuration: dict[str, str] | None = None) -> str:
+def _table(root: str, configuration: dict[str, str] | None = None, remove_after_checkpoint: bool = False) -> str:
     rng = random.Random(7)
     snapshot = put_first_commit(root, CommitInfo(1, "CREATE TABLE"), Protocol(1, 2),
                                 Metadata.new(SCHEMA, ["p"], {"delta.enableExpiredLogCleanup": "false",
@@ -48,7 +48,8 @@ def _table(root: str, configuration: dict[str, str] | None = None) -> str:
     for v in range(1, 13):  # a checkpoint at 10, then two commits of JSON stats
         adds = [AddFile(f"p={i % 3}/f{v}-{i}.parquet", {"p": str(i % 3) if i % 4 else None}, 100, 1, True,
                         _stats(rng, v * 10 + i)) for i in range(10)]
-        put_commit(snapshot, CommitInfo(1, "WRITE"), adds)
+        removes = [RemoveFile(f"p=1/f{v - 1}-1.parquet", now_ms(), True)] if remove_after_checkpoint and v == 12 else []
+        put_commit(snapshot, CommitInfo(1, "WRITE"), adds + removes)
         snapshot = Snapshot.load(root)
     return root
 
@@ -59,8 +60,11 @@ def _same(a, b) -> None:
         assert np.array_equal(getattr(a, attr), getattr(b, attr)), attr
 
 
-def test_checkpoints_carry_typed_stats_and_planning_from_them_equals_json(tmp_path):
-    root = _table(str(tmp_path / "t"))
+@pytest.mark.parametrize("remove_after_checkpoint", [False, True])
+def test_checkpoints_carry_typed_stats_and_planning_from_them_equals_json(tmp_path, remove_after_checkpoint):
+    # Without a remove, the snapshot's files start with the checkpoint's in order; a remove of
+    # a checkpointed file since shifts them, and files are matched to typed stats by path.
+    root = _table(str(tmp_path / "t"), remove_after_checkpoint=remove_after_checkpoint)
     cp = pq.read_table(os.path.join(root, LOG_DIR, checkpoint_name(10)))
     add_type = cp.schema.field("add").type
     stats_type = add_type.field("stats_parsed").type
@@ -69,6 +73,7 @@ def test_checkpoints_carry_typed_stats_and_planning_from_them_equals_json(tmp_pa
     assert add_type.field("partitionValues_parsed").type == pa.struct([("p", pa.int32())])
     snapshot = Snapshot.load(root)
     assert snapshot.parsed_stats is not None and snapshot.parsed_stats.read(["id"]).num_rows == 100
+    assert snapshot.num_files == 120 - remove_after_checkpoint
     typed = stats_table(snapshot)
     plain = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns)
     typed.prepare(COLUMNS + ["p"])
