@@ -76,8 +76,7 @@ class TypedStats:
         columns += [f"add.stats_parsed.{part}.{k}" for part in ("minValues", "maxValues", "nullCount") for k in keys]
         parts = []
         for name in self.names:
-            adds = _parquet_file(self.storage, name).read(columns=columns).column("add").combine_chunks()
-            adds = adds.filter(adds.is_valid())
+            adds = _valid_rows(_parquet_file(self.storage, name).read(columns=columns).column("add").combine_chunks())
             parts.append(pa.table({"path": pc.struct_field(adds, "path"),
                                    "stats_parsed": pc.struct_field(adds, "stats_parsed")}))
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
