@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from skiplake.errors import CorruptLogError
+from skiplake.log.arrow_schema import map_value
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value
 
@@ -134,7 +135,7 @@ def partition_struct(partition_values: pa.Array, schema: Schema, partition_colum
         if f is None or target is None:
             return None
         key = names.get(f.name, f.name)
-        raw = pc.map_lookup(partition_values, pa.scalar(key, pa.string()), "first")
+        raw = map_value(partition_values, key)
         encoded = pc.dictionary_encode(raw).combine_chunks() if isinstance(raw, pa.ChunkedArray) \
             else pc.dictionary_encode(raw)
         values = pa.array([parse_partition_value(v, f.type) for v in encoded.dictionary.to_pylist()], target)

@@ -25,6 +25,7 @@ from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaqu
 from skiplake.expr.visitor import BooleanVisitor, visit
 from skiplake.layout.bucket_spec import BUCKET_TAG
 from skiplake.layout.bucketing import bucket_ids, literal_array
+from skiplake.log.arrow_schema import map_value
 from skiplake.log.schema import INTEGER_TYPES
 
 MAX_COMBINATIONS = 65_536
@@ -44,7 +45,7 @@ def file_bucket_ids(files: pa.Table) -> np.ndarray:
     """Each file's bucket id from its add tags (BUCKET_TAG); -1 for a file that has none."""
     if files.num_rows == 0:
         return np.zeros(0, dtype=np.int64)
-    found = pc.map_lookup(files.column("tags"), pa.scalar(BUCKET_TAG, pa.string()), "first")
+    found = map_value(files.column("tags"), BUCKET_TAG)
     # A tag that is not a number (another tool's) counts as none.
     numeric = pc.if_else(pc.utf8_is_digit(found), found, pa.scalar(None, pa.string()))
     return pc.fill_null(pc.cast(numeric, pa.int64()), -1).to_numpy(zero_copy_only=False).astype(np.int64)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
+from skiplake.log.arrow_schema import map_value
 from skiplake.log.checkpoint_read import TypedStats
 from skiplake.log.column_mapping import PHYSICAL_NAME
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
@@ -113,8 +114,7 @@ class StatsTable:
             self._partition_keys = [()] if n else []
             return
         pv = self.files.column("partitionValues")
-        cols = [pc.fill_null(pc.map_lookup(pv, pa.scalar(c, pa.string()), "first"), _NULL_KEY)
-                for c in self.partition_columns]
+        cols = [pc.fill_null(map_value(pv, c), _NULL_KEY) for c in self.partition_columns]
         joined = cols[0] if len(cols) == 1 else pc.binary_join_element_wise(*cols, _SEP)
         encoded = pc.dictionary_encode(joined).combine_chunks()
         self._partition_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
