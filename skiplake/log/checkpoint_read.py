@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from skiplake.errors import CorruptLogError
 from skiplake.log.actions import AddFile, Metadata, Protocol, RemoveFile, Txn, parse_action
-from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA, map_items
+from skiplake.log.arrow_schema import FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, map_items
 from skiplake.log.storage import Storage
 
 SIDECAR_DIR = "_sidecars"
@@ -128,20 +128,17 @@ def sidecars_of(storage: Storage, names: list[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def read_parquet(storage: Storage, name: str) -> pa.Table:
-    return _read_parquet(storage, name)[0]
-
-
 def _read_parquet(storage: Storage, name: str) -> tuple[pa.Table, pa.Schema]:
     """A checkpoint or sidecar file, its typed stats and partition values left out (read lazily
     by TypedStats, when planning needs them), and the file's whole schema."""
     f = _parquet_file(storage, name)
     schema = f.schema_arrow
     try:
-        if _typed_fields(schema) is None and "partitionValues_parsed" not in _add_fields(schema):
+        typed = {"stats_parsed", "partitionValues_parsed"}
+        if not typed & set(_add_fields(schema)):
             return f.read(), schema
         columns = [n for n in schema.names if n != "add"]
-        columns += [f"add.{n}" for n in _add_fields(schema) if n not in ("stats_parsed", "partitionValues_parsed")]
+        columns += [f"add.{n}" for n in _add_fields(schema) if n not in typed]
         return f.read(columns=columns), schema
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
@@ -199,7 +196,8 @@ def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:
         sidecars = _sidecar_names(sidecar_rows)
     except (KeyError, TypeError, ValueError) as e:
         raise CorruptLogError(where, f"a sidecar action is malformed ({e})") from None
-    return CheckpointState(protocol, metadata, txns, adds_to_arrow(adds), removes_to_arrow(removes), sidecars)
+    return CheckpointState(protocol, metadata, txns, actions_to_arrow(adds, FILES_SCHEMA),
+                           actions_to_arrow(removes, TOMBSTONES_SCHEMA), sidecars)
 
 
 def _json_objects(storage: Storage, name: str) -> list[dict]:
@@ -319,29 +317,12 @@ def _conform(array: pa.Array, type_: pa.DataType) -> pa.Array:
     return array.cast(type_)
 
 
-def adds_to_arrow(adds: Iterable[AddFile]) -> pa.Table:
-    adds = list(adds)
-    return pa.Table.from_pydict({
-        "path": [a.path for a in adds],
-        "partitionValues": [map_items(a.partitionValues) for a in adds],
-        "size": [a.size for a in adds],
-        "modificationTime": [a.modificationTime for a in adds],
-        "dataChange": [a.dataChange for a in adds],
-        "stats": [a.stats for a in adds],
-        "tags": [map_items(a.tags) for a in adds],
-        "deletionVector": [a.deletionVector for a in adds],
-    }, schema=FILES_SCHEMA)
+def actions_to_arrow(actions: Iterable[AddFile] | Iterable[RemoveFile], schema: pa.Schema) -> pa.Table:
+    """Add actions as FILES_SCHEMA rows, or remove actions as TOMBSTONES_SCHEMA rows: each column
+    is the action's field of that name, a map field as the map's items."""
+    actions = list(actions)
 
-
-def removes_to_arrow(removes: Iterable[RemoveFile]) -> pa.Table:
-    removes = list(removes)
-    return pa.Table.from_pydict({
-        "path": [r.path for r in removes],
-        "deletionTimestamp": [r.deletionTimestamp for r in removes],
-        "dataChange": [r.dataChange for r in removes],
-        "extendedFileMetadata": [r.extendedFileMetadata for r in removes],
-        "partitionValues": [map_items(r.partitionValues) for r in removes],
-        "size": [r.size for r in removes],
-        "tags": [map_items(r.tags) for r in removes],
-        "deletionVector": [r.deletionVector for r in removes],
-    }, schema=TOMBSTONES_SCHEMA)
+    def column(f: pa.Field) -> list:
+        values = [getattr(a, f.name) for a in actions]
+        return [map_items(v) for v in values] if f.type == STRING_MAP else values
+    return pa.Table.from_pydict({f.name: column(f) for f in schema}, schema=schema)

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
 from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
-from skiplake.log.checkpoint_read import TypedStats, adds_to_arrow, json_lines, read_checkpoint, removes_to_arrow
+from skiplake.log.checkpoint_read import TypedStats, actions_to_arrow, json_lines, read_checkpoint
 from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.location import join
@@ -412,9 +412,9 @@ class _ReplayState:
     def tables(self) -> tuple[pa.Table, pa.Table]:
         """(live files, tombstones) as Arrow tables: the checkpoint's, updated by the commits."""
         touched = set(self.added) | set(self.removed)
-        files = pa.concat_tables([_without_keys(self.base_files, touched), adds_to_arrow(self.added.values())])
+        files = pa.concat_tables([_without_keys(self.base_files, touched), actions_to_arrow(self.added.values(), FILES_SCHEMA)])
         tombstones = pa.concat_tables([_without_keys(self.base_tombstones, touched),
-                                       removes_to_arrow(self.removed.values())])
+                                       actions_to_arrow(self.removed.values(), TOMBSTONES_SCHEMA)])
         return files, tombstones
 
 
