@@ -27,7 +27,7 @@ from skiplake.log.actions import now_ms
 from skiplake.log.checkpoint import parse_interval_ms
 from skiplake.log.checkpoint_read import SIDECAR_DIR, sidecars_of
 from skiplake.log.location import join
-from skiplake.log.snapshot import CHECKPOINT_RE, COMMIT_RE, LOG_DIR, UUID_CHECKPOINT_RE, list_log
+from skiplake.log.snapshot import CHECKPOINT_RE, COMMIT_RE, LOG_DIR, UUID_CHECKPOINT_RE, is_checkpoint_file, listing_of
 from skiplake.log.storage import Storage
 from skiplake.log.stores import storage_at
 
@@ -63,29 +63,36 @@ def clean_expired_log(table_path: str, configuration: dict[str, str], storage: S
     retention = parse_interval_ms(configuration.get(LOG_RETENTION), DEFAULT_LOG_RETENTION_MS)
     checkpoint_retention = parse_interval_ms(configuration.get(CHECKPOINT_RETENTION),
                                              DEFAULT_CHECKPOINT_RETENTION_MS)
-    cutoff = (now - retention) // _DAY_MS * _DAY_MS
-    listing = list_log(storage)
+    cutoff = _midnight(now - retention)
+    infos = storage.list()  # one listing: the whole log folder, read once
+    listing = listing_of(infos)
     cutoff_checkpoint = _cutoff_checkpoint(listing.commits, listing.checkpoints, cutoff)
     if cutoff_checkpoint is None:
         return CleanupResult(None, ())
     doomed = []
     checkpoint_cutoff = min(cutoff, now - checkpoint_retention)
-    for info in storage.list():
+    for info in infos:
         version = _expired_version(info.name)
         if version is None or version >= cutoff_checkpoint:
             continue
-        is_checkpoint = CHECKPOINT_RE.match(info.name) or UUID_CHECKPOINT_RE.match(info.name)
-        if is_checkpoint and info.mtime_ms > checkpoint_cutoff:
+        if is_checkpoint_file(info.name) and info.mtime_ms > checkpoint_cutoff:
             continue
         doomed.append(info.name)
     # Oldest first: a reader that races with this sees a prefix of the log gone, never a hole.
     doomed.sort()
     storage.delete_many(doomed)
-    doomed += _unreferenced_sidecars(table_path, storage, now)
+    gone = set(doomed)
+    kept = [i.name for i in infos if is_checkpoint_file(i.name) and i.name not in gone]
+    doomed += _unreferenced_sidecars(table_path, storage, kept, now)
     if doomed:
         log.info("deleted %d expired log files of %s before version %d", len(doomed), table_path,
                  cutoff_checkpoint)
     return CleanupResult(cutoff_checkpoint, tuple(doomed))
+
+
+def _midnight(ms: int) -> int:
+    """Midnight UTC at or before `ms` (ms since the epoch)."""
+    return ms // _DAY_MS * _DAY_MS
 
 
 def _cutoff_checkpoint(commits: dict, checkpoints: dict[int, list[str]], cutoff: int) -> int | None:
@@ -116,17 +123,18 @@ def _expired_version(name: str) -> int | None:
     return int(m.group(1)) if m else None  # a log compaction, by its first version
 
 
-def _unreferenced_sidecars(table_path: str, storage: Storage, now: int) -> list[str]:
-    """Delete the sidecar files no kept checkpoint names, older than a day (a checkpoint being
-    written names its sidecars only once it is complete)."""
+def _unreferenced_sidecars(table_path: str, storage: Storage, checkpoints: list[str], now: int) -> list[str]:
+    """Delete the sidecar files none of `checkpoints` (every kept checkpoint file, not only the
+    one a load picks per version) names, older than a day (a checkpoint being written names its
+    sidecars only once it is complete)."""
     sidecar_storage = storage_at(join(table_path, LOG_DIR, SIDECAR_DIR))
-    old = [i.name for i in sidecar_storage.list() if i.mtime_ms < (now - _DAY_MS) // _DAY_MS * _DAY_MS]
+    old = [i.name for i in sidecar_storage.list() if i.mtime_ms < _midnight(now - _DAY_MS)]
     if not old:
         return []
     referenced: set[str] = set()
-    for names in list_log(storage).checkpoints.values():
+    for name in checkpoints:
         try:
-            referenced.update(sidecars_of(storage, names))
+            referenced.update(sidecars_of(storage, [name]))
         except CorruptLogError:
             return []  # an unreadable checkpoint may name any of them: keep all
     doomed = [n for n in old if f"{SIDECAR_DIR}/{n}" not in referenced]

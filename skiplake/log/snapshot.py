@@ -81,10 +81,20 @@ class LogListing:
 
 
 def list_log(storage: Storage, start_after: str | None = None) -> LogListing:
+    return listing_of(storage.list(start_after))
+
+
+def is_checkpoint_file(name: str) -> bool:
+    """A checkpoint of any kind: classic, a part of a multi-part one, or UUID-named."""
+    return bool(CHECKPOINT_RE.match(name) or UUID_CHECKPOINT_RE.match(name))
+
+
+def listing_of(infos: list[FileInfo]) -> LogListing:
+    """The commits and complete checkpoints among the files of a log folder's listing."""
     commits: dict[int, FileInfo] = {}
     single: dict[int, list[str]] = {}                 # classic and UUID-named checkpoints
     parts: dict[int, dict[int, list[str]]] = {}       # multi-part ones, by their number of parts
-    for info in storage.list(start_after):
+    for info in infos:
         m = COMMIT_RE.match(info.name)
         if m:
             commits[int(m.group(1))] = info

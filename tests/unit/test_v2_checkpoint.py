@@ -14,7 +14,7 @@ from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.cleanup import clean_expired_log
 from skiplake.log.commit import put_commit, put_first_commit
 from skiplake.log.features import required_protocol
-from skiplake.log.snapshot import LAST_CHECKPOINT, LOG_DIR, Snapshot, list_log, log_storage
+from skiplake.log.snapshot import LAST_CHECKPOINT, LOG_DIR, LogListing, Snapshot, list_log, log_storage
 from tests.unit.logutil import SCHEMA, add
 
 V2 = {"delta.checkpointPolicy": "v2", "delta.enableExpiredLogCleanup": "false"}
@@ -138,3 +138,22 @@ def test_writing_a_v2_checkpoint_twice_keeps_both_readable(tmp_path):
     write_checkpoint(storage, Snapshot.load(root))
     assert len(list_log(storage).checkpoints[3]) == 1  # one of the two is chosen
     assert len(Snapshot.load(root).add_files) == 3
+
+
+def test_cleanup_keeps_the_sidecars_of_every_kept_checkpoint_of_a_version(tmp_path):
+    """Two writers may each write a V2 checkpoint of one version; a reader may pick either, so
+    the sidecars of both stay."""
+    root = _table(str(tmp_path / "t"), 31)
+    write_checkpoint(log_storage(root), Snapshot.load(root, 30))  # a second checkpoint of version 30
+    at_30 = _state(Snapshot.load(root, 30))
+    sidecars = os.path.join(root, LOG_DIR, "_sidecars")
+    assert len(os.listdir(sidecars)) == 4
+    for folder in (os.path.join(root, LOG_DIR), sidecars):
+        for name in os.listdir(folder):
+            path = os.path.join(folder, name)
+            if os.path.isfile(path):
+                os.utime(path, (os.path.getmtime(path) - 40 * 86_400,) * 2)
+    assert clean_expired_log(root, {}).cutoff_version == 30
+    assert len(os.listdir(sidecars)) == 2
+    for name in [n for n in os.listdir(os.path.join(root, LOG_DIR)) if n.startswith(f"{30:020d}.checkpoint.")]:
+        assert _state(Snapshot.load(root, 30, listing=LogListing({}, {30: [name]}))) == at_30
