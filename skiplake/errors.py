@@ -210,6 +210,16 @@ class InvalidArgumentError(SkiplakeError):
     pass
 
 
+class ChangeDataNotRecordedError(InvalidArgumentError):
+    """A change read over versions written while the table's change data feed was off."""
+
+    def __init__(self, path: str, version: int, start: int, end: int) -> None:
+        self.path, self.version = path, version
+        super().__init__(f"{path}: no change data was recorded for version {version} (the table's "
+                         f"delta.enableChangeDataFeed was off then), so changes of versions {start} to {end} "
+                         f"cannot be read; read from a version after the feed was turned on")
+
+
 class SparkConnectUnsupportedError(SkiplakeError):
     """An operation that needs Spark's JVM objects, which a Spark Connect client does not have."""
 

@@ -26,6 +26,7 @@ from skiplake.log.stores import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.spark import dml, merge
+from skiplake.spark.changes import read_changes
 from skiplake.spark.compaction import OptimizeResult
 from skiplake.spark.convert import convert
 from skiplake.spark.object_stores import use_location
@@ -180,6 +181,19 @@ class Table:
             if gone:
                 raise FilesVacuumedError(self.path, table.version, gone)
         return read_planned(self.spark, table.snapshot, plan.files, where, columns)
+
+    def changes(self, starting_version: int | None = None, ending_version: int | None = None,
+                starting_timestamp: str | dt.datetime | None = None,
+                ending_timestamp: str | dt.datetime | None = None) -> "DataFrame":
+        """The change data feed of versions starting..ending, both included (delta-spark's
+        `table_changes`): the table's columns, then `_change_type` (`insert`, `delete`,
+        `update_preimage`, `update_postimage`), `_commit_version` and `_commit_timestamp`. By
+        version or by timestamp (UTC when naive): the first version committed at or after the
+        starting one, the last at or before the ending one. The start defaults to the oldest
+        version in the log, the end to the latest. Every version read must have been written
+        with `delta.enableChangeDataFeed=true` (else ChangeDataNotRecordedError)."""
+        return read_changes(self.spark, self.path, starting_version, ending_version, starting_timestamp,
+                            ending_timestamp)
 
     def to_df(self) -> "DataFrame":
         return self.read()

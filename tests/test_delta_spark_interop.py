@@ -83,6 +83,7 @@ class Interop:
     dv_expected: list = field(default_factory=list)            # "dv_ours" rows, as skiplake reads them
     cm_expected: list = field(default_factory=list)            # "cm_ours" rows, as skiplake reads them
     features_expected: dict = field(default_factory=dict)      # skiplake's feature tables: name -> rows
+    cdf_expected: dict = field(default_factory=dict)           # skiplake's change feed tables: name -> changes
 
     def job(self, job_id: str) -> dict:
         return self.result["jobs"][job_id]
@@ -170,6 +171,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     dv_expected = rows_as_strings(dv.read(), COLUMNS)
     cm_expected = _build_column_mapped(spark, lake)
     features_expected = _build_feature_tables(spark, lake)
+    cdf_expected = _build_change_feed_tables(spark, lake)
     built = time.time() - t0
 
     main, written, wser, wser_alter = (lake.path_of(n) for n in ("main", "written", "wser", "wser_alter"))
@@ -197,6 +199,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     jobs += _column_mapping_jobs(lake)
     jobs += [{"id": "cm_ours:read", "op": "read", "path": lake.path_of(CM_OURS), "columns": CM_OURS_COLUMNS}]
     jobs += _feature_jobs(lake)
+    jobs += _change_feed_jobs(lake)
 
     t1 = time.time()
     result = delta.run(jobs)
@@ -205,7 +208,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
           f"{result.get('spark_version')}: session start {result.get('startup_seconds')}s, jobs "
           f"{time.time() - t1:.1f}s (" + ", ".join(f"{k} {j['seconds']}s" for k, j in result["jobs"].items()) + ")")
     return Interop(lake, result, seconds, versions, written_before, written_ids, create_error, dv_expected,
-                   cm_expected, features_expected)
+                   cm_expected, features_expected, cdf_expected)
 
 
 CM_OURS = "cm_ours"
@@ -350,6 +353,75 @@ def _feature_jobs(lake) -> list[dict]:
              for name, cols in ((V2_SPARK, ["id", "g", "s"]), (V2_JSON_SPARK, ["id", "g", "s"]),
                                 (TW_SPARK, TW_COLUMNS), (VARIANT_SPARK, V_COLUMNS), (SHRED_SPARK, V_COLUMNS),
                                 (V2_OURS, ["id", "g", "s"]), (VARIANT_OURS, V_COLUMNS))]
+    return jobs
+
+
+CDF_OURS, CDF_OURS_DV, CDF_SPARK = "cdf_ours", "cdf_ours_dv", "cdf_spark"
+CDF_COLUMNS = ["id", "part", "qty", "_change_type", "_commit_version", "_commit_ms"]
+CDF_SCHEMA = "id long, part string, qty int"
+
+
+def _cdf_rows(spark, lo: int, hi: int):
+    return spark.sql(f"SELECT id, concat('p', CAST(id % 3 AS STRING)) AS part, CAST(id % 10 AS INT) AS qty "
+                     f"FROM range({lo}, {hi})")
+
+
+def _changes_as_strings(df) -> list[tuple]:
+    return rows_as_strings(df.selectExpr("*", "unix_millis(_commit_timestamp) AS _commit_ms"), CDF_COLUMNS)
+
+
+def _build_change_feed_tables(spark, lake) -> dict[str, list]:
+    """Tables with the change data feed, through every DML, for delta-spark's table_changes."""
+    out = {}
+    for name, properties, parts in ((CDF_OURS, {}, None), (CDF_OURS_DV, {"delta.enableDeletionVectors": "true"},
+                                                           ["part"])):
+        t = lake.create_table(name, CDF_SCHEMA, partition_by=parts,
+                              properties={"delta.enableChangeDataFeed": "true", **properties})
+        t.append(_cdf_rows(spark, 0, 60).repartition(3))
+        t.delete("id % 7 = 0")
+        t.update("qty < 3", {"qty": "qty + 100"})
+        t.delete("id >= 50")
+        src = _cdf_rows(spark, 40, 80).selectExpr("id", "part", "CAST(qty * 2 AS INT) AS qty")
+        (t.merge(src, "target.id = source.id").when_matched_delete("source.id % 4 = 0").when_matched_update_all()
+         .when_not_matched_insert_all().execute())
+        t.overwrite(_cdf_rows(spark, 1000, 1010), where="id >= 70")
+        out[name] = _changes_as_strings(t.changes(0))
+    return out
+
+
+def _change_feed_jobs(lake) -> list[dict]:
+    """delta-spark reads skiplake's change feed, writes more to those tables and reads it all
+    again; it also builds a table of its own for skiplake to read and write to."""
+    def changes(path: str) -> str:
+        return (f"SELECT id, part, qty, _change_type, _commit_version, unix_millis(_commit_timestamp) AS _commit_ms "
+                f"FROM table_changes_by_path('{path}', 0)")
+    jobs = []
+    for name in (CDF_OURS, CDF_OURS_DV):
+        path, q = lake.path_of(name), reader._quote_path(lake.path_of(name))
+        jobs += [
+            {"id": f"{name}:changes", "op": "sql", "sql": changes(path)},
+            {"id": f"{name}:dml:0", "op": "sql", "sql": f"DELETE FROM {q} WHERE id % 5 = 1"},
+            {"id": f"{name}:dml:1", "op": "sql", "sql": f"UPDATE {q} SET qty = qty + 1000 WHERE id % 5 = 2"},
+            {"id": f"{name}:dml:2", "op": "sql", "sql": f"MERGE INTO {q} t USING (SELECT id, 'p9' AS part, 7 AS qty "
+                                                         f"FROM range(1005, 1020)) s ON t.id = s.id WHEN MATCHED "
+                                                         f"THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"},
+            {"id": f"{name}:changes_after", "op": "sql", "sql": changes(path)},
+            {"id": f"{name}:read", "op": "read", "path": path, "columns": ["id", "part", "qty"]},
+        ]
+    path = os.path.join(lake.root, CDF_SPARK)
+    q = reader._quote_path(path)
+    steps = [
+        f"CREATE TABLE {q} (id BIGINT, part STRING, qty INT) USING delta PARTITIONED BY (part) TBLPROPERTIES "
+        "('delta.enableChangeDataFeed' = 'true', 'delta.enableDeletionVectors' = 'true')",
+        f"INSERT INTO {q} SELECT id, concat('p', CAST(id % 3 AS STRING)), CAST(id % 10 AS INT) FROM range(0, 60)",
+        f"DELETE FROM {q} WHERE id % 7 = 0",
+        f"UPDATE {q} SET qty = qty + 100 WHERE qty < 3",
+        f"MERGE INTO {q} t USING (SELECT id, concat('p', CAST(id % 3 AS STRING)) AS part, 5 AS qty FROM range(50, 70)) s "
+        "ON t.id = s.id WHEN MATCHED AND s.id % 4 = 0 THEN DELETE WHEN MATCHED THEN UPDATE SET * "
+        "WHEN NOT MATCHED THEN INSERT *",
+    ]
+    jobs += [{"id": f"{CDF_SPARK}:{i}", "op": "sql", "sql": sql} for i, sql in enumerate(steps)]
+    jobs += [{"id": f"{CDF_SPARK}:changes", "op": "sql", "sql": changes(path)}]
     return jobs
 
 
@@ -651,3 +723,35 @@ def test_delta_spark_reads_skiplakes_v2_checkpoints_and_variants(interop: Intero
     log = Path(interop.lake.path_of(V2_OURS)) / "_delta_log"
     assert any(p.name.startswith(f"{4:020d}.checkpoint.") for p in log.iterdir())
     assert list((log / "_sidecars").iterdir())
+
+
+def _job_rows(job: dict) -> list[tuple]:
+    return sorted((tuple(r) for r in _ok(job)["rows"]), key=lambda t: tuple((v is None, v or "") for v in t))
+
+
+@pytest.mark.parametrize("name", [CDF_OURS, CDF_OURS_DV])
+def test_delta_spark_reads_skiplakes_change_feed(interop: Interop, name: str) -> None:
+    """delta-spark's table_changes over skiplake's DELETE, UPDATE, MERGE and replaceWhere gives
+    what skiplake's own change read gives; delta-spark then writes more, and skiplake reads the
+    whole feed (delta-spark's change files and deletion vectors too) as delta-spark does."""
+    assert _job_rows(interop.job(f"{name}:changes")) == interop.cdf_expected[name]
+    for i in range(3):
+        _ok(interop.job(f"{name}:dml:{i}"))
+    t = interop.lake.table(name)
+    assert _job_rows(interop.job(f"{name}:changes_after")) == _changes_as_strings(t.changes(0))
+    assert _tuples(_ok(interop.job(f"{name}:read"))) == rows_as_strings(t.read(), ["id", "part", "qty"])
+
+
+def test_skiplake_reads_and_extends_delta_sparks_change_feed(interop: Interop, spark) -> None:
+    for i in range(5):
+        _ok(interop.job(f"{CDF_SPARK}:{i}"))
+    t = interop.lake.table(CDF_SPARK)
+    assert _job_rows(interop.job(f"{CDF_SPARK}:changes")) == _changes_as_strings(t.changes(0))
+    version = t.version
+    t.update("id % 5 = 3", {"qty": "qty - 1000"})
+    t.delete("id % 5 = 4")
+    ours = t.changes(version + 1).collect()
+    before, after = t.read(version=version), t.read()
+    assert sum(r["_change_type"] == "update_preimage" for r in ours) == before.filter("id % 5 = 3").count() > 0
+    assert sum(r["_change_type"] == "delete" for r in ours) == before.filter("id % 5 = 4").count() > 0
+    assert after.count() == before.count() - before.filter("id % 5 = 4").count()

@@ -193,6 +193,28 @@ class RemoveFile:
 
 
 @dataclass(frozen=True)
+class AddCDCFile:
+    """A file of change data (`_change_data/`): rows a commit changed, each with `_change_type`.
+    Never part of the table's state; only change feed readers read it."""
+    path: str
+    partitionValues: dict[str, str | None]
+    size: int
+    dataChange: bool = False
+    tags: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return _drop_none({"path": self.path, "partitionValues": dict(self.partitionValues), "size": self.size,
+                           "dataChange": self.dataChange, "tags": self.tags})
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "AddCDCFile":
+        return AddCDCFile(_field(d, "cdc", "path", str, required=True),
+                          _string_map(d, "cdc", "partitionValues", default={}),
+                          _field(d, "cdc", "size", int, required=True),
+                          _field(d, "cdc", "dataChange", bool, default=False), _string_map(d, "cdc", "tags"))
+
+
+@dataclass(frozen=True)
 class Txn:
     appId: str
     version: int
@@ -247,15 +269,15 @@ class CommitInfo:
         )
 
 
-Action = Union[Protocol, Metadata, AddFile, RemoveFile, Txn, CommitInfo]
+Action = Union[Protocol, Metadata, AddFile, RemoveFile, AddCDCFile, Txn, CommitInfo]
 
 _NAMES: dict[type, str] = {
     Protocol: "protocol", Metadata: "metaData", AddFile: "add", RemoveFile: "remove",
-    Txn: "txn", CommitInfo: "commitInfo",
+    AddCDCFile: "cdc", Txn: "txn", CommitInfo: "commitInfo",
 }
 _PARSERS = {
     "protocol": Protocol.from_json, "metaData": Metadata.from_json, "add": AddFile.from_json,
-    "remove": RemoveFile.from_json, "txn": Txn.from_json, "commitInfo": CommitInfo.from_json,
+    "remove": RemoveFile.from_json, "cdc": AddCDCFile.from_json, "txn": Txn.from_json, "commitInfo": CommitInfo.from_json,
 }
 
 
@@ -312,7 +334,7 @@ def encode_commit(actions: list[Action]) -> bytes:
 
 
 def parse_action(obj: dict[str, Any]) -> Action | None:
-    """One decoded JSON line to an action; None for actions this reader does not model (cdc, domainMetadata…)."""
+    """One decoded JSON line to an action; None for actions this reader does not model (domainMetadata…)."""
     for key, parser in _PARSERS.items():
         if key in obj:
             if not isinstance(obj[key], dict):

@@ -6,7 +6,10 @@ lists explicitly every feature its old writer version implied, as PROTOCOL.md as
 of a (3,7) table knows only what the lists say), exactly as delta-spark does: a (1,2) table
 becomes (3,7) with appendOnly, invariants and deletionVectors. `delta.columnMapping.mode` =
 `name` or `id` likewise needs the reader-writer feature `columnMapping` (skiplake writes it at
-(3,7), never at the legacy (2,5), whose tables it reads only).
+(3,7), never at the legacy (2,5), whose tables it reads only). `delta.enableChangeDataFeed`
+needs the writer-only feature `changeDataFeed`: a (1,2) table becomes (1,7) with appendOnly,
+invariants and changeDataFeed, and a (3,7) one lists it among its writer features (a table
+whose properties ask for a feature its protocol lacks is one delta-spark refuses to open).
 """
 from __future__ import annotations
 
@@ -17,6 +20,8 @@ from skiplake.log.column_mapping import FEATURE as COLUMN_MAPPING
 from skiplake.log.column_mapping import requested_mode
 
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
+ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+CHANGE_DATA_FEED = "changeDataFeed"
 DELETION_VECTORS = "deletionVectors"
 V2_CHECKPOINT = "v2Checkpoint"
 CHECKPOINT_POLICY = "delta.checkpointPolicy"   # "v2" asks for V2 checkpoints, "classic" (default) not
@@ -35,6 +40,11 @@ def deletion_vectors_enabled(configuration: Mapping[str, str]) -> bool:
     return str(configuration.get(ENABLE_DELETION_VECTORS, "false")).strip().lower() == "true"
 
 
+def change_data_feed_enabled(configuration: Mapping[str, str]) -> bool:
+    """Whether writers must record change data (`_change_data` files where a commit rewrites rows)."""
+    return str(configuration.get(ENABLE_CHANGE_DATA_FEED, "false")).strip().lower() == "true"
+
+
 def supports(protocol: Protocol, feature: str) -> bool:
     return feature in (protocol.readerFeatures or ()) and feature in (protocol.writerFeatures or ())
 
@@ -47,6 +57,11 @@ def wanted_features(configuration: Mapping[str, str]) -> list[str]:
     if str(configuration.get(CHECKPOINT_POLICY, "classic")).strip().lower() == "v2":
         wanted.append(V2_CHECKPOINT)
     return wanted
+
+
+def wanted_writer_features(configuration: Mapping[str, str]) -> list[str]:
+    """The writer-only features the table's properties turn on."""
+    return [CHANGE_DATA_FEED] if change_data_feed_enabled(configuration) else []
 
 
 def features_of(protocol: Protocol) -> tuple[set[str], set[str]]:
@@ -69,14 +84,18 @@ def table_features(protocol: Protocol) -> list[str]:
 
 
 def required_protocol(current: Protocol, configuration: Mapping[str, str]) -> Protocol:
-    """`current`, or the (3,7) protocol that adds what `configuration` turns on."""
-    missing = [f for f in wanted_features(configuration) if not supports(current, f)]
-    if not missing:
-        return current
+    """`current`, or the protocol that adds what `configuration` turns on: (3, 7) for a
+    reader-writer feature, (1, 7) (the reader version kept) for writer-only ones alone."""
     reader, writer = features_of(current)
-    reader.update(missing)
-    writer.update(missing)
-    return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(writer)))
+    both = [f for f in wanted_features(configuration) if not supports(current, f)]
+    writer_only = [f for f in wanted_writer_features(configuration) if f not in writer]
+    if not both and not writer_only:
+        return current
+    reader.update(both)
+    writer.update(both + writer_only)
+    if both or current.minReaderVersion >= 3:
+        return Protocol(3, 7, tuple(sorted(reader)), tuple(sorted(writer)))
+    return Protocol(current.minReaderVersion, 7, None, tuple(sorted(writer)))
 
 
 def merged_protocol(a: Protocol, b: Protocol) -> Protocol:

@@ -45,7 +45,7 @@ UUID_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F]{8}-[0-9a-fA
 _BOTH = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolCheck", "v2Checkpoint",
          *TYPE_WIDENING, "variantType", "variantType-preview"}
 SUPPORTED_READER_FEATURES = _BOTH | {"variantShredding-preview", "variantShredding"}
-SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants"}
+SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants", "changeDataFeed"}
 
 
 LAST_CHECKPOINT = "_last_checkpoint"

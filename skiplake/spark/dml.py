@@ -15,8 +15,9 @@ from pyspark.sql import functions as F
 from skiplake.errors import InvalidArgumentError, ReplaceWhereViolationError, SchemaMismatchError
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
-from skiplake.log.actions import AddFile
-from skiplake.log.features import deletion_vectors_enabled
+from skiplake.log.actions import AddCDCFile, AddFile
+from skiplake.log.changes import CHANGE_TYPE, DELETE, INSERT, POSTIMAGE, PREIMAGE
+from skiplake.log.features import change_data_feed_enabled, deletion_vectors_enabled
 from skiplake.log.paths import file_key
 from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.spark.read import FILE_COLUMN, spark_file_key
@@ -84,15 +85,30 @@ def _delete_rows(txn: "Transaction", where: str | None, options: WriteOptions | 
     whole, partial = _split_by_proof(txn, plan.files, plan.predicate)
     if deletion_vectors_enabled(txn.snapshot.configuration):
         # Mark the matching rows; only files mostly deleted are rewritten.
-        marks = mark_rows(txn, partial, matching_rows(txn, partial, matches(where)))
-        touched = marks.rewrite
+        hits = matching_rows(txn, partial, matches(where))
+        touched = mark_rows(txn, partial, hits).rewrite
+        changed = [f for f in partial if f.path in hits]
     else:
         touched, _ = _touched_files(txn, partial, where)
+        changed = touched
     if touched:
         kept = txn.read_files(touched).filter(~matches(where))
         txn.write(kept, options=options)
+        if records_changes(txn):
+            # A commit that rewrites rows records its changes in change files, and a reader takes
+            # such a commit's changes from them alone: every row it deletes goes in.
+            txn.write_changes(as_change(txn.read_files(whole + changed).filter(matches(where)), DELETE))
     txn.remove(whole + touched)
     return len(whole) + len(touched), len(touched)
+
+
+def records_changes(txn: "Transaction") -> bool:
+    """Whether the table's change data feed is on (this transaction writes change files)."""
+    return change_data_feed_enabled((txn.new_metadata or txn.snapshot.metadata).configuration)
+
+
+def as_change(df: DataFrame, kind: str | Column) -> DataFrame:
+    return df.withColumn(CHANGE_TYPE, kind if isinstance(kind, Column) else F.lit(kind))
 
 
 def _rows_removed(txn: "Transaction") -> int:
@@ -117,7 +133,16 @@ def overwrite(txn: "Transaction", df: DataFrame, where: str | None = None, merge
                            .otherwise(F.lit(True)))
     _delete_rows(txn, where, options)
     try:
-        txn.write(data, options=options)
+        if any(isinstance(a, AddCDCFile) for a in txn.actions):
+            # The deleted rows went to change files: the new rows must be there too.
+            data = data.persist()
+            try:
+                txn.write(data, options=options)
+                txn.write_changes(as_change(data, INSERT))
+            finally:
+                data.unpersist()
+        else:
+            txn.write(data, options=options)
     except Exception as e:
         if _REPLACE_WHERE_MARKER in str(e):
             raise ReplaceWhereViolationError(txn.path, where or "") from None
@@ -154,6 +179,7 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
         updated = sum(len(r) for r in hits.values())
         if touched:
             txn.write(conform(txn.read_files(touched).filter(cond).select(*cols), schema))
+            _record_updates(txn, touched, cond, cols)
             marks = mark_rows(txn, touched, hits)
             if marks.rewrite:
                 txn.write(conform(txn.read_files(marks.rewrite).filter(~cond).select(*cols), schema))
@@ -165,5 +191,15 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
         touched, updated = _touched_files(txn, plan.files, where)
     if touched:
         txn.write(conform(txn.read_files(touched).select(*cols), schema))
+        _record_updates(txn, touched, cond, cols)
         txn.remove(touched)
     return txn.stage("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})
+
+
+def _record_updates(txn: "Transaction", files: Sequence[AddFile], cond: Column, cols: list[Column]) -> None:
+    """With the change data feed on, the updated rows of `files` as they were and as they are."""
+    if not records_changes(txn):
+        return
+    rows = txn.read_files(files).filter(cond)
+    after = conform(rows.select(*cols), txn.schema)
+    txn.write_changes(as_change(rows, PREIMAGE).unionByName(as_change(after, POSTIMAGE)))

@@ -17,8 +17,10 @@ from pyspark.sql import functions as F
 from skiplake.errors import InvalidArgumentError, SchemaMismatchError
 from skiplake.expr.tree import Node
 from skiplake.layout.bucket_spec import bucket_spec_of
-from skiplake.log.actions import Action, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
+from skiplake.log.actions import Action, AddCDCFile, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
+from skiplake.log.changes import CHANGE_DIR, CHANGE_TYPE
 from skiplake.log.column_mapping import extend, physical_names, physical_schema, without_mapping
+from skiplake.log.location import join
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.log.stats import loose_bounds
@@ -126,21 +128,39 @@ class Transaction:
               tags: dict[str, str] | None = None) -> list[AddFile]:
         """Write an already conformed DataFrame as new files; they join the commit."""
         spec = bucket_spec_of(self.snapshot.configuration)
-        schema, parts = self.schema, self.partition_columns
-        mode = self.snapshot.column_mapping
-        if mode != "none":
-            # Files, their stats and partition values under physical names, with the field ids.
-            schema, phys = physical_schema(self.schema, mode), physical_names(self.schema, mode)
-            df = df.select(*[F.col(f"`{f.name}`").cast(spark_type(p.type)).alias(p.name, metadata=p.metadata)
-                             for f, p in zip(self.schema.fields, schema.fields)])
-            parts = [phys[c] for c in parts]
         config = (self.new_metadata or self.snapshot.metadata).configuration
-        options = with_table_stats(options, config, mode)
+        options = with_table_stats(options, config, self.snapshot.column_mapping)
+        df, schema, parts = self._physical(df, ())
         # Only a bucketed write sizes its files by bytes per row (which parses every file's stats).
         adds = write_files(df, self.path, schema, parts, options, data_change, tags,
                            spec, self._bytes_per_row() if spec is not None else None)
         self.actions.extend(adds)
         return adds
+
+    def write_changes(self, df: "DataFrame") -> list[AddCDCFile]:
+        """Write change data as `_change_data/` files of the commit: `df` holds the table's
+        columns and CHANGE_TYPE; its partition values come from the table's columns."""
+        change_type = Field(CHANGE_TYPE, "string")
+        df = conform(df, Schema(self.schema.fields + (change_type,)))
+        df, schema, parts = self._physical(df, (change_type,))
+        files = write_files(df, join(self.path, CHANGE_DIR), schema, parts, WriteOptions(num_indexed_cols=0),
+                            data_change=False)
+        changes = [AddCDCFile(f"{CHANGE_DIR}/{a.path}", dict(a.partitionValues), a.size) for a in files]
+        self.actions.extend(changes)
+        return changes
+
+    def _physical(self, df: "DataFrame", extra: Sequence[Field]) -> tuple["DataFrame", Schema, list[str]]:
+        """`df` (the table's columns, then `extra` ones) as files spell it: with column mapping,
+        the table's columns under physical names with their field ids; with the schema and
+        partition columns the files are written by."""
+        schema, parts = self.schema, self.partition_columns
+        mode = self.snapshot.column_mapping
+        if mode == "none":
+            return df, Schema(schema.fields + tuple(extra)), parts
+        physical, phys = physical_schema(schema, mode), physical_names(schema, mode)
+        df = df.select(*[F.col(f"`{f.name}`").cast(spark_type(p.type)).alias(p.name, metadata=p.metadata)
+                         for f, p in zip(schema.fields, physical.fields)], *[F.col(f"`{e.name}`") for e in extra])
+        return df, Schema(physical.fields + tuple(extra)), [phys[c] for c in parts]
 
     def _bytes_per_row(self) -> float | None:
         """The snapshot's average stored bytes per row, which sizes bucket files (None when unknown)."""

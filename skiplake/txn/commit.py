@@ -5,9 +5,11 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from skiplake.errors import AppendOnlyTableError, ConcurrentWriteException
+from skiplake.errors import AppendOnlyTableError, ConcurrentWriteException, SchemaMismatchError
 from skiplake.log.actions import Action, CommitInfo, Metadata, Protocol, RemoveFile, now_ms
+from skiplake.log.changes import reserved_columns
 from skiplake.log.commit import ENGINE_INFO, CommitResult, put_commit, put_first_commit
+from skiplake.log.features import change_data_feed_enabled
 from skiplake.log.snapshot import Snapshot
 from skiplake.txn.conflicts import check_winner
 from skiplake.txn.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION, is_rearrangement, isolation_level
@@ -24,6 +26,9 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     what `read_set` says this transaction read (at the table's isolation level). An `exclusive`
     commit (RESTORE, as Delta's large commits) must directly follow `snapshot`: any commit made
     since is a ConcurrentWriteException, and it commits as Serializable."""
+    new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+    if new_metadata is not None:
+        check_change_columns(snapshot.table_path, new_metadata)
     if _removes_data(actions) and str(snapshot.configuration.get(APPEND_ONLY, "false")).lower() == "true":
         raise AppendOnlyTableError(snapshot.table_path, operation)
     read_set = read_set or ReadSet()
@@ -54,6 +59,16 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     return put_commit(snapshot, info, actions, check, max_attempts)
 
 
+def check_change_columns(table_path: str, metadata: Metadata) -> None:
+    """A table with the change data feed on cannot have the columns a change read adds."""
+    if change_data_feed_enabled(metadata.configuration):
+        clash = reserved_columns(metadata.schema)
+        if clash:
+            raise SchemaMismatchError(table_path, [f"column {c!r} is a name the change data feed adds to its rows"
+                                                   for c in clash],
+                                      "Rename the column, or leave delta.enableChangeDataFeed off.")
+
+
 def _removes_data(actions: list[Action]) -> bool:
     """Whether a commit logically deletes rows: a data-changing remove (a file marked by a
     deletion vector is removed and added again, so it counts too)."""
@@ -70,6 +85,7 @@ def create(table_path: str, metadata: Metadata, protocol: Protocol | None = None
            operation_parameters: dict[str, Any] | None = None,
            operation_metrics: dict[str, str] | None = None) -> Snapshot:
     """Write version 0 of a new table (TableAlreadyExistsError if another creator won)."""
+    check_change_columns(table_path, metadata)
     info = CommitInfo(timestamp=now_ms(), operation=operation,
                       operationParameters=dict(operation_parameters or {}),
                       isolationLevel=isolation_level(metadata.configuration), isBlindAppend=not actions,

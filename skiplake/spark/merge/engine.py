@@ -31,8 +31,10 @@ from pyspark.sql import functions as F
 
 from skiplake.errors import MergeConflictError
 from skiplake.log.actions import AddFile
+from skiplake.log.changes import CHANGE_TYPE, DELETE, INSERT, POSTIMAGE, PREIMAGE
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
+from skiplake.spark.dml import records_changes
 from skiplake.spark.explain_text import estimated_size
 from skiplake.spark.gateway import is_connect, plan_size
 from skiplake.spark.merge.clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
@@ -262,6 +264,35 @@ class _Run:
         return joined.filter(keep).select(*self.row(self.merge.copy))
 
 
+    def record_changes(self, files: Sequence[AddFile], found: Found) -> None:
+        """Change files for the table's change data feed: each target row a clause updates as
+        it was and as it is, each row it deletes, each row inserted. They hold every change of
+        the commit (a reader takes a commit with change files from them alone), so they are
+        written even where the commit rewrote no file."""
+        parts = []
+        changed = [f for f in files if f.path in found.changed]
+        if changed:
+            source, target = self.sides(changed, self.source, file_info=True)
+            joined = target.join(source, F.expr(self.spec.on), "left" if self.spec.not_matched_by_source else "inner")
+            acting = (joined.withColumn(CLAUSE, self.clause())
+                      .filter(self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update", "delete"))))
+            updated = self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",))
+            before = acting.select(*self.row(self.merge.copy, ()), F.col(f"{self.t}.{FILE_COLUMN}"),
+                                   F.col(f"{self.t}.{ROW_COLUMN}"),
+                                   F.when(updated, F.lit(PREIMAGE)).otherwise(F.lit(DELETE)).alias(CHANGE_TYPE))
+            # A row several source rows match is deleted once (the only case Delta allows).
+            parts.append(before.dropDuplicates([FILE_COLUMN, ROW_COLUMN]).drop(FILE_COLUMN, ROW_COLUMN))
+            parts.append(acting.filter(updated).select(*self.row(self.merge.copy), F.lit(POSTIMAGE).alias(CHANGE_TYPE)))
+        if self.spec.not_matched:
+            read = [f for f in files if f.path in found.changed or f.path in found.matched]
+            source = self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
+            if read:
+                source = source.join(self.matchable(read), F.expr(self.spec.on), "left_anti")
+            parts.append(self.inserted(source).withColumn(CHANGE_TYPE, F.lit(INSERT)))
+        rows = _union(parts)
+        if rows is not None:
+            self.txn.write_changes(rows)
+
     def matchable(self, files: Sequence[AddFile]) -> DataFrame:
         """The target rows of `files` some source row could match: with key equalities in ON
         (`target.k = source.k`), only rows whose keys the (broadcast) source has, found where the
@@ -324,6 +355,8 @@ def run(txn: "Transaction", source: DataFrame, merge: ResolvedMerge) -> MergeMet
         found = r.find(plan.files)
         scanned = time.perf_counter()
         copied = r.mark(plan.files, found) if r.dv else r.rewrite(plan.files, found)
+        if records_changes(txn):
+            r.record_changes(plan.files, found)
     done = time.perf_counter()
     return _metrics(r, found, copied, started, scanned, done)
 
