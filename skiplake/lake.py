@@ -62,9 +62,10 @@ class Lake:
 
     def create_table(self, name: str, schema: "StructType | Schema | str",
                      partition_by: Sequence[str] | None = None, bucket_by: BucketSpec | None = None,
-                     properties: Mapping[str, str] | None = None, description: str | None = None) -> Table:
+                     properties: Mapping[str, str] | None = None, description: str | None = None,
+                     generated_columns: Mapping[str, str] | None = None) -> Table:
         return Table.create(self.spark, self.path_of(name), schema, partition_by, bucket_by, properties,
-                            name=name, description=description)
+                            name=name, description=description, generated_columns=generated_columns)
 
     def convert(self, name: str, partition_by: "Sequence[str] | str | StructType | None" = None,
                 bucket_by: BucketSpec | None = None, *, catalog_table: str | None = None,

@@ -12,12 +12,12 @@ import datetime as dt
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from skiplake.errors import FilesVacuumedError, InvalidArgumentError
+from skiplake.errors import ConstraintViolationError, FilesVacuumedError, InvalidArgumentError
 from skiplake.inspect import TableDetail, table_detail
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.schema_changes import SchemaChangeError, dropped, renamed
 from skiplake.log.actions import Metadata, Protocol
-from skiplake.log.features import required_protocol
+from skiplake.log.features import CONSTRAINT_PREFIX, required_protocol
 from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
@@ -28,6 +28,7 @@ from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.spark import dml, merge
 from skiplake.spark.changes import read_changes
 from skiplake.spark.compaction import OptimizeResult
+from skiplake.spark.constraints import first_breaking_row
 from skiplake.spark.convert import convert
 from skiplake.spark.object_stores import use_location
 from skiplake.spark.optimize import DEFAULT_TARGET_FILE_SIZE, optimize
@@ -37,6 +38,14 @@ from skiplake.spark.transaction import Transaction
 from skiplake.spark.types import as_schema, to_spark
 from skiplake.spark.write import WriteOptions
 from skiplake.txn import create
+from skiplake.txn.constraints import (
+    check_constraints,
+    constraint_rule,
+    refuse_constraint_properties,
+    with_constraint,
+    with_generated_columns,
+    without_constraint,
+)
 from skiplake.txn.isolation import isolation_level
 from skiplake.txn.new_table import (
     check_properties,
@@ -83,16 +92,20 @@ class Table:
     def create(spark: "SparkSession", path: str, schema: "StructType | Schema | str",
                partition_by: Sequence[str] | None = None, bucket_by: BucketSpec | None = None,
                properties: Mapping[str, str] | None = None, name: str | None = None,
-               description: str | None = None, storage_options: Mapping[str, str] | None = None) -> "Table":
+               description: str | None = None, storage_options: Mapping[str, str] | None = None,
+               generated_columns: Mapping[str, str] | None = None) -> "Table":
+        """A new table. generated_columns gives columns computed from others (column -> Spark SQL,
+        Delta's GENERATED ALWAYS AS): a write that leaves one out gets it computed, one that
+        gives it has it checked."""
         path = use_location(spark, path, storage_options)
-        sch = as_schema(schema, spark)
+        sch = with_generated_columns(path, as_schema(schema, spark), generated_columns or {})
         parts = partition_columns(path, sch, partition_by)
         config = table_properties(path, properties, bucket_by)
         if bucket_by is not None:
             config.update(bucket_by.resolved(path, sch, parts).to_configuration())
         sch, config = with_column_mapping(path, sch, config, "none", new_table=True, bucketed=bucket_by is not None)
         metadata = Metadata.new(sch, parts, config, name=name, description=description)
-        snapshot = create(path, metadata, required_protocol(Protocol(1, 2), config), operation_parameters={
+        snapshot = create(path, metadata, required_protocol(Protocol(1, 2), config, sch), operation_parameters={
             "partitionBy": parts, "properties": config, "isManaged": "false"})
         return Table(spark, path, snapshot)
 
@@ -302,12 +315,42 @@ class Table:
         base = txn.snapshot.metadata
         config = {**base.configuration, **{k: str(v) for k, v in properties.items()}}
         refuse_bucketing_properties(self.path, properties, "the bucket spec is set at create")
+        refuse_constraint_properties(self.path, properties)
         check_properties(self.path, config)
         schema, config = with_column_mapping(self.path, base.schema, config, txn.snapshot.column_mapping,
                                              new_table=False, bucketed=bucket_spec_of(config) is not None)
         txn.set_metadata(replace(base, schemaString=schema.json_string(), configuration=config),
-                         required_protocol(txn.snapshot.protocol, config))
+                         required_protocol(txn.snapshot.protocol, config, schema))
         return txn.stage("SET TBLPROPERTIES", {"properties": dict(properties)}).commit()
+
+    def add_constraint(self, name: str, expression: str) -> int:
+        """ALTER TABLE ... ADD CONSTRAINT name CHECK (expression): every row already in the table
+        must satisfy it (else ConstraintViolationError naming one that does not, and nothing is
+        written), and every later write is checked against it. The protocol gains the writer
+        feature `checkConstraints` in the same commit."""
+        txn = self.begin()
+        metadata = with_constraint(self.path, txn.snapshot.metadata, name, expression)
+        rule = constraint_rule(name, expression, metadata.schema)
+        row = first_breaking_row(txn.read(), self.path, rule)
+        if row is not None:
+            raise ConstraintViolationError(self.path, rule.label, rule.expression, row, existing=True)
+        txn.set_metadata(metadata, required_protocol(txn.snapshot.protocol, metadata.configuration, metadata.schema))
+        return txn.stage("ADD CONSTRAINT", {"name": name.lower(), "expr": expression.strip()}).commit()
+
+    def drop_constraint(self, name: str, if_exists: bool = False) -> int:
+        """ALTER TABLE ... DROP CONSTRAINT [IF EXISTS] name (the protocol keeps its features)."""
+        txn = self.begin()
+        metadata = without_constraint(self.path, txn.snapshot.metadata, name, if_exists)
+        if metadata is txn.snapshot.metadata:
+            return txn.stage_no_op().commit()
+        expression = txn.snapshot.configuration.get(CONSTRAINT_PREFIX + name.lower())
+        txn.set_metadata(metadata)
+        return txn.stage("DROP CONSTRAINT", {"constraint": name.lower(), "expr": expression}).commit()
+
+    @property
+    def constraints(self) -> dict[str, str]:
+        """The table's CHECK constraints: name -> expression."""
+        return check_constraints(self.snapshot.configuration)
 
     def rename_column(self, old: str, new: str) -> int:
         """ALTER TABLE ... RENAME COLUMN: a metadata-only change on a table with column mapping

@@ -172,6 +172,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     cm_expected = _build_column_mapped(spark, lake)
     features_expected = _build_feature_tables(spark, lake)
     cdf_expected = _build_change_feed_tables(spark, lake)
+    _build_constraint_table(spark, lake)
     built = time.time() - t0
 
     main, written, wser, wser_alter = (lake.path_of(n) for n in ("main", "written", "wser", "wser_alter"))
@@ -200,6 +201,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     jobs += [{"id": "cm_ours:read", "op": "read", "path": lake.path_of(CM_OURS), "columns": CM_OURS_COLUMNS}]
     jobs += _feature_jobs(lake)
     jobs += _change_feed_jobs(lake)
+    jobs += _constraint_jobs(lake)
 
     t1 = time.time()
     result = delta.run(jobs)
@@ -423,6 +425,47 @@ def _change_feed_jobs(lake) -> list[dict]:
     jobs += [{"id": f"{CDF_SPARK}:{i}", "op": "sql", "sql": sql} for i, sql in enumerate(steps)]
     jobs += [{"id": f"{CDF_SPARK}:changes", "op": "sql", "sql": changes(path)}]
     return jobs
+
+
+CK_OURS, CK_SPARK = "ck_ours", "ck_spark"
+
+
+GEN_OURS, GEN_SPARK = "gen_ours", "gen_spark"
+
+
+def _build_constraint_table(spark, lake) -> None:
+    t = lake.create_table(CK_OURS, "id long not null, qty int, name string")
+    t.append(spark.sql("SELECT id, CAST(id % 10 AS INT) AS qty, concat('n', id) AS name FROM range(0, 10)"))
+    t.add_constraint("qty_pos", "qty >= 0")
+    g = lake.create_table(GEN_OURS, "id long, ts timestamp, d date", partition_by=["d"],
+                          generated_columns={"d": "CAST(ts AS DATE)"})
+    g.append(spark.sql("SELECT id, TIMESTAMP'2024-05-01 12:00:00' AS ts FROM range(0, 3)"))
+
+
+def _constraint_jobs(lake) -> list[dict]:
+    """delta-spark keeps skiplake's CHECK constraint; it builds a constrained table for skiplake."""
+    ours, theirs = (reader._quote_path(lake.path_of(CK_OURS)),
+                    reader._quote_path(os.path.join(lake.root, CK_SPARK)))
+    return [
+        {"id": "ck_ours:bad", "op": "sql", "sql": f"INSERT INTO {ours} VALUES (100, -1, 'bad')"},
+        {"id": "ck_ours:null", "op": "sql", "sql": f"INSERT INTO {ours} VALUES (NULL, 1, 'null id')"},
+        {"id": "ck_ours:good", "op": "sql", "sql": f"INSERT INTO {ours} VALUES (101, 1, 'good')"},
+        {"id": "ck_ours:read", "op": "read", "path": lake.path_of(CK_OURS), "columns": ["id", "qty", "name"]},
+        {"id": "ck_spark:0", "op": "sql", "sql": f"CREATE TABLE {theirs} (id BIGINT NOT NULL, qty INT, name STRING) "
+                                                 "USING delta"},
+        {"id": "ck_spark:1", "op": "sql", "sql": f"INSERT INTO {theirs} VALUES (1, 1, 'a'), (2, 2, 'b')"},
+        {"id": "ck_spark:2", "op": "sql", "sql": f"ALTER TABLE {theirs} ADD CONSTRAINT qty_pos CHECK (qty >= 0)"},
+        {"id": "gen_ours:insert", "op": "sql", "sql": f"INSERT INTO {reader._quote_path(lake.path_of(GEN_OURS))} "
+                                                      "(id, ts) VALUES (7, TIMESTAMP'2024-06-02 01:00:00')"},
+        {"id": "gen_ours:bad", "op": "sql", "sql": f"INSERT INTO {reader._quote_path(lake.path_of(GEN_OURS))} "
+                                                   "VALUES (8, TIMESTAMP'2024-06-02 01:00:00', DATE'1999-01-01')"},
+        {"id": "gen_ours:read", "op": "read", "path": lake.path_of(GEN_OURS), "columns": ["id", "ts", "d"]},
+        {"id": "gen_spark:0", "op": "sql", "sql": f"CREATE TABLE {reader._quote_path(os.path.join(lake.root, GEN_SPARK))} "
+                                                  "(id BIGINT, ts TIMESTAMP, d DATE GENERATED ALWAYS AS (CAST(ts AS DATE))) "
+                                                  "USING delta PARTITIONED BY (d)"},
+        {"id": "gen_spark:1", "op": "sql", "sql": f"INSERT INTO {reader._quote_path(os.path.join(lake.root, GEN_SPARK))} "
+                                                  "(id, ts) VALUES (1, TIMESTAMP'2024-01-05 03:00:00')"},
+    ]
 
 
 def _ok(job: dict) -> dict:
@@ -755,3 +798,43 @@ def test_skiplake_reads_and_extends_delta_sparks_change_feed(interop: Interop, s
     assert sum(r["_change_type"] == "update_preimage" for r in ours) == before.filter("id % 5 = 3").count() > 0
     assert sum(r["_change_type"] == "delete" for r in ours) == before.filter("id % 5 = 4").count() > 0
     assert after.count() == before.count() - before.filter("id % 5 = 4").count()
+
+
+def test_delta_spark_keeps_skiplakes_constraints(interop: Interop) -> None:
+    for bad in ("ck_ours:bad", "ck_ours:null"):
+        job = interop.job(bad)
+        assert not job["ok"] and ("qty_pos" in job["error"] or "NOT NULL" in job["error"].upper()), job
+    _ok(interop.job("ck_ours:good"))
+    ids = [r[0] for r in _tuples(_ok(interop.job("ck_ours:read")))]
+    assert "101" in ids and "100" not in ids and len(ids) == 11
+
+
+def test_skiplake_keeps_delta_sparks_constraints(interop: Interop, spark) -> None:
+    from skiplake.errors import ConstraintViolationError
+    for i in range(3):
+        _ok(interop.job(f"ck_spark:{i}"))
+    t = interop.lake.table(CK_SPARK)
+    assert t.constraints == {"qty_pos": "qty >= 0"}
+    with pytest.raises(ConstraintViolationError, match="qty_pos"):
+        t.append(spark.sql("SELECT 3L AS id, -3 AS qty, 'c' AS name"))
+    with pytest.raises(ConstraintViolationError, match="NOT NULL"):
+        t.append(spark.sql("SELECT CAST(NULL AS BIGINT) AS id, 3 AS qty, 'c' AS name"))
+    t.append(spark.sql("SELECT 3L AS id, 3 AS qty, 'c' AS name"))
+    assert sorted(r.id for r in t.read().collect()) == [1, 2, 3]
+
+
+def test_generated_columns_both_ways(interop: Interop, spark) -> None:
+    """delta-spark computes skiplake's generated column and refuses a wrong value; skiplake
+    computes delta-spark's and refuses a wrong value."""
+    from skiplake.errors import ConstraintViolationError
+    _ok(interop.job("gen_ours:insert"))
+    assert not interop.job("gen_ours:bad")["ok"]
+    rows = {r[0]: r[2] for r in _tuples(_ok(interop.job("gen_ours:read")))}
+    assert rows["7"] == "2024-06-02" and rows["0"] == "2024-05-01" and "8" not in rows
+    for i in range(2):
+        _ok(interop.job(f"gen_spark:{i}"))
+    t = interop.lake.table(GEN_SPARK)
+    t.append(spark.sql("SELECT 2L AS id, TIMESTAMP'2024-02-06 04:00:00' AS ts"))
+    with pytest.raises(ConstraintViolationError, match="generated column d"):
+        t.append(spark.sql("SELECT 3L AS id, TIMESTAMP'2024-02-06 04:00:00' AS ts, DATE'2000-01-01' AS d"))
+    assert {r.id: str(r.d) for r in t.read().collect()} == {1: "2024-01-05", 2: "2024-02-06"}

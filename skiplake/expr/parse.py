@@ -44,6 +44,27 @@ def parse_sql(text: str) -> exp.Expression:
     return tree
 
 
+def referenced_columns(text: str, schema: Schema) -> list[str]:
+    """The top-level columns of `schema` that the SQL expression `text` names, in schema order
+    (a struct field `a.b` names `a`); every column when `text` does not parse."""
+    try:
+        tree = parse_sql(text)
+    except InvalidPredicateError:
+        return list(schema.names)
+    named = {(c.parts[0].name if c.parts else c.name).lower() for c in tree.find_all(exp.Column)}
+    return [n for n in schema.names if n.lower() in named]
+
+
+def substitute_columns(text: str, values: dict[str, str]) -> str:
+    """The SQL expression `text` with each column it names replaced by the SQL in `values`
+    (keyed by lower-case column name), parenthesised; Spark SQL out."""
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Column) and not node.table and node.name.lower() in values:
+            return exp.Paren(this=parse_sql(values[node.name.lower()]))
+        return node
+    return parse_sql(text).transform(swap).sql(dialect="spark")
+
+
 def bind(text: str, schema: Schema) -> Node:
     """Parse `text` and bind it to `schema`; unknown columns are an InvalidPredicateError."""
     return _Binder(text, schema).bind(parse_sql(text))

@@ -10,6 +10,9 @@ becomes (3,7) with appendOnly, invariants and deletionVectors. `delta.columnMapp
 needs the writer-only feature `changeDataFeed`: a (1,2) table becomes (1,7) with appendOnly,
 invariants and changeDataFeed, and a (3,7) one lists it among its writer features (a table
 whose properties ask for a feature its protocol lacks is one delta-spark refuses to open).
+A CHECK constraint (`delta.constraints.<name>`) likewise needs the writer feature
+`checkConstraints`, and a generated column (`delta.generationExpression` in its metadata)
+`generatedColumns`.
 """
 from __future__ import annotations
 
@@ -18,10 +21,15 @@ from typing import Mapping
 from skiplake.log.actions import Protocol
 from skiplake.log.column_mapping import FEATURE as COLUMN_MAPPING
 from skiplake.log.column_mapping import requested_mode
+from skiplake.log.schema import Schema
 
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
 CHANGE_DATA_FEED = "changeDataFeed"
+CONSTRAINT_PREFIX = "delta.constraints."   # one property per CHECK constraint: its SQL expression
+CHECK_CONSTRAINTS = "checkConstraints"
+GENERATION_EXPRESSION = "delta.generationExpression"   # a column's metadata: its SQL expression
+GENERATED_COLUMNS = "generatedColumns"
 DELETION_VECTORS = "deletionVectors"
 V2_CHECKPOINT = "v2Checkpoint"
 CHECKPOINT_POLICY = "delta.checkpointPolicy"   # "v2" asks for V2 checkpoints, "classic" (default) not
@@ -59,9 +67,14 @@ def wanted_features(configuration: Mapping[str, str]) -> list[str]:
     return wanted
 
 
-def wanted_writer_features(configuration: Mapping[str, str]) -> list[str]:
-    """The writer-only features the table's properties turn on."""
-    return [CHANGE_DATA_FEED] if change_data_feed_enabled(configuration) else []
+def wanted_writer_features(configuration: Mapping[str, str], schema: Schema | None = None) -> list[str]:
+    """The writer-only features the table's properties (and its columns' metadata) turn on."""
+    wanted = [CHANGE_DATA_FEED] if change_data_feed_enabled(configuration) else []
+    if any(k.startswith(CONSTRAINT_PREFIX) for k in configuration):
+        wanted.append(CHECK_CONSTRAINTS)
+    if schema is not None and any(GENERATION_EXPRESSION in f.metadata for f in schema.fields):
+        wanted.append(GENERATED_COLUMNS)
+    return wanted
 
 
 def features_of(protocol: Protocol) -> tuple[set[str], set[str]]:
@@ -83,12 +96,12 @@ def table_features(protocol: Protocol) -> list[str]:
     return sorted(reader | writer)
 
 
-def required_protocol(current: Protocol, configuration: Mapping[str, str]) -> Protocol:
+def required_protocol(current: Protocol, configuration: Mapping[str, str], schema: Schema | None = None) -> Protocol:
     """`current`, or the protocol that adds what `configuration` turns on: (3, 7) for a
     reader-writer feature, (1, 7) (the reader version kept) for writer-only ones alone."""
     reader, writer = features_of(current)
     both = [f for f in wanted_features(configuration) if not supports(current, f)]
-    writer_only = [f for f in wanted_writer_features(configuration) if f not in writer]
+    writer_only = [f for f in wanted_writer_features(configuration, schema) if f not in writer]
     if not both and not writer_only:
         return current
     reader.update(both)

@@ -21,6 +21,7 @@ from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
 from skiplake.log.checkpoint_read import TypedStats, actions_to_arrow, json_lines, read_checkpoint
 from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deletion_vectors import unique_id
+from skiplake.log.features import features_of
 from skiplake.log.location import join
 from skiplake.log.schema import Schema
 from skiplake.log.storage import FileInfo, Storage
@@ -45,7 +46,8 @@ UUID_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F]{8}-[0-9a-fA
 _BOTH = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolCheck", "v2Checkpoint",
          *TYPE_WIDENING, "variantType", "variantType-preview"}
 SUPPORTED_READER_FEATURES = _BOTH | {"variantShredding-preview", "variantShredding"}
-SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants", "changeDataFeed"}
+SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants", "changeDataFeed", "checkConstraints",
+                                     "generatedColumns"}
 
 
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -198,11 +200,14 @@ def check_writable(path: str, protocol: Protocol) -> None:
     check_readable(path, protocol)
     if protocol.minReaderVersion == 2:
         raise ProtocolNotSupportedError(path, "column mapping at reader version 2 (read-only in this release)")
-    if protocol.minWriterVersion > 7 or protocol.minWriterVersion in (3, 4, 5, 6):
+    if protocol.minWriterVersion > 7:
         raise ProtocolNotSupportedError(path, f"writer version {protocol.minWriterVersion}")
-    unsupported = set(protocol.writerFeatures or ()) - SUPPORTED_WRITER_FEATURES
+    # The features listed, or at a legacy writer version those it implies.
+    unsupported = features_of(protocol)[1] - SUPPORTED_WRITER_FEATURES
     if unsupported:
-        raise ProtocolNotSupportedError(path, "writer features " + ", ".join(sorted(unsupported)))
+        what = "writer features " if protocol.minWriterVersion >= 7 else \
+            f"writer version {protocol.minWriterVersion}, which implies the writer features "
+        raise ProtocolNotSupportedError(path, what + ", ".join(sorted(unsupported)))
 
 
 def _descriptor(d: dict | None) -> dict | None:

@@ -7,23 +7,25 @@ partition values and stats prove every row matches a DELETE is dropped without b
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError, ReplaceWhereViolationError, SchemaMismatchError
-from skiplake.expr.parse import bind
+from skiplake.expr.parse import bind, referenced_columns
 from skiplake.expr.tree import Node
 from skiplake.log.actions import AddCDCFile, AddFile
 from skiplake.log.changes import CHANGE_TYPE, DELETE, INSERT, POSTIMAGE, PREIMAGE
 from skiplake.log.features import change_data_feed_enabled, deletion_vectors_enabled
 from skiplake.log.paths import file_key
 from skiplake.skipping.metrics import evaluate, file_lookup
+from skiplake.spark.constraints import with_generated
 from skiplake.spark.read import FILE_COLUMN, spark_file_key
 from skiplake.spark.row_marks import counted_rows, logical_rows, mark_rows, matching_rows
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions
+from skiplake.txn.constraints import generated_columns
 
 if TYPE_CHECKING:
     from skiplake.spark.transaction import Transaction
@@ -171,6 +173,13 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
             cols.append(F.when(cond, new).otherwise(F.col(_quote(f.name))).alias(f.name))
         else:
             cols.append(F.col(_quote(f.name)))
+    # Generated columns reading a column the update sets follow it (those it sets are checked).
+    follow = [n for n, e in generated_columns(schema).items()
+              if n not in sets and set(referenced_columns(e, schema)) & set(sets)]
+
+    def updated_rows(rows: DataFrame) -> DataFrame:
+        return with_generated(conform(rows.select(*cols), schema), schema, follow)
+
     if deletion_vectors_enabled(txn.snapshot.configuration) and where is not None:
         # The updated rows are written anew and marked deleted where they were; a file mostly
         # updated is rewritten with the rows that stay.
@@ -178,11 +187,11 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
         touched = [f for f in plan.files if f.path in hits]
         updated = sum(len(r) for r in hits.values())
         if touched:
-            txn.write(conform(txn.read_files(touched).filter(cond).select(*cols), schema))
-            _record_updates(txn, touched, cond, cols)
+            txn.write(updated_rows(txn.read_files(touched).filter(cond)))
+            _record_updates(txn, touched, cond, updated_rows)
             marks = mark_rows(txn, touched, hits)
             if marks.rewrite:
-                txn.write(conform(txn.read_files(marks.rewrite).filter(~cond).select(*cols), schema))
+                txn.write(conform(txn.read_files(marks.rewrite).filter(~cond), schema))
                 txn.remove(marks.rewrite)
         return txn.stage("UPDATE", {"predicate": [where]}, {"numUpdatedRows": updated})
     if where is None:
@@ -190,16 +199,16 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
     else:
         touched, updated = _touched_files(txn, plan.files, where)
     if touched:
-        txn.write(conform(txn.read_files(touched).select(*cols), schema))
-        _record_updates(txn, touched, cond, cols)
+        txn.write(updated_rows(txn.read_files(touched)))
+        _record_updates(txn, touched, cond, updated_rows)
         txn.remove(touched)
     return txn.stage("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})
 
 
-def _record_updates(txn: "Transaction", files: Sequence[AddFile], cond: Column, cols: list[Column]) -> None:
+def _record_updates(txn: "Transaction", files: Sequence[AddFile], cond: Column,
+                    updated: Callable[[DataFrame], DataFrame]) -> None:
     """With the change data feed on, the updated rows of `files` as they were and as they are."""
     if not records_changes(txn):
         return
     rows = txn.read_files(files).filter(cond)
-    after = conform(rows.select(*cols), txn.schema)
-    txn.write_changes(as_change(rows, PREIMAGE).unionByName(as_change(after, POSTIMAGE)))
+    txn.write_changes(as_change(rows, PREIMAGE).unionByName(as_change(updated(rows), POSTIMAGE)))

@@ -25,10 +25,12 @@ from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.log.stats import loose_bounds
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
+from skiplake.spark.constraints import enforced, raise_violation, with_generated
 from skiplake.spark.read import read_files, read_planned
 from skiplake.spark.types import conform, from_spark, schema_differences, spark_type
 from skiplake.spark.write import WriteOptions, with_table_stats, write_files
 from skiplake.txn import ReadSet, commit
+from skiplake.txn.constraints import generated_columns, table_rules
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -110,7 +112,10 @@ class Transaction:
             raise SchemaMismatchError(self.path, problems)
         if new_fields:
             self.add_columns(new_fields)
-        return conform(df, self.schema)
+        # Generated columns the input leaves out are computed; those it gives are checked on write.
+        given = {c.lower() for c in df.columns}
+        absent = [n for n in generated_columns(self.schema) if n.lower() not in given]
+        return with_generated(conform(df, self.schema), self.schema, absent)
 
     def add_columns(self, new_fields: Sequence[Field]) -> None:
         """Add nullable columns to the table's schema (a metaData action in the commit)."""
@@ -128,12 +133,19 @@ class Transaction:
               tags: dict[str, str] | None = None) -> list[AddFile]:
         """Write an already conformed DataFrame as new files; they join the commit."""
         spec = bucket_spec_of(self.snapshot.configuration)
-        config = (self.new_metadata or self.snapshot.metadata).configuration
-        options = with_table_stats(options, config, self.snapshot.column_mapping)
-        df, schema, parts = self._physical(df, ())
-        # Only a bucketed write sizes its files by bytes per row (which parses every file's stats).
-        adds = write_files(df, self.path, schema, parts, options, data_change, tags,
-                           spec, self._bytes_per_row() if spec is not None else None)
+        metadata = self.new_metadata or self.snapshot.metadata
+        options = with_table_stats(options, metadata.configuration, self.snapshot.column_mapping)
+        # Rows that change are checked against the table's rules (a rewrite that moves rows
+        # unchanged, as OPTIMIZE does, writes nothing new to check).
+        rules = table_rules(metadata) if data_change else []
+        df, schema, parts = self._physical(enforced(df, rules), ())
+        try:
+            # Only a bucketed write sizes its files by bytes per row (which parses every file's stats).
+            adds = write_files(df, self.path, schema, parts, options, data_change, tags,
+                               spec, self._bytes_per_row() if spec is not None else None)
+        except Exception as e:
+            raise_violation(e, self.path, rules)
+            raise
         self.actions.extend(adds)
         return adds
 

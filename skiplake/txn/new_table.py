@@ -11,6 +11,7 @@ from skiplake.layout.partitioning import check_partition_types
 from skiplake.log.column_mapping import configure
 from skiplake.log.schema import Schema
 from skiplake.log.stats import stats_settings
+from skiplake.txn.constraints import refuse_constraint_properties
 from skiplake.txn.isolation import check_isolation_property
 
 _BUCKETING_PREFIX = "skiplake.bucketing."
@@ -35,6 +36,7 @@ def table_properties(path: str, properties: Mapping[str, str] | None, bucket_by:
     apart, is the caller's to add once it is resolved against the schema."""
     config = {k: str(v) for k, v in (properties or {}).items()}
     refuse_bucketing_properties(path, config, "give the bucketing as bucket_by=BucketSpec(...)")
+    refuse_constraint_properties(path, config)
     if bucket_by is not None and not isinstance(bucket_by, BucketSpec):
         raise InvalidArgumentError(f"{path}: bucket_by must be a skiplake.BucketSpec, not {type(bucket_by)}")
     check_properties(path, config)

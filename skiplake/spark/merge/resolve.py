@@ -19,16 +19,15 @@ then those schema evolution adds, in the source's order), cast to the column's t
 """
 from __future__ import annotations
 
-import logging
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from pyspark.errors import AnalysisException
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from skiplake.errors import MergeClauseError
+from skiplake.expr.parse import substitute_columns
 from skiplake.log.schema import Field, Schema, column_path_parts, type_name
 from skiplake.spark.merge.clauses import (
     HEADINGS,
@@ -41,7 +40,9 @@ from skiplake.spark.merge.clauses import (
     expr_text,
 )
 from skiplake.spark.merge.conditions import refused
+from skiplake.spark.refusals import quiet
 from skiplake.spark.types import from_spark, spark_type, to_spark
+from skiplake.txn.constraints import generated_columns, generation_value
 
 # What each kind of clause sees, for messages.
 _SEES = {MATCHED: "both the target's and the source's columns", NOT_MATCHED: "only the source's columns",
@@ -103,7 +104,7 @@ class _Resolver:
     def analyze(self, kind: str, label: str, build: Callable[[DataFrame], DataFrame], what: str) -> None:
         """Have Spark's analyzer judge `build(frame)`; its refusal becomes a MergeClauseError."""
         try:
-            with _quiet():
+            with quiet():
                 build(self.frame(kind)).schema
         except AnalysisException as e:
             raise self.refusal(e, kind, label, what) from e
@@ -202,15 +203,55 @@ class _Resolver:
         return out
 
     def values(self, clause: MergeClause, label: str, schema: Schema, new: set[str]) -> tuple[Column, ...]:
-        """One value per column of `schema` for the rows an UPDATE or INSERT writes."""
+        """One value per column of `schema` for the rows an UPDATE or INSERT writes; a generated
+        column the clause does not set is computed from the values it gives the others."""
+        out = list(self.given_values(clause, label, schema, new))
+        generated = generated_columns(schema)
+        unset = [i for i, f in enumerate(schema.fields) if f.name in generated and out[i] is None]
+        if unset:
+            texts = self.value_texts(clause, label, schema, new)
+            for i in unset:
+                f = schema.fields[i]
+                sql = substitute_columns(generated[f.name], {c.lower(): t for c, t in texts.items()})
+                out[i] = F.expr(generation_value(sql, f.type))
+        return tuple(out)  # type: ignore[arg-type]
+
+    def value_texts(self, clause: MergeClause, label: str, schema: Schema, new: set[str]) -> dict[str, str]:
+        """Each column's value in the rows the clause writes, as SQL (to compute generated
+        columns from): the source's column, a SQL assignment, the target's value or NULL."""
         keep_target = clause.action == "update"
+        raw = {column_path_parts(self.key(k))[0].lower(): v for k, v in (clause.assignments or {}).items()
+               if len(column_path_parts(self.key(k))) == 1}
+        out = {}
+        for f in schema.fields:
+            src = self.source_names.get(f.name.lower())
+            value = raw.get(f.name.lower())
+            if clause.star and src is not None:
+                out[f.name] = f"{self.s}.`{src.replace('`', '``')}`"
+            elif not clause.star and isinstance(value, str):
+                out[f.name] = value
+            elif not clause.star and value is not None:
+                raise MergeClauseError(self.path, label, "generated_column",
+                                       f"a generated column reads {f.name!r}, which the clause sets with a Column",
+                                       f"Give {f.name!r} as SQL text, or set the generated columns too")
+            else:
+                out[f.name] = f"{self.t}.`{f.name.replace('`', '``')}`" if keep_target and f.name.lower() not in new \
+                    else "NULL"
+        return out
+
+    def given_values(self, clause: MergeClause, label: str, schema: Schema, new: set[str]) -> list[Column | None]:
+        """The values the clause gives; None for a generated column it does not set."""
+        keep_target = clause.action == "update"
+        generated = generated_columns(schema)
         if clause.star:
-            out = []
+            out: list[Column | None] = []
             missing = []
             for f in schema.fields:
                 src = self.source_names.get(f.name.lower())
                 if src is not None:
                     out.append(quoted(self.s, src).cast(spark_type(f.type)))
+                elif f.name in generated:
+                    out.append(None)
                 elif self.spec.schema_evolution:
                     out.append(self.kept(f, new) if keep_target else _null(f))
                 else:
@@ -223,7 +264,7 @@ class _Resolver:
                     f"(its columns: {', '.join(f.name for f in self.source_fields)})",
                     "Add the columns to the source, name the columns to set instead of *, "
                     "or use with_schema_evolution() (then they keep their value, or are NULL in an insert)")
-            return tuple(out)
+            return out
         # A NOT MATCHED BY SOURCE clause sees the target only: it cannot name a column the MERGE adds.
         assigned = self.assigned(clause, label, self.target if clause.kind == NOT_MATCHED_BY_SOURCE else schema)
         out = []
@@ -231,9 +272,11 @@ class _Resolver:
             ops = assigned.get(f.name.lower())
             if ops:
                 out.append(self.rebuilt(f.type, quoted(self.t, f.name), ops, label, f.name))
+            elif f.name in generated:
+                out.append(None)
             else:
                 out.append(self.kept(f, new) if keep_target else _null(f))
-        return tuple(out)
+        return out
 
     def kept(self, f: Field, new: set[str]) -> Column:
         """A target column's value in a row that keeps it (NULL for a column the MERGE adds)."""
@@ -266,21 +309,6 @@ class _Resolver:
         return F.struct(*members)
 
 
-@contextmanager
-def _quiet() -> Iterator[None]:
-    """PySpark logs every error it raises with a query context; a refusal here becomes a
-    MergeClauseError that says it all, so the log line would only repeat it."""
-    loggers = [logging.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
-    before = [lg.disabled for lg in loggers]
-    for lg in loggers:
-        lg.disabled = True
-    try:
-        yield
-    finally:
-        for lg, was in zip(loggers, before):
-            lg.disabled = was
-
-
 def _null(f: Field) -> Column:
     return F.lit(None).cast(spark_type(f.type))
 
@@ -300,7 +328,7 @@ def resolve(path: str, target: Schema, source: DataFrame, spec: MergeSpec) -> Re
         if clause.condition is not None:
             r.check_condition(clause.condition, label)
         try:
-            with _quiet():
+            with quiet():
                 condition = (F.lit(True) if clause.condition is None else
                              clause.condition if isinstance(clause.condition, Column) else F.expr(clause.condition))
                 values = () if clause.action == "delete" else r.values(clause, label, schema, new)
