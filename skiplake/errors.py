@@ -213,11 +213,12 @@ class InvalidArgumentError(SkiplakeError):
 class ConstraintViolationError(SkiplakeError):
     """A write (or a new CHECK constraint) meets a row that breaks a rule of the table."""
 
-    def __init__(self, path: str, rule: str, expression: str, row: str, existing: bool = False) -> None:
+    def __init__(self, path: str, rule: str, expression: str, row: str, existing: bool = False,
+                 fix: str = "") -> None:
         self.path, self.rule, self.expression, self.row = path, rule, expression, row
         where = "a row already in the table" if existing else "a row of the write"
-        fix = ("Fix or delete such rows first." if existing else
-               "Fix the rows, or drop the constraint with drop_constraint.")
+        fix = fix or ("Fix or delete such rows first." if existing else
+                      "Fix the rows, or drop the constraint with drop_constraint.")
         shown = f" ({expression})" if expression else ""
         super().__init__(f"{path}: {where} breaks the {rule}{shown}: {row}. Nothing was written. {fix}")
 

@@ -18,6 +18,7 @@ from skiplake.spark.query.planner import plan_query, run_query
 from skiplake.spark.query.views import SlotViews
 from skiplake.spark.session import ensure_conf
 from skiplake.table import Table
+from skiplake.txn.identity import IdentityColumn
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -63,9 +64,11 @@ class Lake:
     def create_table(self, name: str, schema: "StructType | Schema | str",
                      partition_by: Sequence[str] | None = None, bucket_by: BucketSpec | None = None,
                      properties: Mapping[str, str] | None = None, description: str | None = None,
-                     generated_columns: Mapping[str, str] | None = None) -> Table:
+                     generated_columns: Mapping[str, str] | None = None,
+                     identity_columns: Mapping[str, IdentityColumn] | None = None) -> Table:
         return Table.create(self.spark, self.path_of(name), schema, partition_by, bucket_by, properties,
-                            name=name, description=description, generated_columns=generated_columns)
+                            name=name, description=description, generated_columns=generated_columns,
+                            identity_columns=identity_columns)
 
     def convert(self, name: str, partition_by: "Sequence[str] | str | StructType | None" = None,
                 bucket_by: BucketSpec | None = None, *, catalog_table: str | None = None,

@@ -46,6 +46,7 @@ from skiplake.txn.constraints import (
     with_generated_columns,
     without_constraint,
 )
+from skiplake.txn.identity import IdentityColumn, with_identity_columns
 from skiplake.txn.isolation import isolation_level
 from skiplake.txn.new_table import (
     check_properties,
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
 
     from skiplake.spark.merge import MergeBuilder
 
-__all__ = ["BucketSpec", "RestoreResult", "Table", "TableDetail", "Transaction"]
+__all__ = ["BucketSpec", "IdentityColumn", "RestoreResult", "Table", "TableDetail", "Transaction"]
 
 
 class Table:
@@ -93,12 +94,15 @@ class Table:
                partition_by: Sequence[str] | None = None, bucket_by: BucketSpec | None = None,
                properties: Mapping[str, str] | None = None, name: str | None = None,
                description: str | None = None, storage_options: Mapping[str, str] | None = None,
-               generated_columns: Mapping[str, str] | None = None) -> "Table":
+               generated_columns: Mapping[str, str] | None = None,
+               identity_columns: Mapping[str, IdentityColumn] | None = None) -> "Table":
         """A new table. generated_columns gives columns computed from others (column -> Spark SQL,
         Delta's GENERATED ALWAYS AS): a write that leaves one out gets it computed, one that
-        gives it has it checked."""
+        gives it has it checked. identity_columns gives BIGINT columns whose values writes
+        assign (column -> IdentityColumn(start, step, always), Delta's GENERATED ... AS IDENTITY)."""
         path = use_location(spark, path, storage_options)
         sch = with_generated_columns(path, as_schema(schema, spark), generated_columns or {})
+        sch = with_identity_columns(path, sch, identity_columns or {})
         parts = partition_columns(path, sch, partition_by)
         config = table_properties(path, properties, bucket_by)
         if bucket_by is not None:

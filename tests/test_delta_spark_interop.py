@@ -431,6 +431,7 @@ CK_OURS, CK_SPARK = "ck_ours", "ck_spark"
 
 
 GEN_OURS, GEN_SPARK = "gen_ours", "gen_spark"
+ID_OURS, ID_SPARK = "id_ours", "id_spark"
 
 
 def _build_constraint_table(spark, lake) -> None:
@@ -440,6 +441,9 @@ def _build_constraint_table(spark, lake) -> None:
     g = lake.create_table(GEN_OURS, "id long, ts timestamp, d date", partition_by=["d"],
                           generated_columns={"d": "CAST(ts AS DATE)"})
     g.append(spark.sql("SELECT id, TIMESTAMP'2024-05-01 12:00:00' AS ts FROM range(0, 3)"))
+    from skiplake import IdentityColumn
+    i = lake.create_table(ID_OURS, "id long, name string", identity_columns={"id": IdentityColumn(start=1, step=1)})
+    i.append(spark.sql("SELECT concat('ours', id) AS name FROM range(0, 4)").repartition(2))
 
 
 def _constraint_jobs(lake) -> list[dict]:
@@ -463,6 +467,14 @@ def _constraint_jobs(lake) -> list[dict]:
         {"id": "gen_spark:0", "op": "sql", "sql": f"CREATE TABLE {reader._quote_path(os.path.join(lake.root, GEN_SPARK))} "
                                                   "(id BIGINT, ts TIMESTAMP, d DATE GENERATED ALWAYS AS (CAST(ts AS DATE))) "
                                                   "USING delta PARTITIONED BY (d)"},
+        {"id": "id_ours:insert", "op": "sql", "sql": f"INSERT INTO {reader._quote_path(lake.path_of(ID_OURS))} "
+                                                     "(name) VALUES ('theirs1'), ('theirs2')"},
+        {"id": "id_ours:read", "op": "read", "path": lake.path_of(ID_OURS), "columns": ["id", "name"]},
+        {"id": "id_spark:0", "op": "sql", "sql": f"CREATE TABLE {reader._quote_path(os.path.join(lake.root, ID_SPARK))} "
+                                                 "(id BIGINT GENERATED ALWAYS AS IDENTITY (START WITH 5 INCREMENT BY 3), "
+                                                 "name STRING) USING delta"},
+        {"id": "id_spark:1", "op": "sql", "sql": f"INSERT INTO {reader._quote_path(os.path.join(lake.root, ID_SPARK))} "
+                                                 "(name) VALUES ('a'), ('b'), ('c')"},
         {"id": "gen_spark:1", "op": "sql", "sql": f"INSERT INTO {reader._quote_path(os.path.join(lake.root, GEN_SPARK))} "
                                                   "(id, ts) VALUES (1, TIMESTAMP'2024-01-05 03:00:00')"},
     ]
@@ -838,3 +850,22 @@ def test_generated_columns_both_ways(interop: Interop, spark) -> None:
     with pytest.raises(ConstraintViolationError, match="generated column d"):
         t.append(spark.sql("SELECT 3L AS id, TIMESTAMP'2024-02-06 04:00:00' AS ts, DATE'2000-01-01' AS d"))
     assert {r.id: str(r.d) for r in t.read().collect()} == {1: "2024-01-05", 2: "2024-02-06"}
+
+
+def test_identity_columns_both_ways(interop: Interop, spark) -> None:
+    """delta-spark continues skiplake's identity column past its high-water mark, and skiplake
+    delta-spark's: no value repeats, every value is start + k * step."""
+    _ok(interop.job("id_ours:insert"))
+    rows = _tuples(_ok(interop.job("id_ours:read")))
+    ours = [int(r[0]) for r in rows if r[1].startswith("ours")]
+    theirs = [int(r[0]) for r in rows if r[1].startswith("theirs")]
+    assert len(set(ours + theirs)) == 6 and min(theirs) > max(ours)
+    for i in range(2):
+        _ok(interop.job(f"id_spark:{i}"))
+    t = interop.lake.table(ID_SPARK)
+    before = [r.id for r in t.read().collect()]
+    t.append(spark.sql("SELECT 'd' AS name UNION ALL SELECT 'e'"))
+    after = [r.id for r in t.read().collect()]
+    added = sorted(set(after) - set(before))
+    assert len(after) == len(set(after)) == 5 and min(added) > max(before)
+    assert all((v - 5) % 3 == 0 for v in after)

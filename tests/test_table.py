@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 
 from skiplake.errors import (
+    ConstraintViolationError,
     FilesVacuumedError,
     InvalidArgumentError,
     MergeConflictError,
@@ -199,7 +200,7 @@ def test_schema_enforcement_and_merge_schema(lake, spark):
 def test_not_null_columns(lake, spark):
     from pyspark.sql.types import LongType, StringType, StructField, StructType
     t = lake.create_table("nn", StructType([StructField("id", LongType(), False), StructField("s", StringType())]))
-    with pytest.raises(Exception, match="SKIPLAKE_NOT_NULL_VIOLATION: column id"):
+    with pytest.raises(ConstraintViolationError, match="NOT NULL constraint on column id: id = NULL"):
         t.append(spark.sql("SELECT CAST(NULL AS BIGINT) AS id, 'x' AS s"))
     assert Snapshot.load(t.path).num_files == 0
 

@@ -11,8 +11,8 @@ needs the writer-only feature `changeDataFeed`: a (1,2) table becomes (1,7) with
 invariants and changeDataFeed, and a (3,7) one lists it among its writer features (a table
 whose properties ask for a feature its protocol lacks is one delta-spark refuses to open).
 A CHECK constraint (`delta.constraints.<name>`) likewise needs the writer feature
-`checkConstraints`, and a generated column (`delta.generationExpression` in its metadata)
-`generatedColumns`.
+`checkConstraints`, a generated column (`delta.generationExpression` in its metadata)
+`generatedColumns`, and an identity column (`delta.identity.*`) `identityColumns`.
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ CONSTRAINT_PREFIX = "delta.constraints."   # one property per CHECK constraint: 
 CHECK_CONSTRAINTS = "checkConstraints"
 GENERATION_EXPRESSION = "delta.generationExpression"   # a column's metadata: its SQL expression
 GENERATED_COLUMNS = "generatedColumns"
+IDENTITY_START = "delta.identity.start"           # a column's metadata: it is an identity column
+IDENTITY_COLUMNS = "identityColumns"
 DELETION_VECTORS = "deletionVectors"
 V2_CHECKPOINT = "v2Checkpoint"
 CHECKPOINT_POLICY = "delta.checkpointPolicy"   # "v2" asks for V2 checkpoints, "classic" (default) not
@@ -74,6 +76,8 @@ def wanted_writer_features(configuration: Mapping[str, str], schema: Schema | No
         wanted.append(CHECK_CONSTRAINTS)
     if schema is not None and any(GENERATION_EXPRESSION in f.metadata for f in schema.fields):
         wanted.append(GENERATED_COLUMNS)
+    if schema is not None and any(IDENTITY_START in f.metadata for f in schema.fields):
+        wanted.append(IDENTITY_COLUMNS)
     return wanted
 
 

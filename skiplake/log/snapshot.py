@@ -47,7 +47,7 @@ _BOTH = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolChec
          *TYPE_WIDENING, "variantType", "variantType-preview"}
 SUPPORTED_READER_FEATURES = _BOTH | {"variantShredding-preview", "variantShredding"}
 SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants", "changeDataFeed", "checkConstraints",
-                                     "generatedColumns"}
+                                     "generatedColumns", "identityColumns"}
 
 
 LAST_CHECKPOINT = "_last_checkpoint"

@@ -26,6 +26,7 @@ from skiplake.spark.row_marks import counted_rows, logical_rows, mark_rows, matc
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions
 from skiplake.txn.constraints import generated_columns
+from skiplake.txn.identity import identity_columns
 
 if TYPE_CHECKING:
     from skiplake.spark.transaction import Transaction
@@ -166,6 +167,10 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
     plan = txn.scan(where)
     cond = F.lit(True) if where is None else matches(where)
     sets = {schema.field(c).name: e for c, e in assignments.items()}
+    fixed = [c for c in sets if c in identity_columns(schema)]
+    if fixed:
+        raise InvalidArgumentError(f"{txn.path}: update sets the identity column(s) {fixed}, whose values "
+                                   "are assigned once and never changed")
     cols = []
     for f in schema.fields:
         if f.name in sets:

@@ -25,12 +25,13 @@ from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.log.stats import loose_bounds
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
-from skiplake.spark.constraints import enforced, raise_violation, with_generated
+from skiplake.spark.constraints import enforced, furthest_values, raise_violation, with_generated, with_identities
 from skiplake.spark.read import read_files, read_planned
 from skiplake.spark.types import conform, from_spark, schema_differences, spark_type
 from skiplake.spark.write import WriteOptions, with_table_stats, write_files
 from skiplake.txn import ReadSet, commit
 from skiplake.txn.constraints import generated_columns, table_rules
+from skiplake.txn.identity import identity_columns, with_high_water_marks
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -105,17 +106,22 @@ class Transaction:
     def prepare(self, df: "DataFrame", merge_schema: bool = False) -> "DataFrame":
         """Check `df` against the schema (adding new columns when merge_schema) and conform it."""
         incoming = from_spark(df.schema)
-        problems, new_fields = schema_differences(self.schema, incoming, merge_schema)
+        generated, identities = generated_columns(self.schema), identity_columns(self.schema)
+        problems, new_fields = schema_differences(self.schema, incoming, merge_schema, [*generated, *identities])
+        given = {c.lower() for c in df.columns}
+        problems += [f"column {n!r} is GENERATED ALWAYS AS IDENTITY: leave it out, its values are assigned"
+                     for n, i in identities.items() if n.lower() in given and not i.allow_explicit_insert]
         dupes = {c.lower() for c in df.columns if [x.lower() for x in df.columns].count(c.lower()) > 1}
         problems += [f"column {c!r} appears more than once" for c in sorted(dupes)]
         if problems:
             raise SchemaMismatchError(self.path, problems)
         if new_fields:
             self.add_columns(new_fields)
-        # Generated columns the input leaves out are computed; those it gives are checked on write.
-        given = {c.lower() for c in df.columns}
-        absent = [n for n in generated_columns(self.schema) if n.lower() not in given]
-        return with_generated(conform(df, self.schema), self.schema, absent)
+        # Generated and identity columns the input leaves out are computed; generated ones it
+        # gives are checked on write.
+        absent = [n for n in generated if n.lower() not in given]
+        out = with_generated(conform(df, self.schema), self.schema, absent)
+        return with_identities(out, [i for n, i in identities.items() if n.lower() not in given])
 
     def add_columns(self, new_fields: Sequence[Field]) -> None:
         """Add nullable columns to the table's schema (a metaData action in the commit)."""
@@ -234,6 +240,7 @@ class Transaction:
             operation, staged_params, staged_metrics = self._staged or ("WRITE", {}, {})
             parameters = parameters if parameters is not None else staged_params
             metrics = metrics if metrics is not None else staged_metrics
+        self._move_high_water_marks()
         actions: list[Action] = _as_logged(self.snapshot, self.actions)
         if self.new_metadata is not None:
             actions.insert(0, self.new_metadata)
@@ -244,6 +251,26 @@ class Transaction:
         result = commit(self.snapshot, actions, operation, dict(parameters or {}), self.read_set, computed)
         self.committed_actions = result.actions
         return self._committed(result.version)
+
+    def _move_high_water_marks(self) -> None:
+        """Past the values this commit's new files hold, each identity column's high-water mark
+        (a metaData action, so a concurrent writer that moved it too makes this a conflict)."""
+        identities = identity_columns(self.schema)
+        # New files only: a file logged again with a deletion vector holds values already counted.
+        existing = {f.path for f in self.removed_files}
+        adds = [a for a in self.actions if isinstance(a, AddFile) and a.dataChange and a.path not in existing]
+        if not identities or not adds:
+            return
+        base = self.new_metadata or self.snapshot.metadata
+        phys = physical_names(self.schema, self.snapshot.column_mapping)
+        marks = {}
+        for name, identity in identities.items():
+            values = furthest_values(self, adds, name, phys[name], identity.step > 0)
+            mark = identity.past_mark(values)
+            if mark is not None:
+                marks[name] = mark
+        if marks:
+            self.new_metadata = replace(base, schemaString=with_high_water_marks(self.schema, marks).json_string())
 
     def _committed(self, version: int) -> int:
         self.committed_version = version

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -60,8 +60,10 @@ def _strip(type_: Any) -> Any:
     return type_
 
 
-def schema_differences(table: Schema, incoming: Schema, merge_schema: bool) -> tuple[list[str], list[Field]]:
-    """(differences that refuse the write, new columns to add when merging)."""
+def schema_differences(table: Schema, incoming: Schema, merge_schema: bool,
+                       computed: Sequence[str] = ()) -> tuple[list[str], list[Field]]:
+    """(differences that refuse the write, new columns to add when merging); the `computed`
+    columns (generated, identity) may be missing whatever their nullability."""
     problems: list[str] = []
     new: list[Field] = []
     for f in incoming.fields:
@@ -77,7 +79,7 @@ def schema_differences(table: Schema, incoming: Schema, merge_schema: bool) -> t
             problems.append(f"column {f.name!r} is {type_name(f.type)} in the DataFrame but "
                             f"{type_name(t.type)} in the table")
     for t in table.fields:
-        if incoming.find(t.name) is None and not t.nullable:
+        if incoming.find(t.name) is None and not t.nullable and t.name not in computed:
             problems.append(f"non-nullable column {t.name!r} is missing from the DataFrame")
     return problems, new
 

@@ -34,6 +34,7 @@ class Rule:
     expression: str
     columns: tuple[str, ...]   # the top-level columns it reads (an error shows their values)
     shown: str = ""            # the rule as errors show it (`expression` when empty)
+    fix: str = ""              # how to write rows that keep it (a CHECK constraint's default when empty)
 
 
 def generated_columns(schema: Schema) -> dict[str, str]:
@@ -60,11 +61,13 @@ def table_rules(metadata: Metadata) -> list[Rule]:
     schema = metadata.schema
     rules = [constraint_rule(name, expr, schema) for name, expr in sorted(check_constraints(metadata.configuration).items())]
     for path, expr in _invariants(schema.fields, ()):
-        rules.append(Rule(f"invariant on {'.'.join(path)}", expr, tuple(referenced_columns(expr, schema))))
+        rules.append(Rule(f"invariant on {'.'.join(path)}", expr, tuple(referenced_columns(expr, schema)),
+                          fix="Fix the rows: the table's schema holds the invariant."))
     for name, expr in generated_columns(schema).items():
         value = generation_value(expr, schema.field(name).type)
         reads = [c for c in referenced_columns(expr, schema) if c != name]
-        rules.append(Rule(f"generated column {name}", f"`{name}` <=> {value}", (name, *reads), f"{name} = {expr}"))
+        rules.append(Rule(f"generated column {name}", f"`{name}` <=> {value}", (name, *reads), f"{name} = {expr}",
+                          f"Leave {name} out of the write (it is computed), or give the expression's value."))
     return rules
 
 

@@ -75,6 +75,10 @@ class _Run:
         self.t, self.s = self.spec.target_alias, self.spec.source_alias
         self.source = source
         self.dv = deletion_vectors_enabled(txn.snapshot.configuration)
+        # With the change data feed on, the rows written carry their change type, and the change
+        # files take the inserted and updated rows from that same job (an identity value or a
+        # non-deterministic expression is then the same in both).
+        self.changes = records_changes(txn) and not merge.spec.insert_only
         self.observation: Observation | None = None
 
     # ---- the pieces of every job
@@ -100,7 +104,16 @@ class _Run:
 
     def row(self, default: Sequence[Column], kinds: Sequence[str] = KINDS) -> list[Column]:
         """The table's columns of a joined row, as the clause in CLAUSE writes it (else `default`);
-        only clauses of `kinds` (rows without a target side must not name the target's columns)."""
+        only clauses of `kinds` (rows without a target side must not name the target's columns).
+        With the change data feed on, then CHANGE_TYPE: how the row changed (NULL: copied)."""
+        out = self.values(default, kinds)
+        if self.changes:
+            change = (F.when(self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",)), F.lit(POSTIMAGE))
+                      .when(self.among((NOT_MATCHED,), ("insert",)), F.lit(INSERT)))
+            out.append(change.alias(CHANGE_TYPE))
+        return out
+
+    def values(self, default: Sequence[Column], kinds: Sequence[str]) -> list[Column]:
         k = F.col(CLAUSE)
         acting = [c for c in self.merge.clauses if c.values and c.clause.kind in kinds]
         out = []
@@ -112,7 +125,16 @@ class _Run:
         return out
 
     def write(self, rows: DataFrame) -> None:
-        self.txn.write(conform(rows, self.merge.schema))
+        """Write the table's rows; rows with a change type go to the change files too."""
+        if CHANGE_TYPE not in rows.columns:
+            self.txn.write(conform(rows, self.merge.schema))
+            return
+        rows = rows.persist()
+        try:
+            self.txn.write(conform(rows.drop(CHANGE_TYPE), self.merge.schema))
+            self.txn.write_changes(rows.filter(F.col(CHANGE_TYPE).isNotNull()))
+        finally:
+            rows.unpersist()
 
     def observed(self, source: DataFrame) -> DataFrame:
         """`source`, counting its rows as the first job reads it (numSourceRows)."""
@@ -265,11 +287,8 @@ class _Run:
 
 
     def record_changes(self, files: Sequence[AddFile], found: Found) -> None:
-        """Change files for the table's change data feed: each target row a clause updates as
-        it was and as it is, each row it deletes, each row inserted. They hold every change of
-        the commit (a reader takes a commit with change files from them alone), so they are
-        written even where the commit rewrote no file."""
-        parts = []
+        """Change files for the rows as they were: each target row a clause updates or deletes
+        (the rows written, inserted and updated, went to change files with them)."""
         changed = [f for f in files if f.path in found.changed]
         if changed:
             source, target = self.sides(changed, self.source, file_info=True)
@@ -277,21 +296,11 @@ class _Run:
             acting = (joined.withColumn(CLAUSE, self.clause())
                       .filter(self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update", "delete"))))
             updated = self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",))
-            before = acting.select(*self.row(self.merge.copy, ()), F.col(f"{self.t}.{FILE_COLUMN}"),
+            before = acting.select(*self.values(self.merge.copy, ()), F.col(f"{self.t}.{FILE_COLUMN}"),
                                    F.col(f"{self.t}.{ROW_COLUMN}"),
                                    F.when(updated, F.lit(PREIMAGE)).otherwise(F.lit(DELETE)).alias(CHANGE_TYPE))
             # A row several source rows match is deleted once (the only case Delta allows).
-            parts.append(before.dropDuplicates([FILE_COLUMN, ROW_COLUMN]).drop(FILE_COLUMN, ROW_COLUMN))
-            parts.append(acting.filter(updated).select(*self.row(self.merge.copy), F.lit(POSTIMAGE).alias(CHANGE_TYPE)))
-        if self.spec.not_matched:
-            read = [f for f in files if f.path in found.changed or f.path in found.matched]
-            source = self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
-            if read:
-                source = source.join(self.matchable(read), F.expr(self.spec.on), "left_anti")
-            parts.append(self.inserted(source).withColumn(CHANGE_TYPE, F.lit(INSERT)))
-        rows = _union(parts)
-        if rows is not None:
-            self.txn.write_changes(rows)
+            self.txn.write_changes(before.dropDuplicates([FILE_COLUMN, ROW_COLUMN]).drop(FILE_COLUMN, ROW_COLUMN))
 
     def matchable(self, files: Sequence[AddFile]) -> DataFrame:
         """The target rows of `files` some source row could match: with key equalities in ON
@@ -355,7 +364,7 @@ def run(txn: "Transaction", source: DataFrame, merge: ResolvedMerge) -> MergeMet
         found = r.find(plan.files)
         scanned = time.perf_counter()
         copied = r.mark(plan.files, found) if r.dv else r.rewrite(plan.files, found)
-        if records_changes(txn):
+        if r.changes:
             r.record_changes(plan.files, found)
     done = time.perf_counter()
     return _metrics(r, found, copied, started, scanned, done)

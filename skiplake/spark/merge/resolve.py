@@ -43,6 +43,7 @@ from skiplake.spark.merge.conditions import refused
 from skiplake.spark.refusals import quiet
 from skiplake.spark.types import from_spark, spark_type, to_spark
 from skiplake.txn.constraints import generated_columns, generation_value
+from skiplake.txn.identity import identity_columns
 
 # What each kind of clause sees, for messages.
 _SEES = {MATCHED: "both the target's and the source's columns", NOT_MATCHED: "only the source's columns",
@@ -241,8 +242,29 @@ class _Resolver:
 
     def given_values(self, clause: MergeClause, label: str, schema: Schema, new: set[str]) -> list[Column | None]:
         """The values the clause gives; None for a generated column it does not set."""
+        out = self.set_values(clause, label, schema, new)
+        for i, f in enumerate(schema.fields):
+            identity = identity_columns(schema).get(f.name)
+            if identity is None:
+                continue
+            if clause.action == "update":
+                if out[i] is not None and not clause.star:
+                    raise MergeClauseError(self.path, label, "identity_column",
+                                           f"UPDATE SET names the identity column {f.name!r}, whose values are "
+                                           "assigned once and never changed", f"Leave {f.name!r} out of the clause")
+                out[i] = quoted(self.t, f.name)   # UPDATE SET * keeps it too
+            elif out[i] is None:
+                out[i] = F.expr(identity.next_value_sql())
+            elif not identity.allow_explicit_insert:
+                raise MergeClauseError(self.path, label, "identity_column",
+                                       f"the INSERT gives the identity column {f.name!r}, which is GENERATED ALWAYS",
+                                       f"Leave {f.name!r} out of the insert (or of the source, for INSERT *)")
+        return out
+
+    def set_values(self, clause: MergeClause, label: str, schema: Schema, new: set[str]) -> list[Column | None]:
+        """The values the clause sets; None for a generated or identity column it does not set."""
         keep_target = clause.action == "update"
-        generated = generated_columns(schema)
+        generated = {**generated_columns(schema), **identity_columns(schema)}
         if clause.star:
             out: list[Column | None] = []
             missing = []
