@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Progress, Report, alternate, base_parser, command_line, finish, median, workdir
-from benchmarks.delta_runner import DELTA_PACKAGE, DeltaRunner
+from benchmarks.delta_runner import DELTA_PACKAGE, DeltaRunner, report_against_delta
 
 DV = {"delta.enableDeletionVectors": "true"}
 DRIVER_MEMORY = "4g"
@@ -136,11 +136,8 @@ def _measure(spark: Any, delta: DeltaRunner, report: Report, work: Path, base: P
 
     samples = alternate({"skiplake": ours, "delta-spark": theirs}, reps, seen)
     section = f"MERGE upsert, {label}"
-    report.timing(section, "skiplake (builder)", samples["skiplake"])
-    report.timing(section, "delta-spark 4.4 (SQL MERGE, timed in its JVM)", inner,
-                  note=f"wall clock from this process, pipe included: {median(samples['delta-spark']):.2f} s")
-    ratio = median(inner) / median(samples["skiplake"])
-    report.ratio(f"{section}: delta-spark / skiplake", ratio)
+    ratio = report_against_delta(report, section, "skiplake (builder)", "delta-spark 4.4 (SQL MERGE, timed in its JVM)",
+                                 samples["skiplake"], inner, samples["delta-spark"])
     report.goal(f"{section}: skiplake no slower than delta-spark", ratio, 1.0, unit="x", at_least=True)
     report.headline(f"{label}: delta-spark / skiplake", ratio, "x",
                     f"skiplake {median(samples['skiplake']):.1f} s, delta-spark {median(inner):.1f} s")

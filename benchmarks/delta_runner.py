@@ -54,3 +54,16 @@ class DeltaRunner:
             self.proc.wait(timeout=120)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+
+
+def report_against_delta(report: Any, section: str, ours: str, theirs: str, our_samples: list[float],
+                         their_inner: list[float], their_wall: list[float]) -> float:
+    """Record skiplake's and delta-spark's timings of one section (delta-spark's as timed in its
+    JVM, its wall clock from here in a note) and their ratio; returns delta-spark / skiplake."""
+    from benchmarks.common import median
+    report.timing(section, ours, our_samples)
+    report.timing(section, theirs, their_inner,
+                  note=f"wall clock from this process, pipe included: {median(their_wall):.2f} s")
+    ratio = median(their_inner) / median(our_samples)
+    report.ratio(f"{section}: delta-spark / skiplake", ratio)
+    return ratio

@@ -151,3 +151,23 @@ def test_the_session_has_skiplakes_settings(spark):
 def test_local_spark_names_what_remote_takes():
     with pytest.raises(InvalidArgumentError, match="sc://host:port"):
         skiplake.local_spark(remote="http://example:15002")
+
+
+def test_change_feed_and_constraints_over_either_session(spark, lake):
+    """The change data feed and the column rules run on a Connect client as on classic Spark:
+    change files written and read, a rule broken inside the write job reported by name."""
+    from skiplake.errors import ConstraintViolationError
+    t = lake.create_table("cdf", "id long, qty int", properties={"delta.enableChangeDataFeed": "true",
+                                                               "delta.enableDeletionVectors": "true"})
+    t.append(spark.range(10).selectExpr("id", "CAST(id AS INT) AS qty"))
+    t.update("id < 3", {"qty": "qty + 100"})
+    t.delete("id = 9")
+    src = spark.range(8, 12).selectExpr("id", "CAST(0 AS INT) AS qty")
+    t.merge(src, "target.id = source.id").when_matched_update_all().when_not_matched_insert_all().execute()
+    kinds = {(r._commit_version, r._change_type): r.n for r in
+             t.changes(2).groupBy("_commit_version", "_change_type").agg(F.count("*").alias("n")).collect()}
+    assert kinds == {(2, "update_preimage"): 3, (2, "update_postimage"): 3, (3, "delete"): 1,
+                     (4, "update_preimage"): 1, (4, "update_postimage"): 1, (4, "insert"): 3}
+    t.add_constraint("small", "qty < 1000")
+    with pytest.raises(ConstraintViolationError, match="CHECK constraint small.*qty = 5000"):
+        t.append(spark.range(1).selectExpr("id", "5000 AS qty"))

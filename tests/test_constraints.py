@@ -180,3 +180,21 @@ def test_identity_values_in_the_change_feed_are_the_tables(lake, spark):
     inserted = {(r.id, r.name) for r in t.changes(2, 2).filter("_change_type = 'insert'").collect()}
     assert inserted == {(r.id, r.name) for r in t.read("name NOT IN ('a0', 'a1')").collect()}
     assert len(inserted) == 5
+
+
+def test_delta_rs_keeps_skiplakes_rules(lake, spark):
+    """delta-rs refuses a row breaking skiplake's CHECK constraint and computes its generated
+    column; skiplake reads what delta-rs wrote."""
+    deltalake = pytest.importorskip("deltalake")
+    import pyarrow as pa
+    # An expression both engines know (delta-rs evaluates it with DataFusion).
+    t = lake.create_table("t", "id long, qty int, total long", generated_columns={"total": "id + qty"})
+    t.append(spark.sql("SELECT 1L AS id, 1 AS qty"))
+    t.add_constraint("qty_pos", "qty >= 0")
+    good = pa.table({"id": pa.array([2], pa.int64()), "qty": pa.array([3], pa.int32())})
+    deltalake.write_deltalake(t.path, good, mode="append")
+    bad = pa.table({"id": pa.array([3], pa.int64()), "qty": pa.array([-3], pa.int32())})
+    with pytest.raises(Exception, match="failed validation"):
+        deltalake.write_deltalake(t.path, bad, mode="append")
+    rows = {r.id: (r.qty, r.total) for r in t.refresh().read().collect()}
+    assert rows == {1: (1, 2), 2: (3, 5)}

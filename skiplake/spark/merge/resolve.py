@@ -241,10 +241,12 @@ class _Resolver:
         return out
 
     def given_values(self, clause: MergeClause, label: str, schema: Schema, new: set[str]) -> list[Column | None]:
-        """The values the clause gives; None for a generated column it does not set."""
+        """The values the clause gives, identity columns' included (assigned in inserts, kept in
+        updates); None for a generated column it does not set."""
         out = self.set_values(clause, label, schema, new)
+        identities = identity_columns(schema)
         for i, f in enumerate(schema.fields):
-            identity = identity_columns(schema).get(f.name)
+            identity = identities.get(f.name)
             if identity is None:
                 continue
             if clause.action == "update":
@@ -264,7 +266,7 @@ class _Resolver:
     def set_values(self, clause: MergeClause, label: str, schema: Schema, new: set[str]) -> list[Column | None]:
         """The values the clause sets; None for a generated or identity column it does not set."""
         keep_target = clause.action == "update"
-        generated = {**generated_columns(schema), **identity_columns(schema)}
+        computed = {**generated_columns(schema), **identity_columns(schema)}
         if clause.star:
             out: list[Column | None] = []
             missing = []
@@ -272,7 +274,7 @@ class _Resolver:
                 src = self.source_names.get(f.name.lower())
                 if src is not None:
                     out.append(quoted(self.s, src).cast(spark_type(f.type)))
-                elif f.name in generated:
+                elif f.name in computed:
                     out.append(None)
                 elif self.spec.schema_evolution:
                     out.append(self.kept(f, new) if keep_target else _null(f))
@@ -294,7 +296,7 @@ class _Resolver:
             ops = assigned.get(f.name.lower())
             if ops:
                 out.append(self.rebuilt(f.type, quoted(self.t, f.name), ops, label, f.name))
-            elif f.name in generated:
+            elif f.name in computed:
                 out.append(None)
             else:
                 out.append(self.kept(f, new) if keep_target else _null(f))
