@@ -33,8 +33,8 @@ from benchmarks.delta_runner import DELTA_PACKAGE, DeltaRunner, report_against_d
 CDF = {"delta.enableChangeDataFeed": "true"}
 DV = {**CDF, "delta.enableDeletionVectors": "true"}
 DRIVER_MEMORY = "4g"
-AGG = "count(*) AS n, sum(hash(id, part, v, s, _change_type, _commit_version)) AS h"
-THEIRS = "SELECT " + AGG + " FROM table_changes_by_path('{path}', {first}, {last})"
+AGG = ("count(*) AS n", "sum(hash(id, part, v, s, _change_type, _commit_version)) AS h")
+THEIRS = "SELECT " + ", ".join(AGG) + " FROM table_changes_by_path('{path}', {first}, {last})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,7 +107,7 @@ def _measure(spark: Any, delta: DeltaRunner, report: Report, path: Path, first: 
 
     def ours() -> float:
         t = skiplake.Table.open(spark, str(path))
-        row = t.changes(first, last).selectExpr(AGG).collect()[0]
+        row = t.changes(first, last).selectExpr(*AGG).collect()[0]
         answers["skiplake"] = (str(row["n"]), str(row["h"]))
         return 0.0
 

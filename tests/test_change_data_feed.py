@@ -18,6 +18,7 @@ from skiplake.log.snapshot import log_storage, read_commit
 SCHEMA = "id long, part string, qty int"
 CDF = {"delta.enableChangeDataFeed": "true"}
 DV = {**CDF, "delta.enableDeletionVectors": "true"}
+MAPPED = {**DV, "delta.columnMapping.mode": "name"}
 
 
 def _rows(spark, lo: int, hi: int):
@@ -51,8 +52,9 @@ def _change_files(t, version: int) -> list[AddCDCFile]:
     return [a for a in read_commit(log_storage(t.path), version) if isinstance(a, AddCDCFile)]
 
 
-@pytest.mark.parametrize("properties,partition_by", [(CDF, None), (DV, None), (CDF, ["part"]), (DV, ["part"])],
-                         ids=["cdf", "cdf+dv", "cdf-partitioned", "cdf+dv-partitioned"])
+@pytest.mark.parametrize("properties,partition_by", [(CDF, None), (DV, None), (CDF, ["part"]), (DV, ["part"]),
+                                                    (MAPPED, ["part"])],
+                         ids=["cdf", "cdf+dv", "cdf-partitioned", "cdf+dv-partitioned", "cdf+dv+column-mapping"])
 def test_dml_changes_replay_to_the_table(lake, spark, properties, partition_by):
     t = lake.create_table("t", SCHEMA, partition_by=partition_by, properties=properties)
     t.append(_rows(spark, 0, 60).repartition(3))                          # v1

@@ -8,15 +8,18 @@ its added and removed files, or the rows a new deletion vector marks in a file l
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from skiplake.errors import FilesVacuumedError
 from skiplake.log.actions import AddFile
 from skiplake.log.changes import (
+    CHANGE_DIR,
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
@@ -27,11 +30,15 @@ from skiplake.log.changes import (
     plan_changes,
 )
 from skiplake.log.column_mapping import ID, PHYSICAL_NAME
-from skiplake.log.paths import absolute_path
+from skiplake.log.location import join
+from skiplake.log.paths import absolute_path, from_log_path
 from skiplake.log.schema import Field, Schema
 from skiplake.log.stores import missing
-from skiplake.spark.read import read_files
+from skiplake.spark.read import FILE_COLUMN, read_files
 from skiplake.spark.types import to_spark
+
+# Columns of the read's join of each file to its version.
+_NAME, _VERSION, _TIME = "__skiplake_cdf_file", "__skiplake_cdf_version", "__skiplake_cdf_time"
 
 
 def read_changes(spark: SparkSession, table_path: str, starting_version: int | None = None,
@@ -57,15 +64,41 @@ def _check_present(table_path: str, plan: ChangePlan) -> None:
         raise FilesVacuumedError(table_path, first, [p for p in gone if version_of[p] == first])
 
 
+@dataclass(frozen=True)
+class _Entry:
+    """A file whose rows (all, or only `rows`) changed in `version`."""
+    file: AddFile
+    version: VersionChanges
+    rows: np.ndarray | None = None
+
+    def key(self, depth: int) -> str:
+        """The file's last `depth` path components (its partition folders and name)."""
+        return "/".join(from_log_path(self.file.path).split("/")[-depth:])
+
+
 class _ChangeRead:
+    """The feed as one relation per kind of change (change files, inserted files, deleted
+    files, rows of files logged again), each file's version joined in by its partition folders
+    and name: a read of many versions costs a few relations, not a few per version."""
+
     def __init__(self, spark: SparkSession, table_path: str, plan: ChangePlan) -> None:
         self.spark, self.path, self.plan = spark, table_path, plan
         self.schema = plan.metadata.schema
         self.parts = list(plan.metadata.partitionColumns)
         self.mode = plan.column_mapping
+        self.depth = len(self.parts) + 1   # a file is told apart by its partition folders and name
 
     def frame(self) -> DataFrame:
-        parts = [df for vc in self.plan.versions for df in self.version(vc)]
+        vs = self.plan.versions
+        kinds: list[tuple[list[_Entry], str | None]] = [
+            ([_Entry(AddFile(c.path, dict(c.partitionValues), c.size, 0, False), v) for v in vs for c in v.change_files],
+             None),
+            ([_Entry(f, v) for v in vs for f in v.inserted], INSERT),
+            ([_Entry(f, v) for v in vs for f in v.deleted], DELETE),
+            ([_Entry(f, v, rows) for v in vs for f, rows in v.rows_deleted], DELETE),
+            ([_Entry(f, v, rows) for v in vs for f, rows in v.rows_inserted], INSERT),
+        ]
+        parts = [self.read(batch, kind) for entries, kind in kinds for batch in _distinct_keys(entries, self.depth)]
         if not parts:
             empty = self.spark.createDataFrame([], to_spark(self.schema))
             return empty.select(*self.columns(F.lit(None).cast("string"), F.lit(None).cast("long"),
@@ -79,40 +112,59 @@ class _ChangeRead:
         return ([F.col(f"`{f.name}`") for f in self.schema.fields]
                 + [change_type.alias(CHANGE_TYPE), version.alias(COMMIT_VERSION), timestamp.alias(COMMIT_TIMESTAMP)])
 
-    def version(self, vc: VersionChanges) -> list[DataFrame]:
-        version = F.lit(vc.version).cast("long")
-        timestamp = F.timestamp_millis(F.lit(vc.timestamp_ms))
-        out = []
-        if vc.change_files:
-            files = [AddFile(c.path, dict(c.partitionValues), c.size, 0, False) for c in vc.change_files]
-            df = read_files(self.spark, self.path, self._with_change_type(), self.parts, files,
-                            column_mapping=self.mode)
-            out.append(df.select(*self.columns(F.col(CHANGE_TYPE), version, timestamp)))
-        for files, kind in ((vc.inserted, INSERT), (vc.deleted, DELETE)):
-            if files:
-                out.append(self.read(files).select(*self.columns(F.lit(kind), version, timestamp)))
-        for pairs, kind in ((vc.rows_deleted, DELETE), (vc.rows_inserted, INSERT)):
-            if pairs:
-                out.append(self.rows_only(pairs).select(*self.columns(F.lit(kind), version, timestamp)))
+    def read(self, entries: Sequence[_Entry], kind: str | None) -> DataFrame:
+        """The changed rows of `entries` (files of distinct names), with their version: change
+        files carry their change type, other files are all `kind`."""
+        files, root = [e.file for e in entries], self.path
+        schema = self.schema if kind is not None else self._with_change_type()
+        prefix = CHANGE_DIR + "/"
+        if kind is None and all(f.path.startswith(prefix) for f in files):
+            # Read from `_change_data/`, under which the files sit in Hive-style partition folders
+            # (one relation; from the table's root the folders would not spell the partitions).
+            root, files = join(self.path, CHANGE_DIR), [replace(f, path=f.path[len(prefix):]) for f in files]
+        deleted = self._other_rows(entries) if entries[0].rows is not None else None
+        df = read_files(self.spark, root, schema, self.parts, files, with_file_info=True,
+                        column_mapping=self.mode, deleted=deleted)
+        # Spark's file path is a URI: decoded ('+' kept, not read as a space), its last components.
+        decoded = F.url_decode(F.replace(F.col(FILE_COLUMN), F.lit("+"), F.lit("%2B")))
+        df = df.withColumn(_NAME, F.array_join(F.slice(F.split(decoded, "/"), -self.depth, self.depth), "/"))
+        versions = self.spark.createDataFrame(pa.table({
+            _NAME: pa.array([e.key(self.depth) for e in entries], pa.string()),
+            _VERSION: pa.array([e.version.version for e in entries], pa.int64()),
+            _TIME: pa.array([e.version.timestamp_ms for e in entries], pa.int64())}))
+        joined = df.join(F.broadcast(versions), _NAME)
+        change = F.col(CHANGE_TYPE) if kind is None else F.lit(kind)
+        return joined.select(*self.columns(change, F.col(_VERSION), F.timestamp_millis(F.col(_TIME))))
+
+    def _other_rows(self, entries: Sequence[_Entry]) -> dict[str, np.ndarray]:
+        """For files of which only some rows changed: every other row (dropped as a deletion
+        vector would drop it), by the file's row count from its stats, or counted."""
+        unknown = [e.file for e in entries if e.file.num_records is None]
+        counts = {f.path: read_files(self.spark, self.path, self.schema, self.parts, [f],
+                                     column_mapping=self.mode).count() for f in unknown}
+        out = {}
+        for e in entries:
+            physical = e.file.num_records if e.file.num_records is not None else counts[e.file.path]
+            out[e.file.path] = np.setdiff1d(np.arange(physical, dtype=np.uint64), e.rows).astype(np.uint64)
         return out
-
-    def read(self, files: Sequence[AddFile], deleted: dict[str, np.ndarray] | None = None) -> DataFrame:
-        return read_files(self.spark, self.path, self.schema, self.parts, files, column_mapping=self.mode,
-                          deleted=deleted)
-
-    def rows_only(self, pairs: Sequence[tuple[AddFile, np.ndarray]]) -> DataFrame:
-        """Only the given rows of each file: every other row of it dropped as a deletion vector
-        would drop it (the file's row count from its stats, or counted)."""
-        files = [f for f, _ in pairs]
-        unknown = [f for f in files if f.num_records is None]
-        counts = {f.path: self.read([f]).count() for f in unknown}
-        others = {}
-        for f, rows in pairs:
-            physical = f.num_records if f.num_records is not None else counts[f.path]
-            others[f.path] = np.setdiff1d(np.arange(physical, dtype=np.uint64), rows).astype(np.uint64)
-        return self.read(files, deleted=others)
 
     def _with_change_type(self) -> Schema:
         """The table's schema with CHANGE_TYPE, as change files hold it (unmapped under column mapping)."""
         meta = {} if self.mode == "none" else {PHYSICAL_NAME: CHANGE_TYPE, ID: 2**31 - 1}
         return Schema(self.schema.fields + (Field(CHANGE_TYPE, "string", True, meta),))
+
+
+def _distinct_keys(entries: Sequence[_Entry], depth: int) -> list[list[_Entry]]:
+    """`entries` in batches whose files have distinct keys (a file added in one version and
+    removed in another goes to two batches)."""
+    batches: list[tuple[set[str], list[_Entry]]] = []
+    for e in entries:
+        key = e.key(depth)
+        for keys, batch in batches:
+            if key not in keys:
+                keys.add(key)
+                batch.append(e)
+                break
+        else:
+            batches.append(({key}, [e]))
+    return [batch for _, batch in batches]
