@@ -31,10 +31,11 @@ from skiplake.log.changes import (
 )
 from skiplake.log.column_mapping import ID, PHYSICAL_NAME
 from skiplake.log.location import join
-from skiplake.log.paths import absolute_path, from_log_path
+from skiplake.log.paths import absolute_path, file_key
 from skiplake.log.schema import Field, Schema
 from skiplake.log.stores import missing
-from skiplake.spark.read import FILE_COLUMN, read_files
+from skiplake.spark.deletions import as_metadata_path
+from skiplake.spark.read import FILE_COLUMN, read_files, spark_file_key
 from skiplake.spark.types import to_spark
 
 # Columns of the read's join of each file to its version.
@@ -71,22 +72,18 @@ class _Entry:
     version: VersionChanges
     rows: np.ndarray | None = None
 
-    def key(self, depth: int) -> str:
-        """The file's last `depth` path components (its partition folders and name)."""
-        return "/".join(from_log_path(self.file.path).split("/")[-depth:])
 
 
 class _ChangeRead:
     """The feed as one relation per kind of change (change files, inserted files, deleted
-    files, rows of files logged again), each file's version joined in by its partition folders
-    and name: a read of many versions costs a few relations, not a few per version."""
+    files, rows of files logged again), each file's version joined in by its path: a read of
+    many versions costs a few relations, not a few per version."""
 
     def __init__(self, spark: SparkSession, table_path: str, plan: ChangePlan) -> None:
         self.spark, self.path, self.plan = spark, table_path, plan
         self.schema = plan.metadata.schema
         self.parts = list(plan.metadata.partitionColumns)
         self.mode = plan.column_mapping
-        self.depth = len(self.parts) + 1   # a file is told apart by its partition folders and name
 
     def frame(self) -> DataFrame:
         vs = self.plan.versions
@@ -98,7 +95,7 @@ class _ChangeRead:
             ([_Entry(f, v, rows) for v in vs for f, rows in v.rows_deleted], DELETE),
             ([_Entry(f, v, rows) for v in vs for f, rows in v.rows_inserted], INSERT),
         ]
-        parts = [self.read(batch, kind) for entries, kind in kinds for batch in _distinct_keys(entries, self.depth)]
+        parts = [self.read(batch, kind) for entries, kind in kinds for batch in _distinct_files(entries)]
         if not parts:
             empty = self.spark.createDataFrame([], to_spark(self.schema))
             return empty.select(*self.columns(F.lit(None).cast("string"), F.lit(None).cast("long"),
@@ -113,7 +110,7 @@ class _ChangeRead:
                 + [change_type.alias(CHANGE_TYPE), version.alias(COMMIT_VERSION), timestamp.alias(COMMIT_TIMESTAMP)])
 
     def read(self, entries: Sequence[_Entry], kind: str | None) -> DataFrame:
-        """The changed rows of `entries` (files of distinct names), with their version: change
+        """The changed rows of `entries` (distinct files), with their version: change
         files carry their change type, other files are all `kind`."""
         files, root = [e.file for e in entries], self.path
         schema = self.schema if kind is not None else self._with_change_type()
@@ -125,14 +122,19 @@ class _ChangeRead:
         deleted = self._other_rows(entries) if entries[0].rows is not None else None
         df = read_files(self.spark, root, schema, self.parts, files, with_file_info=True,
                         column_mapping=self.mode, deleted=deleted)
-        # Spark's file path is a URI: decoded ('+' kept, not read as a space), its last components.
-        decoded = F.url_decode(F.replace(F.col(FILE_COLUMN), F.lit("+"), F.lit("%2B")))
-        df = df.withColumn(_NAME, F.array_join(F.slice(F.split(decoded, "/"), -self.depth, self.depth), "/"))
+        # Each file's version, joined by the path Spark gives its rows (`_metadata.file_path`),
+        # as Spark lists the read's files: no work per row but the join's lookup.
+        by_key = {file_key(root, f.path): e for f, e in zip(files, entries)}
+        listed = df.inputFiles()
+        found = [by_key.get(spark_file_key(p)) for p in listed]
+        if None in found or len(set(map(id, found))) != len(entries):
+            raise RuntimeError(f"Spark lists {len(listed)} files where {len(entries)} change files were asked for "
+                               f"under {root}")
         versions = self.spark.createDataFrame(pa.table({
-            _NAME: pa.array([e.key(self.depth) for e in entries], pa.string()),
-            _VERSION: pa.array([e.version.version for e in entries], pa.int64()),
-            _TIME: pa.array([e.version.timestamp_ms for e in entries], pa.int64())}))
-        joined = df.join(F.broadcast(versions), _NAME)
+            _NAME: pa.array([as_metadata_path(p) for p in listed], pa.string()),
+            _VERSION: pa.array([e.version.version for e in found], pa.int64()),  # type: ignore[union-attr]
+            _TIME: pa.array([e.version.timestamp_ms for e in found], pa.int64())}))  # type: ignore[union-attr]
+        joined = df.join(F.broadcast(versions), F.col(FILE_COLUMN) == F.col(_NAME))
         change = F.col(CHANGE_TYPE) if kind is None else F.lit(kind)
         return joined.select(*self.columns(change, F.col(_VERSION), F.timestamp_millis(F.col(_TIME))))
 
@@ -154,17 +156,16 @@ class _ChangeRead:
         return Schema(self.schema.fields + (Field(CHANGE_TYPE, "string", True, meta),))
 
 
-def _distinct_keys(entries: Sequence[_Entry], depth: int) -> list[list[_Entry]]:
-    """`entries` in batches whose files have distinct keys (a file added in one version and
-    removed in another goes to two batches)."""
+def _distinct_files(entries: Sequence[_Entry]) -> list[list[_Entry]]:
+    """`entries` in batches of distinct files (a file added in one version and removed in
+    another goes to two batches)."""
     batches: list[tuple[set[str], list[_Entry]]] = []
     for e in entries:
-        key = e.key(depth)
-        for keys, batch in batches:
-            if key not in keys:
-                keys.add(key)
+        for paths, batch in batches:
+            if e.file.path not in paths:
+                paths.add(e.file.path)
                 batch.append(e)
                 break
         else:
-            batches.append(({key}, [e]))
+            batches.append(({e.file.path}, [e]))
     return [batch for _, batch in batches]

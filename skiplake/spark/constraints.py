@@ -8,23 +8,18 @@ nothing is written. No pass over the data is added.
 from __future__ import annotations
 
 import functools
-import json
 import re
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from skiplake.errors import ConstraintViolationError, InvalidArgumentError
-from skiplake.log.actions import AddFile
 from skiplake.log.schema import Schema
 from skiplake.spark.refusals import analysis_error, quiet
 from skiplake.spark.types import NOT_NULL_MARKER
 from skiplake.txn.constraints import Rule, generated_columns, generation_value
 from skiplake.txn.identity import Identity
-
-if TYPE_CHECKING:
-    from skiplake.spark.transaction import Transaction
 
 _MARKER = "SKIPLAKE_RULE_VIOLATION"
 _VIOLATION = re.compile(re.escape(_MARKER) + r"\[(\d+)\](.*?)\[/" + re.escape(_MARKER) + r"\]", re.S)
@@ -94,21 +89,3 @@ def with_identities(df: DataFrame, identities: Sequence[Identity]) -> DataFrame:
     if not identities:
         return df
     return df.withColumns({i.name: F.expr(i.next_value_sql()) for i in identities})
-
-
-def furthest_values(txn: "Transaction", adds: Sequence[AddFile], column: str, physical: str, largest: bool) -> list[int]:
-    """The largest (or smallest) value of `column` in each of `adds`, from their stats; files
-    whose stats lack it are read (one Spark job)."""
-    key = "maxValues" if largest else "minValues"
-    values, unknown = [], []
-    for a in adds:
-        value = (json.loads(a.stats or "{}").get(key) or {}).get(physical)
-        if value is None and (a.num_records or 0) == 0 and a.stats:
-            continue  # no rows
-        (values if value is not None else unknown).append(value if value is not None else a)
-    if unknown:
-        agg = F.max if largest else F.min
-        found = txn.read_files(unknown).agg(agg(F.col(f"`{column}`"))).collect()[0][0]
-        if found is not None:
-            values.append(found)
-    return [int(v) for v in values]

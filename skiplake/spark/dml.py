@@ -110,8 +110,9 @@ def records_changes(txn: "Transaction") -> bool:
     return change_data_feed_enabled((txn.new_metadata or txn.snapshot.metadata).configuration)
 
 
-def as_change(df: DataFrame, kind: str | Column) -> DataFrame:
-    return df.withColumn(CHANGE_TYPE, kind if isinstance(kind, Column) else F.lit(kind))
+def as_change(df: DataFrame, kind: str) -> DataFrame:
+    """`df`'s rows as change data of one kind (CHANGE_TYPE)."""
+    return df.withColumn(CHANGE_TYPE, F.lit(kind))
 
 
 def _rows_removed(txn: "Transaction") -> int:

@@ -6,6 +6,7 @@ transaction and `stage` what its commitInfo will say; the caller commits it.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -25,7 +26,7 @@ from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.log.stats import loose_bounds
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
-from skiplake.spark.constraints import enforced, furthest_values, raise_violation, with_generated, with_identities
+from skiplake.spark.constraints import enforced, raise_violation, with_generated, with_identities
 from skiplake.spark.read import read_files, read_planned
 from skiplake.spark.types import conform, from_spark, schema_differences, spark_type
 from skiplake.spark.write import WriteOptions, with_table_stats, write_files
@@ -265,12 +266,30 @@ class Transaction:
         phys = physical_names(self.schema, self.snapshot.column_mapping)
         marks = {}
         for name, identity in identities.items():
-            values = furthest_values(self, adds, name, phys[name], identity.step > 0)
+            values = self._furthest_values(adds, name, phys[name], identity.step > 0)
             mark = identity.past_mark(values)
             if mark is not None:
                 marks[name] = mark
         if marks:
             self.new_metadata = replace(base, schemaString=with_high_water_marks(self.schema, marks).json_string())
+
+    def _furthest_values(self, adds: Sequence[AddFile], column: str, physical: str, largest: bool) -> list[int]:
+        """The largest (or smallest) value of `column` in each of `adds`, from their stats; files
+        whose stats lack it are read (one Spark job)."""
+        key = "maxValues" if largest else "minValues"
+        values, unknown = [], []
+        for a in adds:
+            value = (json.loads(a.stats or "{}").get(key) or {}).get(physical)
+            if value is not None:
+                values.append(int(value))
+            elif not (a.stats and a.num_records == 0):   # a file of no rows holds no value
+                unknown.append(a)
+        if unknown:
+            agg = F.max if largest else F.min
+            found = self.read_files(unknown).agg(agg(F.col(f"`{column}`"))).collect()[0][0]
+            if found is not None:
+                values.append(int(found))
+        return values
 
     def _committed(self, version: int) -> int:
         self.committed_version = version
