@@ -61,7 +61,7 @@ SUITE: dict[str, Entry] = {
     # Two 100,000-file checkpoints, then 10,000 small commits twice (with and without cleanup).
     "bench_log": Entry(minutes=15),
     # Two 5M-row tables with 10 versions of changes each, read by both sides 6 times.
-    "bench_changes": Entry(minutes=12),
+    "bench_changes": Entry(minutes=5),
 }
 
 
