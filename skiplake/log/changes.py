@@ -31,10 +31,10 @@ from skiplake.log.actions import AddCDCFile, AddFile, Metadata, RemoveFile
 from skiplake.log.column_mapping import logical_partition_values
 from skiplake.log.deletion_vectors import marked_rows, unique_id
 from skiplake.log.features import change_data_feed_enabled
+from skiplake.log.history import utc_iso, utc_ms
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import LogListing, Snapshot, list_log, log_storage, read_commit
 from skiplake.log.storage import Storage
-from skiplake.log.values import parse_timestamp
 
 CHANGE_DIR = "_change_data"
 CHANGE_TYPE = "_change_type"
@@ -67,7 +67,12 @@ class VersionChanges:
 
     @property
     def empty(self) -> bool:
-        return not (self.change_files or self.inserted or self.deleted or self.rows_deleted or self.rows_inserted)
+        return not self.files()
+
+    def files(self) -> list[AddCDCFile | AddFile]:
+        """Every file the version's changes are read from."""
+        return [*self.change_files, *self.inserted, *self.deleted, *(f for f, _ in self.rows_deleted),
+                *(f for f, _ in self.rows_inserted)]
 
 
 @dataclass(frozen=True)
@@ -99,30 +104,18 @@ def versions_between(table_path: str, starting_timestamp: str | dt.datetime | No
     times = commit_times(listing)
     start = end = None
     if starting_timestamp is not None:
-        ms = _ms(starting_timestamp)
+        ms = utc_ms(starting_timestamp)
         later = [v for v, ts in times.items() if ts >= ms]
         if not later:
-            raise TimestampNotFoundError(table_path, str(starting_timestamp), _iso(min(times.values())) if times else None)
+            raise TimestampNotFoundError(table_path, str(starting_timestamp), utc_iso(min(times.values())) if times else None)
         start = min(later)
     if ending_timestamp is not None:
-        ms = _ms(ending_timestamp)
+        ms = utc_ms(ending_timestamp)
         earlier = [v for v, ts in times.items() if ts <= ms]
         if not earlier:
-            raise TimestampNotFoundError(table_path, str(ending_timestamp), _iso(min(times.values())) if times else None)
+            raise TimestampNotFoundError(table_path, str(ending_timestamp), utc_iso(min(times.values())) if times else None)
         end = max(earlier)
     return start, end
-
-
-def _ms(when: str | dt.datetime) -> int:
-    if isinstance(when, str):
-        when = parse_timestamp(when)
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1000)
-
-
-def _iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat()
 
 
 def plan_changes(table_path: str, starting_version: int | None = None, ending_version: int | None = None,

@@ -37,13 +37,22 @@ def commits(path: str, limit: int | None = None) -> list[Commit]:
     return out
 
 
+def utc_ms(when: str | dt.datetime) -> int:
+    """Milliseconds since the epoch of a timestamp given by a user (naive ones are UTC)."""
+    if isinstance(when, str):
+        when = parse_timestamp(when)
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return int(when.timestamp() * 1000)
+
+
+def utc_iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat()
+
+
 def version_at(path: str, timestamp: str | dt.datetime) -> int:
     """The last version committed at or before `timestamp` (naive timestamps are UTC)."""
-    if isinstance(timestamp, str):
-        when = parse_timestamp(timestamp)
-    else:
-        when = timestamp.astimezone(dt.timezone.utc).replace(tzinfo=None) if timestamp.tzinfo else timestamp
-    ms = int(when.replace(tzinfo=dt.timezone.utc).timestamp() * 1000)
+    ms = utc_ms(timestamp)
     storage = log_storage(path)
     listing = list_log(storage)
     if listing.latest is None:
@@ -53,6 +62,5 @@ def version_at(path: str, timestamp: str | dt.datetime) -> int:
     candidates = [v for v, ts in stamps.items() if ts <= ms and earliest is not None and v >= earliest]
     if not candidates:
         first = min(stamps.values()) if stamps else None
-        raise TimestampNotFoundError(path, str(timestamp), dt.datetime.fromtimestamp(
-            first / 1000, dt.timezone.utc).isoformat() if first else None)
+        raise TimestampNotFoundError(path, str(timestamp), utc_iso(first) if first else None)
     return max(candidates)

@@ -39,7 +39,7 @@ from skiplake.spark.read import FILE_COLUMN, read_files, spark_file_key
 from skiplake.spark.types import to_spark
 
 # Columns of the read's join of each file to its version.
-_NAME, _VERSION, _TIME = "__skiplake_cdf_file", "__skiplake_cdf_version", "__skiplake_cdf_time"
+_PATH, _VERSION, _TIME = "__skiplake_cdf_path", "__skiplake_cdf_version", "__skiplake_cdf_time"
 
 
 def read_changes(spark: SparkSession, table_path: str, starting_version: int | None = None,
@@ -55,9 +55,7 @@ def _check_present(table_path: str, plan: ChangePlan) -> None:
     read needs (change files and removed data files go once they are past the retention)."""
     version_of: dict[str, int] = {}
     for vc in plan.versions:
-        files = [*vc.change_files, *vc.inserted, *vc.deleted, *(f for f, _ in vc.rows_deleted),
-                 *(f for f, _ in vc.rows_inserted)]
-        for f in files:
+        for f in vc.files():
             version_of.setdefault(absolute_path(table_path, f.path), vc.version)
     gone = missing(table_path, list(version_of))
     if gone:
@@ -71,7 +69,6 @@ class _Entry:
     file: AddFile
     version: VersionChanges
     rows: np.ndarray | None = None
-
 
 
 class _ChangeRead:
@@ -131,10 +128,10 @@ class _ChangeRead:
             raise RuntimeError(f"Spark lists {len(listed)} files where {len(entries)} change files were asked for "
                                f"under {root}")
         versions = self.spark.createDataFrame(pa.table({
-            _NAME: pa.array([as_metadata_path(p) for p in listed], pa.string()),
+            _PATH: pa.array([as_metadata_path(p) for p in listed], pa.string()),
             _VERSION: pa.array([e.version.version for e in found], pa.int64()),  # type: ignore[union-attr]
             _TIME: pa.array([e.version.timestamp_ms for e in found], pa.int64())}))  # type: ignore[union-attr]
-        joined = df.join(F.broadcast(versions), F.col(FILE_COLUMN) == F.col(_NAME))
+        joined = df.join(F.broadcast(versions), F.col(FILE_COLUMN) == F.col(_PATH))
         change = F.col(CHANGE_TYPE) if kind is None else F.lit(kind)
         return joined.select(*self.columns(change, F.col(_VERSION), F.timestamp_millis(F.col(_TIME))))
 
