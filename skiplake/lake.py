@@ -65,10 +65,11 @@ class Lake:
                      partition_by: Sequence[str] | None = None, bucket_by: BucketSpec | None = None,
                      properties: Mapping[str, str] | None = None, description: str | None = None,
                      generated_columns: Mapping[str, str] | None = None,
-                     identity_columns: Mapping[str, IdentityColumn] | None = None) -> Table:
+                     identity_columns: Mapping[str, IdentityColumn] | None = None,
+                     cluster_by: Sequence[str] | None = None) -> Table:
         return Table.create(self.spark, self.path_of(name), schema, partition_by, bucket_by, properties,
                             name=name, description=description, generated_columns=generated_columns,
-                            identity_columns=identity_columns)
+                            identity_columns=identity_columns, cluster_by=cluster_by)
 
     def convert(self, name: str, partition_by: "Sequence[str] | str | StructType | None" = None,
                 bucket_by: BucketSpec | None = None, *, catalog_table: str | None = None,

@@ -17,6 +17,7 @@ from skiplake.inspect import TableDetail, table_detail
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.schema_changes import SchemaChangeError, dropped, renamed
 from skiplake.log.actions import Metadata, Protocol
+from skiplake.log.column_mapping import requested_mode as column_mapping_mode
 from skiplake.log.features import CONSTRAINT_PREFIX, required_protocol
 from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
@@ -38,6 +39,7 @@ from skiplake.spark.transaction import Transaction
 from skiplake.spark.types import as_schema, to_spark
 from skiplake.spark.write import WriteOptions
 from skiplake.txn import create
+from skiplake.txn.clustering import CLUSTERING_FEATURES, check_cluster_by, clustering_columns, clustering_domain
 from skiplake.txn.constraints import (
     check_constraints,
     constraint_rule,
@@ -95,11 +97,14 @@ class Table:
                properties: Mapping[str, str] | None = None, name: str | None = None,
                description: str | None = None, storage_options: Mapping[str, str] | None = None,
                generated_columns: Mapping[str, str] | None = None,
-               identity_columns: Mapping[str, IdentityColumn] | None = None) -> "Table":
+               identity_columns: Mapping[str, IdentityColumn] | None = None,
+               cluster_by: Sequence[str] | None = None) -> "Table":
         """A new table. generated_columns gives columns computed from others (column -> Spark SQL,
         Delta's GENERATED ALWAYS AS): a write that leaves one out gets it computed, one that
         gives it has it checked. identity_columns gives BIGINT columns whose values writes
-        assign (column -> IdentityColumn(start, step, always), Delta's GENERATED ... AS IDENTITY)."""
+        assign (column -> IdentityColumn(start, step, always), Delta's GENERATED ... AS IDENTITY).
+        cluster_by makes it a clustered table (Delta's liquid clustering, CLUSTER BY): OPTIMIZE
+        clusters its new rows by those columns (see docs/clustering.md); not with partition_by."""
         path = use_location(spark, path, storage_options)
         sch = with_generated_columns(path, as_schema(schema, spark), generated_columns or {})
         sch = with_identity_columns(path, sch, identity_columns or {})
@@ -108,9 +113,18 @@ class Table:
         if bucket_by is not None:
             config.update(bucket_by.resolved(path, sch, parts).to_configuration())
         sch, config = with_column_mapping(path, sch, config, "none", new_table=True, bucketed=bucket_by is not None)
+        domains, features, params = [], [], {}
+        if cluster_by is not None:
+            if bucket_by is not None:
+                raise InvalidArgumentError(f"{path}: a table is either bucketed or clustered, not both")
+            keys = check_cluster_by(path, sch, config, parts, [cluster_by] if isinstance(cluster_by, str)
+                                    else list(cluster_by))
+            domains, features = [clustering_domain(sch, keys, column_mapping_mode(config))], CLUSTERING_FEATURES
+            params = {"clusterBy": keys}
         metadata = Metadata.new(sch, parts, config, name=name, description=description)
-        snapshot = create(path, metadata, required_protocol(Protocol(1, 2), config, sch), operation_parameters={
-            "partitionBy": parts, "properties": config, "isManaged": "false"})
+        protocol = required_protocol(Protocol(1, 2), config, sch, features)
+        snapshot = create(path, metadata, protocol, actions=domains, operation_parameters={
+            "partitionBy": parts, **params, "properties": config, "isManaged": "false"})
         return Table(spark, path, snapshot)
 
     @staticmethod
@@ -167,6 +181,12 @@ class Table:
     @property
     def properties(self) -> dict[str, str]:
         return self.snapshot.configuration
+
+    @property
+    def clustering_columns(self) -> list[str] | None:
+        """The clustering columns of a clustered table ([] when its clustering is off); None
+        when the table is not clustered."""
+        return clustering_columns(self.snapshot)
 
     @property
     def isolation_level(self) -> str:
@@ -289,13 +309,37 @@ class Table:
     def optimize(self, where: str | None = None, zorder_by: Sequence[str] | None = None,
                  target_file_size: int = DEFAULT_TARGET_FILE_SIZE, min_files: int = 2,
                  progress: Callable[[str], None] | None = None, sort_within: Sequence[str] | None = None,
-                 row_group_size: int | None = None, page_rows: int | None = None) -> OptimizeResult:
+                 row_group_size: int | None = None, page_rows: int | None = None, full: bool = False,
+                 min_cube_size: int | None = None) -> OptimizeResult:
         """Bin-pack small files, or with zorder_by cluster the files by those columns (then
         sort_within orders each file's rows by other columns, row_group_size sets the files'
-        Parquet row group size in bytes and page_rows the most rows per page). `progress`
-        receives one line per stage of a long rewrite."""
+        Parquet row group size in bytes and page_rows the most rows per page). On a clustered
+        table, cluster incrementally by its clustering columns: only files not clustered yet
+        and cubes smaller than min_cube_size bytes (8 target-sized files by default) are
+        rewritten, everything with full=True (OPTIMIZE FULL). `progress` receives one line per
+        stage of a long rewrite."""
         return optimize(self.begin(), where, zorder_by, target_file_size, min_files, progress,
-                        sort_within, row_group_size, page_rows).commit()
+                        sort_within, row_group_size, page_rows, full, min_cube_size).commit()
+
+    def cluster_by(self, columns: Sequence[str] | None) -> int:
+        """ALTER TABLE ... CLUSTER BY (columns), or CLUSTER BY NONE with None or []: set the
+        clustering columns without rewriting any file (the next OPTIMIZE clusters by the new
+        ones). An unclustered table becomes clustered, unless it is partitioned or bucketed."""
+        txn = self.begin()
+        snapshot = txn.snapshot
+        keys = [] if not columns else ([columns] if isinstance(columns, str) else list(columns))
+        if bucket_spec_of(snapshot.configuration) is not None:
+            raise InvalidArgumentError(f"{self.path}: a table is either bucketed or clustered, not both")
+        if keys:
+            keys = check_cluster_by(self.path, snapshot.schema, snapshot.configuration, snapshot.partition_columns,
+                                    keys)
+        elif clustering_columns(snapshot) is None:
+            raise InvalidArgumentError(f"{self.path} is not clustered: there is no clustering to turn off")
+        protocol = required_protocol(snapshot.protocol, snapshot.configuration, snapshot.schema, CLUSTERING_FEATURES)
+        if protocol != snapshot.protocol:
+            txn.set_metadata(snapshot.metadata, protocol)
+        txn.actions.append(clustering_domain(snapshot.schema, keys, snapshot.column_mapping))
+        return txn.stage("CLUSTER BY", {"clusteringColumns": keys}).commit()
 
     def restore(self, version: int | None = None, timestamp: str | dt.datetime | None = None) -> RestoreResult:
         """RESTORE the table to an earlier `version` (or the version current at `timestamp`, UTC

@@ -3,7 +3,9 @@
 The suite's SparkSession has no Delta jars, so tests that compare with delta-spark hand a list of
 jobs to tests/delta_spark_reader.py. `DeltaSpark(root)` starts the subprocess at once (the JVM
 starts and Ivy resolves the package while the test builds its tables); `run(jobs)` then gives it
-one jobs file and returns the results (or `submit(jobs)`, work on, then `results()`). When the package cannot be resolved the test is skipped.
+its last jobs file and returns the results (or `submit(jobs)`, work on, then `results()`), and
+`run_batch(jobs)` one batch of several, between which skiplake acts on what delta-spark wrote.
+When the package cannot be resolved the test is skipped.
 
 The coordinate can be overridden with $SKIPLAKE_DELTA_SPARK_PACKAGE; Ivy's cache is Spark's
 default, or $SKIPLAKE_IVY_DIR. delta-spark 4.4.x publishes one artifact per Spark minor:
@@ -47,6 +49,7 @@ class DeltaSpark:
         env = dict(os.environ)
         env.pop("PYSPARK_SUBMIT_ARGS", None)
         self.started = time.time()
+        self._batches = 0
         self.proc = subprocess.Popen(
             [sys.executable, str(READER), "-", str(self.result_file), DELTA_PACKAGE,
              os.environ.get("SKIPLAKE_IVY_DIR", "")],
@@ -58,23 +61,41 @@ class DeltaSpark:
             self._give_up()
 
     def run(self, jobs: list[dict]) -> dict:
+        """Run one last batch of jobs and return its results."""
         self.submit(jobs)
         return self.results()
 
+    def run_batch(self, jobs: list[dict]) -> dict:
+        """Run a batch of jobs and return its results, the subprocess kept for more batches:
+        skiplake can then act on what delta-spark wrote, and delta-spark on what skiplake did."""
+        self._batches += 1
+        out = self.root / f"result-{self._batches}.json"
+        self._send(jobs, 1, f"\t{out}")
+        while not out.exists():
+            if self.proc.poll() is not None:
+                self._give_up()
+            time.sleep(0.2)
+        return json.loads(out.read_text())
+
     def submit(self, jobs: list[dict], threads: int = 1) -> None:
-        """Hand the subprocess its jobs and return at once: it runs them while the caller works
-        (`threads` at a time: only for jobs on distinct tables)."""
-        jobs_file = self.root / "jobs.json"
+        """Hand the subprocess its last jobs and return at once: it runs them while the caller
+        works (`threads` at a time: only for jobs on distinct tables)."""
+        self._send(jobs, threads, "", last=True)
+
+    def _send(self, jobs: list[dict], threads: int, suffix: str, last: bool = False) -> None:
+        jobs_file = self.root / f"jobs-{self._batches}.json"
         jobs_file.write_text(json.dumps({"package": DELTA_PACKAGE, "jobs": jobs, "threads": threads}))
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(f"{jobs_file}\n")
-            self.proc.stdin.close()
+            self.proc.stdin.write(f"{jobs_file}{suffix}\n")
+            self.proc.stdin.flush()
+            if last:
+                self.proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it died: results() reports why
 
     def results(self) -> dict:
-        """Wait for the submitted jobs' results."""
+        """Wait for the last submitted jobs' results."""
         self.proc.wait(timeout=1800)
         if self.proc.returncode != 0 or not self.result_file.exists():
             self._give_up()

@@ -139,28 +139,10 @@ def _run(spark, job: dict) -> dict:
     raise ValueError(f"unknown op {op!r}")
 
 
-def main(argv: list[str]) -> int:
-    jobs_file, result_file = argv[1], argv[2]
-    started = time.time()
-    if jobs_file == "-":
-        # Start the session first (resolving the package), then wait for the jobs: the caller
-        # builds its tables meanwhile and writes the jobs file's path on stdin.
-        spark = _session(argv[3], argv[4] if len(argv) > 4 and argv[4] else None)
-        startup = time.time() - started
-        print("READY", flush=True)
-        jobs_file = sys.stdin.readline().strip()
-        if not jobs_file:
-            spark.stop()
-            return 3
-        with open(jobs_file) as f:
-            spec = json.load(f)
-    else:
-        with open(jobs_file) as f:
-            spec = json.load(f)
-        spark = _session(spec["package"], spec.get("ivy"))
-        startup = time.time() - started
+def _run_batch(spark, spec: dict, startup: float) -> dict:
     result: dict = {"delta_version": _delta_version(spark), "spark_version": spark.version,
                     "startup_seconds": round(startup, 1), "jobs": {}}
+
     def one(job: dict) -> dict:
         t = time.time()
         try:
@@ -178,11 +160,43 @@ def main(argv: list[str]) -> int:
     with ThreadPoolExecutor(threads) as pool:
         for job, out in zip(spec["jobs"], pool.map(one, spec["jobs"])):
             result["jobs"][job["id"]] = out
-    spark.stop()
+    return result
+
+
+def _write_result(result: dict, result_file: str) -> None:
     with open(result_file + ".tmp", "w") as f:
         json.dump(result, f)
     os.replace(result_file + ".tmp", result_file)
-    return 0
+
+
+def main(argv: list[str]) -> int:
+    jobs_file, result_file = argv[1], argv[2]
+    started = time.time()
+    if jobs_file != "-":
+        with open(jobs_file) as f:
+            spec = json.load(f)
+        spark = _session(spec["package"], spec.get("ivy"))
+        _write_result(_run_batch(spark, spec, time.time() - started), result_file)
+        spark.stop()
+        return 0
+    # Start the session first (resolving the package), then run batches of jobs as the caller
+    # sends them: each stdin line names a jobs file and the file its results go to (one line
+    # with a jobs file alone: the results go to `result_file`). The caller builds its tables
+    # meanwhile, and between batches acts on what delta-spark wrote. A blank line or EOF ends it.
+    spark = _session(argv[3], argv[4] if len(argv) > 4 and argv[4] else None)
+    startup = time.time() - started
+    print("READY", flush=True)
+    batches = 0
+    while True:
+        line = sys.stdin.readline().strip()
+        if not line:
+            spark.stop()
+            return 0 if batches else 3
+        names = line.split("\t")
+        with open(names[0]) as f:
+            spec = json.load(f)
+        _write_result(_run_batch(spark, spec, startup), names[1] if len(names) > 1 else result_file)
+        batches += 1
 
 
 if __name__ == "__main__":

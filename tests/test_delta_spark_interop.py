@@ -84,9 +84,12 @@ class Interop:
     cm_expected: list = field(default_factory=list)            # "cm_ours" rows, as skiplake reads them
     features_expected: dict = field(default_factory=dict)      # skiplake's feature tables: name -> rows
     cdf_expected: dict = field(default_factory=dict)           # skiplake's change feed tables: name -> changes
+    clustering: dict = field(default_factory=dict)             # what skiplake saw between the two batches
+    second: dict = field(default_factory=dict)                 # delta-spark's second batch of jobs
 
     def job(self, job_id: str) -> dict:
-        return self.result["jobs"][job_id]
+        jobs = self.result["jobs"]
+        return jobs[job_id] if job_id in jobs else self.second["jobs"][job_id]
 
 
 DELETE_WHERE_DS = "qty > 15 OR region = 'south east'"   # the DELETE delta-spark runs on "written"
@@ -173,6 +176,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     features_expected = _build_feature_tables(spark, lake)
     cdf_expected = _build_change_feed_tables(spark, lake)
     _build_constraint_table(spark, lake)
+    _build_clustered_table(spark, lake)
     built = time.time() - t0
 
     main, written, wser, wser_alter = (lake.path_of(n) for n in ("main", "written", "wser", "wser_alter"))
@@ -202,15 +206,19 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     jobs += _feature_jobs(lake)
     jobs += _change_feed_jobs(lake)
     jobs += _constraint_jobs(lake)
+    jobs += _clustering_jobs(lake)
 
     t1 = time.time()
-    result = delta.run(jobs)
+    result = delta.run_batch(jobs)
+    # skiplake acts on what delta-spark wrote, then delta-spark reads and writes the result.
+    clustering = _cluster_between_batches(spark, lake, result)
+    second = delta.run(_second_clustering_jobs(lake))
     seconds = time.time() - delta.started
     print(f"\nskiplake tables built in {built:.1f}s; delta-spark {result.get('delta_version')} on Spark "
           f"{result.get('spark_version')}: session start {result.get('startup_seconds')}s, jobs "
           f"{time.time() - t1:.1f}s (" + ", ".join(f"{k} {j['seconds']}s" for k, j in result["jobs"].items()) + ")")
     return Interop(lake, result, seconds, versions, written_before, written_ids, create_error, dv_expected,
-                   cm_expected, features_expected, cdf_expected)
+                   cm_expected, features_expected, cdf_expected, clustering, second)
 
 
 CM_OURS = "cm_ours"
@@ -477,6 +485,73 @@ def _constraint_jobs(lake) -> list[dict]:
                                                  "(name) VALUES ('a'), ('b'), ('c')"},
         {"id": "gen_spark:1", "op": "sql", "sql": f"INSERT INTO {reader._quote_path(os.path.join(lake.root, GEN_SPARK))} "
                                                   "(id, ts) VALUES (1, TIMESTAMP'2024-01-05 03:00:00')"},
+    ]
+
+
+CL_OURS, CL_SPARK = "cl_ours", "cl_spark"
+CL_COLUMNS = ["id", "k", "name"]
+
+
+def _cl_rows(spark, lo: int, hi: int):
+    return spark.sql(f"SELECT id, CAST(id * 7919 % 997 AS INT) AS k, concat('n', id) AS name FROM range({lo}, {hi})")
+
+
+def _cl_values(lo: int, hi: int) -> str:
+    return ", ".join(f"({i}, {i * 7919 % 997}, 'n{i}')" for i in range(lo, hi))
+
+
+def _build_clustered_table(spark, lake) -> None:
+    """skiplake's clustered table: one cube, then an append delta-spark's OPTIMIZE clusters."""
+    t = lake.create_table(CL_OURS, "id long, k int, name string", cluster_by=["k", "id"])
+    t.append(_cl_rows(spark, 0, 300).repartition(2))
+    t.optimize(target_file_size=2048)
+    t.append(_cl_rows(spark, 300, 400).repartition(1))
+
+
+def _clustering_jobs(lake) -> list[dict]:
+    ours, theirs = (reader._quote_path(lake.path_of(CL_OURS)),
+                    reader._quote_path(os.path.join(lake.root, CL_SPARK)))
+    return [
+        {"id": "cl_ours:optimize", "op": "sql", "sql": f"OPTIMIZE {ours}"},
+        {"id": "cl_spark:0", "op": "sql", "sql": f"CREATE TABLE {theirs} (id BIGINT, k INT, name STRING) "
+                                                 "USING delta CLUSTER BY (k)"},
+        {"id": "cl_spark:1", "op": "sql", "sql": f"INSERT INTO {theirs} VALUES {_cl_values(0, 200)}"},
+        {"id": "cl_spark:2", "op": "sql", "sql": f"INSERT INTO {theirs} VALUES {_cl_values(200, 300)}"},
+        {"id": "cl_spark:3", "op": "sql", "sql": f"OPTIMIZE {theirs}"},
+        {"id": "cl_spark:4", "op": "sql", "sql": f"INSERT INTO {theirs} VALUES {_cl_values(300, 350)}"},
+    ]
+
+
+def _cluster_between_batches(spark, lake, result: dict) -> dict:
+    """skiplake reads delta-spark's OPTIMIZE of its table, then clusters delta-spark's table
+    incrementally, appends, and changes its keys, for delta-spark's second batch to read."""
+    out: dict = {}
+    ours = lake.table(CL_OURS)
+    out["ours_history"] = ours.history(1)[0]
+    out["ours_files"] = [(f.clusteringProvider, dict(f.tags or {})) for f in ours.snapshot.add_files]
+    out["ours_rows"] = rows_as_strings(ours.read(), CL_COLUMNS)
+    if not all(result["jobs"][f"cl_spark:{i}"]["ok"] for i in range(5)):
+        return out
+    t = lake.table(CL_SPARK)
+    out["columns"] = t.clustering_columns
+    files = t.snapshot.add_files
+    out["theirs_files"] = [(f.clusteringProvider, dict(f.tags or {})) for f in files]
+    # delta-spark's cube is kept; the rows of its last INSERT are clustered into a new cube.
+    out["optimize"] = t.optimize(target_file_size=2048, min_cube_size=1).to_dict()
+    out["kept"] = {f.path for f in files if f.clusteringProvider} <= {f.path for f in t.snapshot.add_files}
+    t.append(_cl_rows(spark, 350, 380))
+    t.cluster_by(["k", "id"])
+    out["theirs_rows"] = rows_as_strings(t.read(), CL_COLUMNS)
+    return out
+
+
+def _second_clustering_jobs(lake) -> list[dict]:
+    theirs = os.path.join(lake.root, CL_SPARK)
+    return [
+        {"id": "cl_spark:read", "op": "read", "path": theirs, "columns": CL_COLUMNS},
+        {"id": "cl_spark:optimize", "op": "sql_read", "sql": f"OPTIMIZE {reader._quote_path(theirs)}",
+         "path": theirs},
+        {"id": "cl_spark:detail", "op": "sql", "sql": f"DESCRIBE DETAIL {reader._quote_path(theirs)}"},
     ]
 
 
@@ -869,3 +944,29 @@ def test_identity_columns_both_ways(interop: Interop, spark) -> None:
     added = sorted(set(after) - set(before))
     assert len(after) == len(set(after)) == 5 and min(added) > max(before)
     assert all((v - 5) % 3 == 0 for v in after)
+
+
+def test_delta_spark_optimizes_skiplakes_clustered_table(interop: Interop) -> None:
+    """delta-spark's OPTIMIZE reads skiplake's clustering domain and cube tags: it clusters by
+    skiplake's keys, and the rows stay the same."""
+    _ok(interop.job("cl_ours:optimize"))
+    c = interop.clustering
+    assert c["ours_history"]["operation"] == "OPTIMIZE"
+    assert json.loads(c["ours_history"]["operationParameters"]["clusterBy"]) == ["k", "id"]
+    assert all(provider == "liquid" and json.loads(tags["ZCUBE_ZORDER_BY"]) == ["k", "id"]
+               for provider, tags in c["ours_files"])
+    assert sorted(int(r[0]) for r in c["ours_rows"]) == list(range(400))
+
+
+def test_skiplake_clusters_delta_sparks_table_and_delta_spark_reads_it(interop: Interop) -> None:
+    """skiplake reads delta-spark's clustering columns, keeps its cube, clusters the newer rows,
+    changes the keys; delta-spark then reads the same rows, OPTIMIZEs by the new keys and
+    reports them."""
+    c = interop.clustering
+    assert c["columns"] == ["k"]
+    assert any(provider == "liquid" and "ZCUBE_ID" in tags for provider, tags in c["theirs_files"])
+    assert c["optimize"]["files_removed"] >= 1 and c["kept"]
+    rows = _tuples(_ok(interop.job("cl_spark:read")))
+    assert sorted(rows) == sorted(c["theirs_rows"]) and len(rows) == 380
+    assert sorted(_tuples(_ok(interop.job("cl_spark:optimize"))["read"])) == sorted(rows)
+    assert "['k', 'id']" in _ok(interop.job("cl_spark:detail"))["rows"][0]

@@ -1,4 +1,4 @@
-"""Z-order clustering: map rows to a position on a Z-curve over several columns.
+"""Z-order and Hilbert clustering: map rows to a position on a space-filling curve over several columns.
 
 Each column's values are first replaced by a *range id*: the rank of the value's range among
 equal-frequency ranges cut from a sample (what Delta does with its range-partition ids). Ranks
@@ -8,7 +8,10 @@ mostly the same letters, and skew piles rows into a few cells. Ranks give every 
 number of bits, spread evenly over the rows actually there, for every type Spark can sort.
 The Z-value interleaves the ranks' bits, most significant first, so rows close in every column
 are close on the curve; cutting the curve into consecutive runs gives files that each cover a
-small box of the column space, which is what min/max stats can then skip.
+small box of the column space, which is what min/max stats can then skip. The Hilbert curve
+(liquid clustering's, as in delta-spark) visits the same cells in an order where consecutive
+cells are always neighbours, so a run of it never jumps across the space the way a Z-curve does
+at each power of two: its files' boxes are tighter for the same number of files.
 
 NULL gets range id 0 (Spark sorts NULLs first). Everything here is NumPy/Arrow, no Spark: the
 Spark job (`skiplake.spark.zorder`) calls these on each batch of rows.
@@ -67,27 +70,64 @@ def interleave(ids: Sequence[np.ndarray], bits: int) -> np.ndarray:
     return z.astype(np.int64)
 
 
+def hilbert(ids: Sequence[np.ndarray], bits: int) -> np.ndarray:
+    """Hilbert indexes of points whose coordinates are `bits`-bit integers, one array per axis.
+
+    Skilling's transpose method ("Programming the Hilbert curve", 2004): the coordinates are
+    turned, bit plane by bit plane from the top, into the transposed form of the index, whose
+    bits interleaved (axis 0 first) are the index. Vectorised over the points."""
+    x = [np.asarray(a, dtype=np.uint64).copy() for a in ids]
+    n = len(x)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    q = np.uint64(1 << (bits - 1))
+    while q > 1:
+        p = q - np.uint64(1)
+        for i in range(n):
+            high = (x[i] & q) != 0
+            swap = np.where(high, np.uint64(0), (x[0] ^ x[i]) & p)
+            x[0] = np.where(high, x[0] ^ p, x[0] ^ swap)
+            if i:
+                x[i] = x[i] ^ swap
+        q >>= np.uint64(1)
+    for i in range(1, n):
+        x[i] = x[i] ^ x[i - 1]
+    t = np.zeros(len(x[0]), dtype=np.uint64)
+    q = np.uint64(1 << (bits - 1))
+    while q > 1:
+        t = np.where((x[n - 1] & q) != 0, t ^ (q - np.uint64(1)), t)
+        q >>= np.uint64(1)
+    return interleave([xi ^ t for xi in x], bits)
+
+
+CURVES = ("zorder", "hilbert")
+
+
 @dataclass(frozen=True)
 class Curve:
     """What every task needs to place a row on the curve: per column, its range boundaries."""
     columns: tuple[str, ...]
     boundaries: tuple[np.ndarray, ...]
     bits: int
+    kind: str = "zorder"     # or "hilbert"
 
     @staticmethod
-    def from_sample(sample: pa.Table, columns: Sequence[str]) -> "Curve":
+    def from_sample(sample: pa.Table, columns: Sequence[str], kind: str = "zorder") -> "Curve":
+        if kind not in CURVES:
+            raise ValueError(f"unknown curve {kind!r}; one of {CURVES}")
         bits = bits_per_column(len(columns))
         # Range ids run 0 (NULL) .. len(boundaries) + 1, so at most 2**bits - 2 cut points.
         num_ranges = (1 << bits) - 1
         bounds = tuple(range_boundaries(sample.column(c).combine_chunks(), num_ranges) for c in columns)
-        return Curve(tuple(columns), bounds, bits)
+        return Curve(tuple(columns), bounds, bits, kind)
 
     def zvalues(self, batch: pa.RecordBatch | pa.Table) -> np.ndarray:
+        """Each row's position on the curve."""
         ids = []
         for c, bounds in zip(self.columns, self.boundaries):
             col = batch.column(c)
             ids.append(range_ids(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col, bounds))
-        return interleave(ids, self.bits)
+        return hilbert(ids, self.bits) if self.kind == "hilbert" else interleave(ids, self.bits)
 
 
 def cut_points(zvalues: np.ndarray, num_files: int) -> np.ndarray:

@@ -133,12 +133,14 @@ class AddFile:
     stats: str | None = None
     tags: dict[str, str] | None = None
     deletionVector: dict[str, Any] | None = None
+    clusteringProvider: str | None = None   # set on the files a clustering implementation wrote
 
     def to_json(self) -> dict[str, Any]:
         return _drop_none({
             "path": self.path, "partitionValues": dict(self.partitionValues), "size": self.size,
             "modificationTime": self.modificationTime, "dataChange": self.dataChange,
             "stats": self.stats, "tags": self.tags, "deletionVector": self.deletionVector,
+            "clusteringProvider": self.clusteringProvider,
         })
 
     @staticmethod
@@ -149,7 +151,7 @@ class AddFile:
                        _field(d, "add", "modificationTime", int, default=0),
                        _field(d, "add", "dataChange", bool, default=True),
                        _field(d, "add", "stats", str), _string_map(d, "add", "tags"),
-                       _field(d, "add", "deletionVector", dict))
+                       _field(d, "add", "deletionVector", dict), _field(d, "add", "clusteringProvider", str))
 
     def remove(self, timestamp: int | None = None, data_change: bool = True) -> "RemoveFile":
         return RemoveFile(self.path, timestamp if timestamp is not None else now_ms(), data_change,
@@ -215,6 +217,25 @@ class AddCDCFile:
 
 
 @dataclass(frozen=True)
+class DomainMetadata:
+    """The configuration of a named metadata domain. Domains named `delta.*` belong to table
+    features (clustering keys, the row id high-water mark); the latest action per domain wins,
+    and `removed=True` deletes the domain."""
+    domain: str
+    configuration: str
+    removed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"domain": self.domain, "configuration": self.configuration, "removed": self.removed}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "DomainMetadata":
+        return DomainMetadata(_field(d, "domainMetadata", "domain", str, required=True),
+                              _field(d, "domainMetadata", "configuration", str, required=True),
+                              _field(d, "domainMetadata", "removed", bool, default=False))
+
+
+@dataclass(frozen=True)
 class Txn:
     appId: str
     version: int
@@ -269,15 +290,16 @@ class CommitInfo:
         )
 
 
-Action = Union[Protocol, Metadata, AddFile, RemoveFile, AddCDCFile, Txn, CommitInfo]
+Action = Union[Protocol, Metadata, AddFile, RemoveFile, AddCDCFile, DomainMetadata, Txn, CommitInfo]
 
 _NAMES: dict[type, str] = {
     Protocol: "protocol", Metadata: "metaData", AddFile: "add", RemoveFile: "remove",
-    AddCDCFile: "cdc", Txn: "txn", CommitInfo: "commitInfo",
+    AddCDCFile: "cdc", DomainMetadata: "domainMetadata", Txn: "txn", CommitInfo: "commitInfo",
 }
 _PARSERS = {
     "protocol": Protocol.from_json, "metaData": Metadata.from_json, "add": AddFile.from_json,
-    "remove": RemoveFile.from_json, "cdc": AddCDCFile.from_json, "txn": Txn.from_json, "commitInfo": CommitInfo.from_json,
+    "remove": RemoveFile.from_json, "cdc": AddCDCFile.from_json, "domainMetadata": DomainMetadata.from_json,
+    "txn": Txn.from_json, "commitInfo": CommitInfo.from_json,
 }
 
 
@@ -334,7 +356,7 @@ def encode_commit(actions: list[Action]) -> bytes:
 
 
 def parse_action(obj: dict[str, Any]) -> Action | None:
-    """One decoded JSON line to an action; None for actions this reader does not model (domainMetadata…)."""
+    """One decoded JSON line to an action; None for actions this reader does not model (rowIdHighWaterMark…)."""
     for key, parser in _PARSERS.items():
         if key in obj:
             if not isinstance(obj[key], dict):

@@ -30,6 +30,7 @@ ADD_TYPE = pa.struct([
     ("stats", pa.string()),
     ("tags", STRING_MAP),
     ("deletionVector", DV_TYPE),
+    ("clusteringProvider", pa.string()),
 ])
 
 REMOVE_TYPE = pa.struct([
@@ -67,12 +68,19 @@ TXN_TYPE = pa.struct([
     ("lastUpdated", pa.int64()),
 ])
 
+DOMAIN_METADATA_TYPE = pa.struct([
+    ("domain", pa.string()),
+    ("configuration", pa.string()),
+    ("removed", pa.bool_()),
+])
+
 CHECKPOINT_SCHEMA = pa.schema([
     ("txn", TXN_TYPE),
     ("add", ADD_TYPE),
     ("remove", REMOVE_TYPE),
     ("metaData", METADATA_TYPE),
     ("protocol", PROTOCOL_TYPE),
+    ("domainMetadata", DOMAIN_METADATA_TYPE),
 ])
 
 # V2 checkpoints: their one checkpointMetadata row, and a row per sidecar file of file actions.

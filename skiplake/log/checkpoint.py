@@ -87,7 +87,7 @@ def _with_typed_stats(snapshot: Snapshot, adds: pa.StructArray) -> pa.StructArra
 
 
 def _singleton_rows(snapshot: Snapshot) -> list[dict]:
-    """The protocol, metaData and txn actions, one row dict per action."""
+    """The protocol, metaData, txn and live domainMetadata actions, one row dict per action."""
     md = snapshot.metadata
     meta_row = {
         "id": md.id, "name": md.name, "description": md.description,
@@ -102,6 +102,7 @@ def _singleton_rows(snapshot: Snapshot) -> list[dict]:
     rows = [{"protocol": proto_row}, {"metaData": meta_row}]
     rows += [{"txn": {"appId": t.appId, "version": t.version, "lastUpdated": t.lastUpdated}}
              for t in snapshot.txns.values()]
+    rows += [{"domainMetadata": d.to_json()} for d in snapshot.domains.values()]
     return rows
 
 

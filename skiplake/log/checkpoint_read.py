@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skiplake.errors import CorruptLogError
-from skiplake.log.actions import AddFile, Metadata, Protocol, RemoveFile, Txn, parse_action
+from skiplake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, map_items
 from skiplake.log.storage import Storage
 
@@ -39,6 +39,7 @@ class CheckpointState:
     removes: pa.Table    # TOMBSTONES_SCHEMA
     sidecars: tuple[str, ...] = ()   # names under the log folder, e.g. _sidecars/<uuid>.parquet
     parsed_stats: TypedStats | None = None   # the adds' typed stats, where written
+    domains: tuple[DomainMetadata, ...] = ()  # live metadata domains
 
 
 def read_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
@@ -58,7 +59,7 @@ def read_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
         _check_file_actions(storage.where(name), adds[-1], removes[-1])
     return CheckpointState(state.protocol, state.metadata, state.txns, pa.concat_tables(adds),
                            pa.concat_tables(removes), state.sidecars,
-                           _typed_stats(storage, list(state.sidecars), schemas))
+                           _typed_stats(storage, list(state.sidecars), schemas), state.domains)
 
 
 class TypedStats:
@@ -156,13 +157,14 @@ def _parquet_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
     try:
         protocol, metadata, txns = _singletons(cp)
         sidecars = _sidecar_names(r for r in _rows(cp, "sidecar"))
+        domains = tuple(DomainMetadata.from_json(r) for r in _rows(cp, "domainMetadata"))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise CorruptLogError(where, f"a protocol, metaData, txn or sidecar row is malformed "
+        raise CorruptLogError(where, f"a protocol, metaData, txn, domainMetadata or sidecar row is malformed "
                                      f"({type(e).__name__}: {e})") from None
     adds, removes = struct_rows(cp, "add", FILES_SCHEMA), struct_rows(cp, "remove", TOMBSTONES_SCHEMA)
     _check_file_actions(where, adds, removes)
     typed = _typed_stats(storage, names, schemas) if not sidecars else None
-    return CheckpointState(protocol, metadata, txns, adds, removes, sidecars, typed)
+    return CheckpointState(protocol, metadata, txns, adds, removes, sidecars, typed, domains)
 
 
 def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:
@@ -173,6 +175,7 @@ def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:
     txns: dict[str, Txn] = {}
     adds: list[AddFile] = []
     removes: list[RemoveFile] = []
+    domains: list[DomainMetadata] = []
     sidecar_rows: list[dict] = []
     for obj in _json_objects(storage, name):
         if "sidecar" in obj:
@@ -192,12 +195,14 @@ def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:
             metadata = action
         elif isinstance(action, Txn):
             txns[action.appId] = action
+        elif isinstance(action, DomainMetadata):
+            domains.append(action)
     try:
         sidecars = _sidecar_names(sidecar_rows)
     except (KeyError, TypeError, ValueError) as e:
         raise CorruptLogError(where, f"a sidecar action is malformed ({e})") from None
     return CheckpointState(protocol, metadata, txns, actions_to_arrow(adds, FILES_SCHEMA),
-                           actions_to_arrow(removes, TOMBSTONES_SCHEMA), sidecars)
+                           actions_to_arrow(removes, TOMBSTONES_SCHEMA), sidecars, domains=tuple(domains))
 
 
 def _json_objects(storage: Storage, name: str) -> list[dict]:

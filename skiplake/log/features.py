@@ -12,11 +12,12 @@ invariants and changeDataFeed, and a (3,7) one lists it among its writer feature
 whose properties ask for a feature its protocol lacks is one delta-spark refuses to open).
 A CHECK constraint (`delta.constraints.<name>`) likewise needs the writer feature
 `checkConstraints`, a generated column (`delta.generationExpression` in its metadata)
-`generatedColumns`, and an identity column (`delta.identity.*`) `identityColumns`.
+`generatedColumns`, and an identity column (`delta.identity.*`) `identityColumns`. Clustering
+is no property: `cluster_by` asks for the writer features `clustering` and `domainMetadata`.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from skiplake.log.actions import Protocol
 from skiplake.log.column_mapping import FEATURE as COLUMN_MAPPING
@@ -100,12 +101,15 @@ def table_features(protocol: Protocol) -> list[str]:
     return sorted(reader | writer)
 
 
-def required_protocol(current: Protocol, configuration: Mapping[str, str], schema: Schema | None = None) -> Protocol:
-    """`current`, or the protocol that adds what `configuration` turns on: (3, 7) for a
-    reader-writer feature, (1, 7) (the reader version kept) for writer-only ones alone."""
+def required_protocol(current: Protocol, configuration: Mapping[str, str], schema: Schema | None = None,
+                      writer_features: Sequence[str] = ()) -> Protocol:
+    """`current`, or the protocol that adds what `configuration` turns on (and `writer_features`,
+    such as `clustering`): (3, 7) for a reader-writer feature, (1, 7) (the reader version kept)
+    for writer-only ones alone."""
     reader, writer = features_of(current)
     both = [f for f in wanted_features(configuration) if not supports(current, f)]
-    writer_only = [f for f in wanted_writer_features(configuration, schema) if f not in writer]
+    wanted = [*wanted_writer_features(configuration, schema), *writer_features]
+    writer_only = [f for f in dict.fromkeys(wanted) if f not in writer]
     if not both and not writer_only:
         return current
     reader.update(both)

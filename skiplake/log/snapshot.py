@@ -16,7 +16,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
-from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn, parse_action
+from skiplake.log.actions import (
+    Action,
+    AddFile,
+    CommitInfo,
+    DomainMetadata,
+    Metadata,
+    Protocol,
+    RemoveFile,
+    Txn,
+    parse_action,
+)
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
 from skiplake.log.checkpoint_read import TypedStats, actions_to_arrow, json_lines, read_checkpoint
 from skiplake.log.column_mapping import logical_files, mapping_mode
@@ -47,7 +57,7 @@ _BOTH = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolChec
          *TYPE_WIDENING, "variantType", "variantType-preview"}
 SUPPORTED_READER_FEATURES = _BOTH | {"variantShredding-preview", "variantShredding"}
 SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants", "changeDataFeed", "checkConstraints",
-                                     "generatedColumns", "identityColumns"}
+                                     "generatedColumns", "identityColumns", "domainMetadata", "clustering"}
 
 
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -256,6 +266,8 @@ class Snapshot:
     # The checkpoint's typed stats, when it has them: planning reads the stats of its files from
     # there instead of parsing their JSON.
     parsed_stats: TypedStats | None = field(default=None, repr=False, compare=False)
+    # The live metadata domains (tombstones left out), by name.
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)
 
     # -------------------------------------------------------------- loading
 
@@ -314,7 +326,8 @@ class Snapshot:
         files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns),
                               mapping_mode(state.metadata.configuration, state.protocol))
         return Snapshot(table_path, state.version, state.protocol, state.metadata, files, tombstones, state.txns,
-                        state.timestamp, storage, raw if raw is not files else None, state.parsed_stats)
+                        state.timestamp, storage, raw if raw is not files else None, state.parsed_stats,
+                        {d.domain: d for d in state.domains.values() if not d.removed})
 
     def advanced(self, commits: list[tuple[int, list[Action]]]) -> "Snapshot":
         """This snapshot with the next commits applied (versions self.version + 1, + 2, ...), as a
@@ -322,7 +335,7 @@ class Snapshot:
         the log it has just read or written."""
         state = _ReplayState(self.version, self.protocol, self.metadata, dict(self.txns),
                              self.log_files if self.log_files is not None else self.files, self.tombstones,
-                             timestamp=self.timestamp, parsed_stats=self.parsed_stats)
+                             timestamp=self.timestamp, parsed_stats=self.parsed_stats, domains=dict(self.domains))
         for version, actions in commits:
             if version != state.version + 1:
                 raise ValueError(f"commit {version} does not follow version {state.version}")
@@ -382,6 +395,11 @@ class Snapshot:
                                   _descriptor(row["deletionVector"])))
         return out
 
+    def domain(self, name: str) -> str | None:
+        """The configuration of metadata domain `name`, None when the table has no such domain."""
+        d = self.domains.get(name)
+        return d.configuration if d is not None else None
+
     def txn_version(self, app_id: str) -> int | None:
         t = self.txns.get(app_id)
         return t.version if t else None
@@ -401,6 +419,7 @@ class _ReplayState:
     timestamp: int = 0
     metadata_where: str = ""          # the log file the metaData in force comes from
     parsed_stats: TypedStats | None = None  # the checkpoint's typed stats, when it has them
+    domains: dict[str, DomainMetadata] = field(default_factory=dict)   # the latest action per domain
 
     def apply(self, version: int, actions: list[Action], file_time_ms: int, where: str = "") -> None:
         commit_ts: int | None = None
@@ -419,6 +438,8 @@ class _ReplayState:
                 self.protocol = action
             elif isinstance(action, Txn):
                 self.txns[action.appId] = action
+            elif isinstance(action, DomainMetadata):
+                self.domains[action.domain] = action
             elif isinstance(action, CommitInfo):
                 commit_ts = action.timestamp or None
         self.version = version
@@ -448,7 +469,8 @@ def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, st
             continue
         return _ReplayState(start, cp.protocol, cp.metadata, cp.txns, cp.adds, cp.removes,
                             timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0,
-                            metadata_where=storage.where(names[0]), parsed_stats=cp.parsed_stats)
+                            metadata_where=storage.where(names[0]), parsed_stats=cp.parsed_stats,
+                            domains={d.domain: d for d in cp.domains})
     return _ReplayState()
 
 
@@ -456,7 +478,7 @@ def add_files_from_arrow(files: pa.Table) -> list[AddFile]:
     """Rows of a FILES_SCHEMA table as AddFile records."""
     return [AddFile(row["path"], dict(row["partitionValues"] or []), row["size"], row["modificationTime"] or 0,
                     bool(row["dataChange"]), row["stats"], dict(row["tags"]) if row["tags"] is not None else None,
-                    _descriptor(row["deletionVector"]))
+                    _descriptor(row["deletionVector"]), row["clusteringProvider"])
             for row in files.to_pylist()]
 
 

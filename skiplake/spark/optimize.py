@@ -26,27 +26,43 @@ from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_sp
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
+from skiplake.spark.clustering import cluster
 from skiplake.spark.compaction import Compaction, check_where
 from skiplake.spark.deletions import as_metadata_path
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, spark_file_key
 from skiplake.spark.row_marks import logical_rows
 from skiplake.spark.write import WriteOptions
 from skiplake.spark.zorder import zorder
+from skiplake.txn.clustering import clustering_columns
 from skiplake.txn.compacted import COMPACTED_FROM, compacted_tag
 
 if TYPE_CHECKING:
     from skiplake.spark.transaction import Transaction
 
 DEFAULT_TARGET_FILE_SIZE = 128 * 1024 * 1024
+# A clustered table's cubes stop taking new rows at this many target-sized files (1 GiB by default).
+MIN_CUBE_FILES = 8
 
 
 def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[str] | None = None,
              target_file_size: int = DEFAULT_TARGET_FILE_SIZE, min_files: int = 2,
              progress: Callable[[str], None] | None = None, sort_within: Sequence[str] | None = None,
-             row_group_size: int | None = None, page_rows: int | None = None) -> Compaction:
-    """Stage OPTIMIZE: bin-packing, or with zorder_by the Z-order rewrite (skiplake.spark.zorder)."""
+             row_group_size: int | None = None, page_rows: int | None = None, full: bool = False,
+             min_cube_size: int | None = None) -> Compaction:
+    """Stage OPTIMIZE: on a clustered table its incremental clustering (skiplake.spark.clustering),
+    else bin-packing, or with zorder_by the Z-order rewrite (skiplake.spark.zorder)."""
     if target_file_size <= 0:
         raise InvalidArgumentError("target_file_size must be positive")
+    keys = clustering_columns(txn.snapshot)
+    if keys is not None:
+        _check_clustered_options(txn, keys, where, zorder_by, sort_within, row_group_size, page_rows)
+        if keys:
+            cube = min_cube_size if min_cube_size is not None else MIN_CUBE_FILES * target_file_size
+            return cluster(txn, keys, target_file_size, cube, full, progress)
+    elif full or min_cube_size is not None:
+        raise InvalidArgumentError(f"{txn.path} is not clustered: full= and min_cube_size= apply to the "
+                                   "OPTIMIZE of a clustered table (create it with cluster_by=[...], or set "
+                                   "its keys with cluster_by)")
     spec = bucket_spec_of(txn.snapshot.configuration)
     if zorder_by is None:
         if sort_within or row_group_size is not None or page_rows is not None:
@@ -61,6 +77,20 @@ def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[s
     columns = [zorder_by] if isinstance(zorder_by, str) else list(zorder_by)
     within = [sort_within] if isinstance(sort_within, str) else list(sort_within or [])
     return zorder(txn, where, columns, target_file_size, progress, within, row_group_size, page_rows)
+
+
+def _check_clustered_options(txn: "Transaction", keys: list[str], where: str | None,
+                             zorder_by: Sequence[str] | None, sort_within: Sequence[str] | None,
+                             row_group_size: int | None, page_rows: int | None) -> None:
+    """A clustered table is clustered by its own keys, over the whole table."""
+    if zorder_by is not None or sort_within or row_group_size is not None or page_rows is not None:
+        raise InvalidArgumentError(
+            f"{txn.path} is a clustered table (clustering columns {keys}): OPTIMIZE clusters it by those "
+            "columns. Leave zorder_by, sort_within, row_group_size and page_rows out; change the "
+            "columns with cluster_by([...]).")
+    if where is not None:
+        raise InvalidArgumentError(f"{txn.path} is a clustered table: it has no partitions for "
+                                   f"optimize(where={where!r}) to select. Leave where out.")
 
 
 def _bin_pack(txn: "Transaction", where: str | None, target_file_size: int, min_files: int,

@@ -137,8 +137,9 @@ class Transaction:
                                      base.createdTime)
 
     def write(self, df: "DataFrame", data_change: bool = True, options: WriteOptions | None = None,
-              tags: dict[str, str] | None = None) -> list[AddFile]:
-        """Write an already conformed DataFrame as new files; they join the commit."""
+              tags: dict[str, str] | None = None, provider: str | None = None) -> list[AddFile]:
+        """Write an already conformed DataFrame as new files; they join the commit (`provider`:
+        the clustering implementation that ordered their rows)."""
         spec = bucket_spec_of(self.snapshot.configuration)
         metadata = self.new_metadata or self.snapshot.metadata
         options = with_table_stats(options, metadata.configuration, self.snapshot.column_mapping)
@@ -153,6 +154,8 @@ class Transaction:
         except Exception as e:
             raise_violation(e, self.path, rules)
             raise
+        if provider is not None:
+            adds = [replace(a, clusteringProvider=provider) for a in adds]
         self.actions.extend(adds)
         return adds
 

@@ -38,12 +38,11 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE, Curve, cut_points, partition_keys
 from skiplake.log.actions import AddFile
-from skiplake.log.schema import is_primitive
-from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, indexed_columns
 from skiplake.spark.artifacts import ship_skiplake
 from skiplake.spark.compaction import Compaction, check_where
 from skiplake.spark.gateway import is_connect
 from skiplake.spark.write import WriteOptions
+from skiplake.txn.clustering import check_curve_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -57,31 +56,8 @@ FILE_COLUMN = "__skiplake_zfile"
 
 def check_columns(txn: "Transaction", columns: Sequence[str], what: str = "zorder_by") -> list[str]:
     """The Z-order (or `what`) columns in the schema's spelling; errors say what is wrong and what to do."""
-    schema = txn.snapshot.schema
-    parts = {p.lower() for p in txn.partition_columns}
-    with_stats = {path[0].lower() for path, _ in indexed_columns(schema, parts, DEFAULT_NUM_INDEXED_COLS)
-                  if len(path) == 1}
-    out: list[str] = []
-    for c in columns:
-        f = schema.find(c)
-        if f is None:
-            raise InvalidArgumentError(f"{what}: unknown column {c!r}; the table's columns are {', '.join(schema.names)}")
-        if f.name.lower() in parts:
-            raise InvalidArgumentError(
-                f"{what}: {f.name!r} is a partition column; every file already holds one value of it. "
-                "Z-order by data columns.")
-        if not is_primitive(f.type) or f.type == "binary":
-            raise InvalidArgumentError(f"{what}: column {f.name!r} of type {f.type} has no min/max stats to skip by")
-        if f.name.lower() not in with_stats:
-            raise InvalidArgumentError(
-                f"{what}: column {f.name!r} is not among the first {DEFAULT_NUM_INDEXED_COLS} columns that get "
-                "stats, so clustering by it would not let any file be skipped")
-        if f.name in out:
-            raise InvalidArgumentError(f"{what}: column {f.name!r} is named twice")
-        out.append(f.name)
-    if not out:
-        raise InvalidArgumentError(f"{what}: name at least one column")
-    return out
+    return check_curve_columns(txn.path, txn.snapshot.schema, txn.snapshot.configuration, txn.partition_columns,
+                               columns, what)
 
 
 @dataclass(frozen=True)
@@ -125,24 +101,35 @@ def zorder(txn: "Transaction", where: str | None, columns: Sequence[str], target
     if not files:
         say(f"ZORDER BY {', '.join(cols)}: every selected file is already clustered by these columns")
         return Compaction(None)
-    df = txn.read_files(files)
-    layout = _sample_layout(df, files, cols, list(txn.partition_columns), target_file_size, say)
-    placed = _placed(df, layout, list(txn.partition_columns), within)
     tags = {ZCUBE_ID: str(uuid.uuid4()), ZCUBE_ZORDER_BY: tag, ZCUBE_ZORDER_CURVE: "zorder"}
-    say(f"sampled {layout.sampled:,} rows: {layout.curve.bits} bits per column; writing {layout.files:,} files "
-        f"over {len(layout.partitions):,} partitions in {layout.tasks:,} tasks")
-    adds: list[AddFile] = txn.write(placed, data_change=False, tags=tags,
-                                    options=WriteOptions(row_group_size=row_group_size, page_rows=page_rows))
-    say(f"wrote {len(adds):,} files ({sum(a.size for a in adds):,} bytes); committing")
-    txn.remove(files, data_change=False)
+    adds = rewrite_along_curve(txn, files, cols, "zorder", target_file_size, tags, say, within=within,
+                               options=WriteOptions(row_group_size=row_group_size, page_rows=page_rows))
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "zOrderBy": cols,
                            "targetFileSize": target_file_size,
                            **({"sortWithin": within} if within else {})})
     return Compaction(txn, files, adds)
 
 
+def rewrite_along_curve(txn: "Transaction", files: Sequence[AddFile], cols: list[str], curve: str,
+                        target_file_size: int, tags: dict[str, str], say: Callable[[str], None],
+                        within: Sequence[str] = (), options: WriteOptions | None = None,
+                        provider: str | None = None) -> list[AddFile]:
+    """Rewrite `files` (removed in the transaction) as files of about `target_file_size` that each
+    hold a run of the rows ordered along `curve` over `cols`, within each partition; the new files
+    carry `tags` (and `provider` as their clusteringProvider)."""
+    df = txn.read_files(files)
+    layout = _sample_layout(df, files, cols, list(txn.partition_columns), target_file_size, say, curve)
+    placed = _placed(df, layout, list(txn.partition_columns), list(within))
+    say(f"sampled {layout.sampled:,} rows: {layout.curve.bits} bits per column; writing {layout.files:,} files "
+        f"over {len(layout.partitions):,} partitions in {layout.tasks:,} tasks")
+    adds: list[AddFile] = txn.write(placed, data_change=False, tags=tags, options=options, provider=provider)
+    say(f"wrote {len(adds):,} files ({sum(a.size for a in adds):,} bytes); committing")
+    txn.remove(files, data_change=False)
+    return adds
+
+
 def _sample_layout(df: "DataFrame", files: Sequence[AddFile], cols: list[str], parts: list[str],
-                   target_file_size: int, say: Callable[[str], None]) -> _Layout:
+                   target_file_size: int, say: Callable[[str], None], kind: str) -> _Layout:
     """Sample the Z-order and partition columns, fit the curve, cut each partition's Z-values
     into as many equal runs as it needs files."""
     counts = [f.num_records for f in files]
@@ -151,11 +138,11 @@ def _sample_layout(df: "DataFrame", files: Sequence[AddFile], cols: list[str], p
     total_bytes = sum(f.size for f in files)
     bytes_per_row = total_bytes / max(1, total_rows)
     fraction = min(1.0, SAMPLE_ROWS / max(1, total_rows))
-    say(f"ZORDER BY {', '.join(cols)}: {len(files):,} files, {total_rows:,} rows, {total_bytes:,} bytes; "
+    say(f"{'CLUSTER' if kind == 'hilbert' else 'ZORDER'} BY {', '.join(cols)}: {len(files):,} files, {total_rows:,} rows, {total_bytes:,} bytes; "
         f"sampling {min(1.0, fraction):.2%} of the rows")
     picked = df.select(*[F.col(f"`{c}`") for c in cols + parts])
     sample = (picked if fraction >= 1.0 else picked.sample(fraction=fraction, seed=17)).toArrow()
-    curve = Curve.from_sample(sample, cols)
+    curve = Curve.from_sample(sample, cols, kind)
     z = curve.zvalues(sample)
     keys = partition_keys(sample, parts).to_numpy(zero_copy_only=False)
     known: list[str] = []

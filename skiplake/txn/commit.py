@@ -6,7 +6,7 @@ import uuid
 from typing import Any
 
 from skiplake.errors import AppendOnlyTableError, ConcurrentWriteException, SchemaMismatchError
-from skiplake.log.actions import Action, CommitInfo, Metadata, Protocol, RemoveFile, now_ms
+from skiplake.log.actions import Action, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, now_ms
 from skiplake.log.changes import reserved_columns
 from skiplake.log.commit import ENGINE_INFO, CommitResult, put_commit, put_first_commit
 from skiplake.log.features import change_data_feed_enabled
@@ -37,7 +37,7 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     if exclusive:
         level = SERIALIZABLE
     blind = not exclusive and read_set.empty and not any(
-        isinstance(a, (RemoveFile, Metadata, Protocol)) for a in actions)
+        isinstance(a, (RemoveFile, Metadata, Protocol, DomainMetadata)) for a in actions)
     info = CommitInfo(
         timestamp=0, operation=operation, operationParameters=dict(operation_parameters or {}),
         readVersion=snapshot.version, isolationLevel=level, isBlindAppend=blind,

@@ -21,7 +21,7 @@ from skiplake.errors import (
     ProtocolChangedException,
 )
 from skiplake.layout.partitioning import partition_dir
-from skiplake.log.actions import Action, AddFile, CommitInfo, Metadata, Protocol, RemoveFile, Txn
+from skiplake.log.actions import Action, AddFile, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, Txn
 from skiplake.log.column_mapping import logical_partition_values, logical_stats
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.features import deletion_vectors_enabled
@@ -79,6 +79,7 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
     won = _Winner(winner_version, winner, snapshot)
     _check_protocol_and_metadata(won)
     _check_app_ids(won, actions, read_set)
+    _check_domains(won, actions, read_set)
     our_removes = {a.path for a in actions if isinstance(a, RemoveFile)}
     if read_set.empty and not our_removes:
         return actions  # a blind append conflicts with nothing but the checks above
@@ -150,6 +151,24 @@ def _check_app_ids(won: _Winner, actions: list[Action], read_set: ReadSet) -> No
             won.raise_(ConcurrentTransactionException,
                        f"and wrote application transaction {a.appId!r} (version {a.version}), which this "
                        "transaction also writes. Two jobs with the same app id ran at once: give each its own.")
+
+
+def _check_domains(won: _Winner, actions: list[Action], read_set: ReadSet) -> None:
+    """Two commits that both write a metadata domain conflict, as in Delta; so does a winner that
+    changed a domain this transaction acted on (an OPTIMIZE clustering by keys since replaced)."""
+    theirs = {a.domain for a in won.actions if isinstance(a, DomainMetadata)}
+    for a in actions:
+        if isinstance(a, DomainMetadata) and a.domain in theirs:
+            won.raise_(ConcurrentTransactionException,
+                       f"and wrote metadata domain {a.domain!r}, which this transaction also writes. "
+                       "Retry the operation on the new version.")
+    for domain in sorted(read_set.domains & theirs):
+        won.raise_(MetadataChangedException,
+                   f"and changed metadata domain {domain!r} ({_DOMAIN_MEANING.get(domain, 'a table feature')}), "
+                   "which this transaction acted on. Run it again on the new version.")
+
+
+_DOMAIN_MEANING = {"delta.clustering": "the clustering columns", "delta.rowTracking": "the row id high-water mark"}
 
 
 def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, isolation: str,

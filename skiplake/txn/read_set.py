@@ -12,6 +12,7 @@ class ReadSet:
     files: set[str] = field(default_factory=set)           # log paths of the files it read
     whole_table: bool = False                              # it scanned without a predicate
     app_ids: set[str] = field(default_factory=set)         # application transaction ids it read
+    domains: set[str] = field(default_factory=set)         # metadata domains it acted on (clustering keys)
 
     @property
     def empty(self) -> bool:

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from decimal import Decimal
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +16,7 @@ from skiplake.layout.zorder import (
     Curve,
     bits_per_column,
     cut_points,
+    hilbert,
     interleave,
     partition_keys,
     range_boundaries,
@@ -72,3 +75,29 @@ def test_cut_points_split_evenly_and_keys_name_partitions():
     batch = pa.table({"p": pa.array([1, None, 1]), "q": pa.array(["x", "y", None])})
     keys = partition_keys(batch, ["p", "q"]).to_pylist()
     assert keys[0] != keys[1] != keys[2] and len(set(keys)) == 3
+
+
+@pytest.mark.parametrize("dims, bits", [(1, 5), (2, 4), (3, 3), (4, 2)])
+def test_hilbert_visits_every_cell_once_moving_to_a_neighbour_each_step(dims, bits):
+    cells = np.array(list(itertools.product(range(1 << bits), repeat=dims)), dtype=np.uint64)
+    h = hilbert([cells[:, i] for i in range(dims)], bits)
+    assert sorted(h.tolist()) == list(range(len(cells)))
+    path = cells[np.argsort(h)].astype(np.int64)
+    assert (np.abs(np.diff(path, axis=0)).sum(axis=1) == 1).all()
+    assert (path[0] == 0).all()   # it starts at the origin
+
+
+def test_hilbert_curve_files_cover_tighter_boxes_than_zorder():
+    rng = np.random.default_rng(7)
+    sample = pa.table({"a": rng.integers(0, 10_000, 20_000), "b": rng.integers(0, 10_000, 20_000)})
+
+    def mean_box(kind: str) -> float:
+        curve = Curve.from_sample(sample, ["a", "b"], kind)
+        z = curve.zvalues(sample)
+        order = np.argsort(z, kind="stable")
+        areas = []
+        for run in np.array_split(order, 37):   # 37 files: runs that do not fall on powers of two
+            a, b = sample["a"].to_numpy()[run], sample["b"].to_numpy()[run]
+            areas.append((a.max() - a.min()) * (b.max() - b.min()))
+        return float(np.mean(areas))
+    assert mean_box("hilbert") < mean_box("zorder")
