@@ -11,6 +11,7 @@ from skiplake.errors import InvalidArgumentError
 from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY
 from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.snapshot import Snapshot, log_storage
+from tests.pruning_conf import SMALL_TABLES
 
 SCHEMA = "id long, k int, d date, name string"
 
@@ -130,3 +131,31 @@ def test_domains_survive_checkpoints_and_replay(lake, spark):
     t.cluster_by([])
     write_checkpoint(log_storage(t.path), Snapshot.load(t.path))
     assert Snapshot.load(t.path).domain("delta.clustering") == '{"clusteringColumns":[]}'
+
+
+def test_static_and_dynamic_pruning_on_a_clustered_table(lake, spark):
+    """Files clustered by (k, d) are skipped by a literal on k and by the keys a dimension's
+    filter leaves at run time, with the answers of plain Spark."""
+    t = lake.create_table("fact", SCHEMA, cluster_by=["k", "d"])
+    for i in range(3):
+        t.append(_rows(spark, i * 10000, (i + 1) * 10000).repartition(2))
+    t.optimize(target_file_size=12 * 1024)
+    dim = lake.create_table("dim", "k int, label string")
+    dim.append(spark.sql("SELECT CAST(id AS INT) AS k, IF(id BETWEEN 100 AND 110, 'hot', 'cold') AS label "
+                         "FROM range(0, 1000)"))
+    static = lake.explain("SELECT count(*) FROM fact WHERE k BETWEEN 100 AND 110")
+    [scan] = [r for r in static if r.label.startswith("fact")]
+    assert scan.files_selected < scan.files_total / 2, static.text()
+    query = "SELECT count(*) AS n, sum(f.id) AS s FROM fact f JOIN dim ON f.k = dim.k WHERE dim.label = 'hot'"
+    previous = {k: spark.conf.get(k, None) for k in SMALL_TABLES}
+    for k, v in SMALL_TABLES.items():
+        spark.conf.set(k, v)
+    try:
+        explained = lake.explain(query)
+        [fact] = [r for r in explained if r.label.startswith("fact")]
+        assert fact.dynamic_filters and fact.files_selected < fact.files_total / 2, explained.text()
+        expected = _rows(spark, 0, 30000).where("k BETWEEN 100 AND 110").selectExpr("count(*) AS n", "sum(id) AS s")
+        assert lake.sql(query).collect() == expected.collect()
+    finally:
+        for k, v in previous.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)

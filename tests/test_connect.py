@@ -171,3 +171,15 @@ def test_change_feed_and_constraints_over_either_session(spark, lake):
     t.add_constraint("small", "qty < 1000")
     with pytest.raises(ConstraintViolationError, match="CHECK constraint small.*qty = 5000"):
         t.append(spark.range(1).selectExpr("id", "5000 AS qty"))
+
+
+def test_clustering_over_either_session(spark, lake):
+    """A clustered table's OPTIMIZE places rows on the Hilbert curve in the server's workers
+    (skiplake shipped to them) and tags its cube as on classic Spark."""
+    t = lake.create_table("clustered", "a bigint, b bigint", cluster_by=["a", "b"])
+    for i in range(3):
+        t.append(spark.range(i * 300, (i + 1) * 300).selectExpr("id AS a", "id % 17 AS b"))
+    result = t.optimize(target_file_size=4096)
+    assert result.files_removed == 6 and result.files_added >= 1
+    assert {f.clusteringProvider for f in t.snapshot.add_files} == {"liquid"}
+    assert sorted(r.a for r in t.read().collect()) == list(range(900))

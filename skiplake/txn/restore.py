@@ -2,8 +2,8 @@
 
 As Delta does it: the files of the earlier version that are not live now come back (added with
 dataChange), the live files that version did not have are removed, a file is the same file only
-with the same deletion vector, and the earlier version's metadata returns with a protocol that is
-never downgraded. Before anything is written, every file to bring back (and its deletion vector)
+with the same deletion vector, and the earlier version's metadata (and clustering columns)
+returns with a protocol that is never downgraded. Before anything is written, every file to bring back (and its deletion vector)
 must still exist: VACUUM may have deleted them. The commit must directly follow the snapshot it
 was computed from (Delta's large commit): a concurrent commit makes it fail, never rebase.
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from skiplake.errors import InvalidArgumentError, RestoreFilesMissingError
-from skiplake.log.actions import Action, AddFile, now_ms
+from skiplake.log.actions import Action, AddFile, DomainMetadata, now_ms
 from skiplake.log.deletion_vectors import dv_files
 from skiplake.log.features import merged_protocol
 from skiplake.log.history import version_at
@@ -26,6 +26,9 @@ from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
 from skiplake.log.stores import missing
 from skiplake.txn.commit import commit
 from skiplake.txn.read_set import ReadSet
+
+
+RESTORED_DOMAINS = {"delta.clustering"}
 
 
 @dataclass(frozen=True)
@@ -71,9 +74,24 @@ class RestorePlan:
         check_writable(self.latest.table_path, protocol)
         ts = now_ms()
         head: list[Action] = [protocol] if protocol != self.latest.protocol else []
-        return [*head, self.target.metadata,
+        return [*head, self.target.metadata, *self.domains(),
                 *[f.remove(ts, data_change=True) for f in self.removed],
                 *[replace(f, dataChange=True) for f in self.restored]]
+
+    def domains(self) -> list[DomainMetadata]:
+        """The metadata domains as the earlier version had them: the clustering columns, and
+        the domains of applications. Other `delta.*` domains belong to features that keep their
+        own state going forward (a row id high-water mark never goes back)."""
+        now, then = self.latest.domains, self.target.domains
+        out: list[DomainMetadata] = []
+        for name in sorted(set(now) | set(then)):
+            if name.startswith("delta.") and name not in RESTORED_DOMAINS:
+                continue
+            if name in then and (name not in now or now[name].configuration != then[name].configuration):
+                out.append(then[name])
+            elif name not in then:
+                out.append(replace(now[name], removed=True))   # the tombstone keeps the pre-image
+        return out
 
 
 def target_version(table_path: str, latest: int, version: int | None,

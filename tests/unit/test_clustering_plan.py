@@ -96,3 +96,13 @@ def test_two_writers_of_one_domain_conflict_and_optimize_loses_to_a_key_change(t
         commit(base, [], "OPTIMIZE", read_set=ReadSet(domains={CLUSTERING_DOMAIN}))
     # Other domains, and transactions that did not act on the clustering, are not concerned.
     assert commit(base, [DomainMetadata("com.example.app", "{}")], "SET DOMAIN").attempts == 2
+
+
+def test_restore_brings_back_the_clustering_columns_of_its_version(tmp_path):
+    from skiplake.txn.restore import restore
+    base = _clustered(tmp_path)
+    commit(base, [clustering_domain(SCHEMA, ["id"], "none")], "CLUSTER BY")
+    commit(Snapshot.load(base.table_path), [DomainMetadata("com.example.app", "{}")], "SET DOMAIN")
+    restore(base.table_path, version=0)
+    now = Snapshot.load(base.table_path)
+    assert clustering_columns(now) == ["k"] and set(now.domains) == {CLUSTERING_DOMAIN}
