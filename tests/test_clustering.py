@@ -159,3 +159,25 @@ def test_static_and_dynamic_pruning_on_a_clustered_table(lake, spark):
     finally:
         for k, v in previous.items():
             spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
+def test_delta_rs_reads_and_appends_to_a_clustered_table(lake, spark):
+    """delta-rs reads a clustered table (with its checkpoint's domain column). The delta-rs of
+    this suite refuses to write one (its writer lacks the features); one that writes has its
+    rows clustered by skiplake's next OPTIMIZE."""
+    deltalake = pytest.importorskip("deltalake")
+    t = lake.create_table("t", SCHEMA, cluster_by=["k"], properties={"delta.checkpointInterval": "2"})
+    t.append(_rows(spark, 0, 500))
+    t.optimize(target_file_size=4096)   # version 2: a checkpoint
+    rs = deltalake.DeltaTable(t.path)
+    assert rs.version() == t.version and len(rs.to_pyarrow_table()) == 500
+    more = _rows(spark, 500, 600).toArrow()
+    try:
+        deltalake.write_deltalake(t.path, more, mode="append")
+    except Exception as e:
+        assert "ClusteredTable" in str(e) and Snapshot.load(t.path).version == t.version
+        return
+    t.refresh()
+    assert t.clustering_columns == ["k"] and t.read().count() == 600
+    assert t.optimize(target_file_size=4096, min_cube_size=1).files_removed >= 1
+    assert deltalake.DeltaTable(t.path).to_pyarrow_table().num_rows == 600

@@ -512,6 +512,7 @@ def _clustering_jobs(lake) -> list[dict]:
     ours, theirs = (reader._quote_path(lake.path_of(CL_OURS)),
                     reader._quote_path(os.path.join(lake.root, CL_SPARK)))
     return [
+        {"id": "cl_ours:insert", "op": "sql", "sql": f"INSERT INTO {ours} VALUES {_cl_values(400, 410)}"},
         {"id": "cl_ours:optimize", "op": "sql", "sql": f"OPTIMIZE {ours}"},
         {"id": "cl_spark:0", "op": "sql", "sql": f"CREATE TABLE {theirs} (id BIGINT, k INT, name STRING) "
                                                  "USING delta CLUSTER BY (k)"},
@@ -947,15 +948,16 @@ def test_identity_columns_both_ways(interop: Interop, spark) -> None:
 
 
 def test_delta_spark_optimizes_skiplakes_clustered_table(interop: Interop) -> None:
-    """delta-spark's OPTIMIZE reads skiplake's clustering domain and cube tags: it clusters by
-    skiplake's keys, and the rows stay the same."""
+    """delta-spark appends to skiplake's clustered table, and its OPTIMIZE reads skiplake's
+    clustering domain and cube tags: it clusters by skiplake's keys, and the rows stay the same."""
+    _ok(interop.job("cl_ours:insert"))
     _ok(interop.job("cl_ours:optimize"))
     c = interop.clustering
     assert c["ours_history"]["operation"] == "OPTIMIZE"
     assert json.loads(c["ours_history"]["operationParameters"]["clusterBy"]) == ["k", "id"]
     assert all(provider == "liquid" and json.loads(tags["ZCUBE_ZORDER_BY"]) == ["k", "id"]
                for provider, tags in c["ours_files"])
-    assert sorted(int(r[0]) for r in c["ours_rows"]) == list(range(400))
+    assert sorted(int(r[0]) for r in c["ours_rows"]) == list(range(410))
 
 
 def test_skiplake_clusters_delta_sparks_table_and_delta_spark_reads_it(interop: Interop) -> None:
