@@ -25,7 +25,7 @@ BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurren
               "bench_catalog", "bench_bucketing", "bench_dfp", "bench_py4j", "bench_overhead", "bench_local_build",
               "bench_dv", "bench_dfp_layout", "bench_s3", "bench_catalog_server", "bench_row_filter",
               "bench_install", "bench_convert", "bench_merge", "bench_dfp_cost", "bench_connect",
-              "bench_log", "bench_changes"]
+              "bench_log", "bench_changes", "bench_clustering"]
 
 # A full run's parameters and estimated durations (minutes on this project's 2-core machine with
 # nothing else running, the working data built from scratch: TPC-DS generated once per scale).
@@ -62,6 +62,9 @@ SUITE: dict[str, Entry] = {
     "bench_log": Entry(minutes=15),
     # Two 5M-row tables with 10 versions of changes each, read by both sides 6 times.
     "bench_changes": Entry(minutes=5),
+    # TPC-DS sf=10 store_sales clustered and Z-ordered (built once, ~12 min), two rounds of four
+    # OPTIMIZEs on copies, then 11 queries on both layouts.
+    "bench_clustering": Entry(minutes=45),
 }
 
 

@@ -316,8 +316,9 @@ class Table:
         Parquet row group size in bytes and page_rows the most rows per page). On a clustered
         table, cluster incrementally by its clustering columns: only files not clustered yet
         and cubes smaller than min_cube_size bytes (8 target-sized files by default) are
-        rewritten, everything with full=True (OPTIMIZE FULL). `progress` receives one line per
-        stage of a long rewrite."""
+        rewritten, everything with full=True (OPTIMIZE FULL; with zorder_by, every file as
+        Delta's ZORDER BY does, not only those not Z-ordered by these columns yet). `progress`
+        receives one line per stage of a long rewrite."""
         return optimize(self.begin(), where, zorder_by, target_file_size, min_files, progress,
                         sort_within, row_group_size, page_rows, full, min_cube_size).commit()
 

@@ -762,6 +762,11 @@ def test_zorder_clusters_and_is_incremental(spark: SparkSession, lake: skiplake.
     assert {f.path for f in after} <= {f.path for f in t.snapshot.add_files}
     assert all(f.tags and f.tags.get("ZCUBE_ZORDER_BY") for f in t.snapshot.add_files)
     assert _multiset(t.read()) == sorted(data + extra)
+    # full=True: every file again, as Delta's ZORDER BY does.
+    live = t.snapshot.num_files
+    full = t.optimize(zorder_by=["a", "b"], target_file_size=total // 12, full=True)
+    assert full.files_removed == live
+    assert _multiset(lake.table("z").read()) == sorted(data + extra)
 
 
 def test_zorder_sort_within_and_row_groups(spark: SparkSession, lake: skiplake.Lake) -> None:
@@ -860,6 +865,8 @@ def test_zorder_bad_arguments(spark: SparkSession, lake: skiplake.Lake) -> None:
         ({"zorder_by": ["a"], "row_group_size": 0}, "row_group_size must be a positive"),
         ({"page_rows": 100}, "give zorder_by"),
         ({"zorder_by": ["a"], "page_rows": -1}, "page_rows must be a positive"),
+        ({"full": True}, "not clustered"),
+        ({"zorder_by": ["a"], "min_cube_size": 1}, "not clustered"),
     ]
     for kwargs, words in cases:
         with pytest.raises(InvalidArgumentError, match=words):

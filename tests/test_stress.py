@@ -280,6 +280,32 @@ def table_rows(spark, table: str) -> int:
     return Table.open(spark, table).read().count()
 
 
+def _clustered_op(spark, table, op: str, lo: int, next_id: int, mine: dict[int, int], rnd: random.Random) -> int:
+    """One operation of a writer of the clustered table, and its effect on the writer's rows when
+    it commits (a conflict raises before `mine` changes); the next free id."""
+    hi = lo + 40
+    if op == "append":
+        table.append(spark.sql(f"SELECT id, CAST(id % 7 AS INT) AS k, 0L AS v FROM range({next_id}, {next_id + 100})"))
+        mine.update({i: 0 for i in range(next_id, next_id + 100)})
+        return next_id + 100
+    if op == "update":
+        table.update(f"id >= {lo} AND id < {hi}", {"v": "v + 1"})
+        mine.update({i: mine[i] + 1 for i in mine if lo <= i < hi})
+    elif op == "delete":
+        table.delete(f"id >= {lo} AND id < {hi} AND id % 3 = 0")
+        for i in [i for i in mine if lo <= i < hi and i % 3 == 0]:
+            del mine[i]
+    elif op == "merge":
+        src = spark.sql(f"SELECT id, CAST(id % 7 AS INT) AS k, 5L AS v FROM range({lo}, {hi + 20})")
+        table.merge(src, "target.id = source.id").when_matched_update(set={"v": "target.v + source.v"}).execute()
+        mine.update({i: mine[i] + 5 for i in mine if lo <= i < hi + 20})
+    elif op == "optimize":
+        table.optimize(target_file_size=4096, min_cube_size=1)
+    else:
+        table.cluster_by(rnd.choice([["k"], ["k", "id"], ["id"]]))
+    return next_id
+
+
 def test_spark_writers_on_a_clustered_change_feed_table(lake, spark):
     """Three threads of one Spark application append, update, delete, MERGE, OPTIMIZE and change
     the clustering keys of one clustered table with the change data feed and deletion vectors.
@@ -296,9 +322,6 @@ def test_spark_writers_on_a_clustered_change_feed_table(lake, spark):
     conflicts: list[str] = []
     failures: list[BaseException] = []
 
-    def rows(ids: range):
-        return spark.sql(f"SELECT id, CAST(id % 7 AS INT) AS k, 0L AS v FROM range({ids.start}, {ids.stop})")
-
     def writer(w: int) -> None:
         rnd = random.Random(w)
         table = lake.table("s")
@@ -310,29 +333,8 @@ def test_spark_writers_on_a_clustered_change_feed_table(lake, spark):
                 op = "append" if step < 2 else rnd.choice(["append", "update", "delete", "merge", "optimize",
                                                            "cluster_by"])
                 lo = base + rnd.randrange(0, max(1, next_id - base))
-                hi = lo + 40
                 try:
-                    table.refresh()
-                    if op == "append":
-                        table.append(rows(range(next_id, next_id + 100)))
-                        mine.update({i: 0 for i in range(next_id, next_id + 100)})
-                        next_id += 100
-                    elif op == "update":
-                        table.update(f"id >= {lo} AND id < {hi}", {"v": "v + 1"})
-                        mine.update({i: mine[i] + 1 for i in mine if lo <= i < hi})
-                    elif op == "delete":
-                        table.delete(f"id >= {lo} AND id < {hi} AND id % 3 = 0")
-                        for i in [i for i in mine if lo <= i < hi and i % 3 == 0]:
-                            del mine[i]
-                    elif op == "merge":
-                        src = spark.sql(f"SELECT id, CAST(id % 7 AS INT) AS k, 5L AS v FROM range({lo}, {hi + 20})")
-                        (table.merge(src, f"target.id = source.id AND target.id >= {base} AND target.id < {base + 999_999}")
-                         .when_matched_update(set={"v": "target.v + source.v"}).execute())
-                        mine.update({i: mine[i] + 5 for i in mine if lo <= i < hi + 20})
-                    elif op == "optimize":
-                        table.optimize(target_file_size=4096, min_cube_size=1)
-                    else:
-                        table.cluster_by(rnd.choice([["k"], ["k", "id"], ["id"]]))
+                    next_id = _clustered_op(spark, table.refresh(), op, lo, next_id, mine, rnd)
                 except ConcurrentModificationError as e:
                     with lock:
                         conflicts.append(f"{op}: {type(e).__name__}")

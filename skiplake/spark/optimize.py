@@ -59,10 +59,10 @@ def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[s
         if keys:
             cube = min_cube_size if min_cube_size is not None else MIN_CUBE_FILES * target_file_size
             return cluster(txn, keys, target_file_size, cube, full, progress)
-    elif full or min_cube_size is not None:
-        raise InvalidArgumentError(f"{txn.path} is not clustered: full= and min_cube_size= apply to the "
-                                   "OPTIMIZE of a clustered table (create it with cluster_by=[...], or set "
-                                   "its keys with cluster_by)")
+    elif min_cube_size is not None or (full and zorder_by is None):
+        raise InvalidArgumentError(f"{txn.path} is not clustered: min_cube_size= applies to the OPTIMIZE of a "
+                                   "clustered table (create it with cluster_by=[...], or set its keys with "
+                                   "cluster_by), and full= to it or to a Z-order (zorder_by=[...])")
     spec = bucket_spec_of(txn.snapshot.configuration)
     if zorder_by is None:
         if sort_within or row_group_size is not None or page_rows is not None:
@@ -76,7 +76,7 @@ def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[s
             "BucketSpec(sort_by=[...]) instead")
     columns = [zorder_by] if isinstance(zorder_by, str) else list(zorder_by)
     within = [sort_within] if isinstance(sort_within, str) else list(sort_within or [])
-    return zorder(txn, where, columns, target_file_size, progress, within, row_group_size, page_rows)
+    return zorder(txn, where, columns, target_file_size, progress, within, row_group_size, page_rows, full)
 
 
 def _check_clustered_options(txn: "Transaction", keys: list[str], where: str | None,

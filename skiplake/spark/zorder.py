@@ -82,8 +82,9 @@ class _Layout:
 
 def zorder(txn: "Transaction", where: str | None, columns: Sequence[str], target_file_size: int,
            progress: Callable[[str], None] | None = None, sort_within: Sequence[str] = (),
-           row_group_size: int | None = None, page_rows: int | None = None) -> Compaction:
-    """Stage OPTIMIZE ... ZORDER BY `columns` of the files `where` selects (see the module doc).
+           row_group_size: int | None = None, page_rows: int | None = None, full: bool = False) -> Compaction:
+    """Stage OPTIMIZE ... ZORDER BY `columns` of the files `where` selects (see the module doc):
+    those not Z-ordered by these columns yet, or with `full` all of them (as Delta's ZORDER BY).
 
     Rows within each file are in Z-order, or sorted by `sort_within` when given (see the module
     doc); `row_group_size` sets the files' Parquet row group size in bytes, `page_rows` the most
@@ -97,7 +98,7 @@ def zorder(txn: "Transaction", where: str | None, columns: Sequence[str], target
         if value is not None and value <= 0:
             raise InvalidArgumentError(f"{txn.path}: {name} must be a positive number of {unit}, not {value}")
     tag = json.dumps(cols)
-    files = [f for f in plan.files if (f.tags or {}).get(ZCUBE_ZORDER_BY) != tag]
+    files = list(plan.files) if full else [f for f in plan.files if (f.tags or {}).get(ZCUBE_ZORDER_BY) != tag]
     if not files:
         say(f"ZORDER BY {', '.join(cols)}: every selected file is already clustered by these columns")
         return Compaction(None)

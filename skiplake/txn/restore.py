@@ -27,7 +27,6 @@ from skiplake.log.stores import missing
 from skiplake.txn.commit import commit
 from skiplake.txn.read_set import ReadSet
 
-
 RESTORED_DOMAINS = {"delta.clustering"}
 
 
