@@ -32,10 +32,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts, scan_metrics
+from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts, race
 from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated
 from benchmarks.delta_runner import DELTA_PACKAGE, DeltaRunner
-from benchmarks.tpcds_answers import canonical
 from benchmarks.tpcds_lake import raw_root
 
 KEYS = ["ss_sold_date_sk", "ss_item_sk"]
@@ -249,20 +248,8 @@ def _queries(spark: Any, report: Report, roots: dict[str, Path], built_root: Pat
     totals = {layout: 0.0 for layout in layouts}
     by_query: dict[str, Any] = {}
     for name, text in texts.items():
-        times: dict[str, list[float]] = {layout: [] for layout in layouts}
-        answers: dict[str, Any] = {}
-        reads: dict[str, tuple[int, int, int]] = {}
-        for rep in range(reps + 1):
-            for layout in rotated(layouts, rep):
-                t0 = time.perf_counter()
-                df = lakes[layout].sql(text)
-                rows = df.collect()
-                seconds = time.perf_counter() - t0
-                if rep == 0:
-                    answers[layout] = canonical(rows)
-                    continue
-                times[layout].append(seconds)
-                reads[layout] = scan_metrics(df)
+        ran = race({layout: (lambda layout=layout: lakes[layout].sql(text)) for layout in layouts}, reps)
+        times, answers, reads = ran.times, ran.answers, ran.reads
         report.check(f"{name}: the same answer on both layouts", answers["clustered"] == answers["zorder"])
         for layout in layouts:
             report.timing(f"query {name}", layout, times[layout],

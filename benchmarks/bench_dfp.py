@@ -130,6 +130,32 @@ def scan_metrics(df: Any) -> tuple[int, int, int]:
     return totals[0], totals[1], totals[2]
 
 
+@dataclass
+class Race:
+    """Each contender's timed runs of one query, its answer, and what its last run read."""
+    times: dict[str, list[float]]
+    answers: dict[str, list[tuple]]
+    reads: dict[str, tuple[int, int, int]]
+
+
+def race(queries: dict[str, Callable[[], Any]], reps: int) -> Race:
+    """Each contender's query (a function giving its DataFrame) run once untimed, its answer kept,
+    then `reps` times timed (the DataFrame built and collected), contenders taking turns going first."""
+    out = Race({c: [] for c in queries}, {}, {})
+    for rep in range(reps + 1):
+        for c in rotated(list(queries), rep):
+            t0 = time.perf_counter()
+            df = queries[c]()
+            rows = df.collect()
+            seconds = time.perf_counter() - t0
+            if rep == 0:
+                out.answers[c] = canonical(rows)
+                continue
+            out.times[c].append(seconds)
+            out.reads[c] = scan_metrics(df)
+    return out
+
+
 def renamed(query: str, prefix: str, tables: set[str], to: Callable[[str], str] | None = None) -> str:
     """`query` reading `<prefix><table>` (or `to(table)`) for each TPC-DS table it names (not CTEs
     of that name)."""

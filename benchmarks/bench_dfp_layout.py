@@ -21,13 +21,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts, renamed, scan_metrics
-from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated
-from benchmarks.tpcds_answers import canonical
+from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts, race, renamed
+from benchmarks.common import Progress, Report, base_parser, command_line, finish, median
 from benchmarks.tpcds_lake import PAGE_ROWS, add_lake_arguments, build_lake, lake_scale, partitioned_root
 
 LAYOUTS = ("zorder", "datemajor")
@@ -111,20 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, text in texts.items():
         sql = {c: renamed(text, c.split(":")[0] + "_" if c != "spark_dpp" else "dpp_", tables)
                for c in contenders if not c.endswith("dynamic")}
-        times: dict[str, list[float]] = {c: [] for c in contenders}
-        answers: dict[str, Any] = {}
-        reads: dict[str, tuple[int, int, int]] = {}
-        for rep in range(reps + 1):
-            for c in rotated(contenders, rep):
-                t0 = time.perf_counter()
-                df = lakes[c.split(":")[0]].sql(text) if c.endswith("dynamic") else spark.sql(sql[c])
-                rows = df.collect()
-                seconds = time.perf_counter() - t0
-                if rep == 0:
-                    answers[c] = canonical(rows)
-                    continue
-                times[c].append(seconds)
-                reads[c] = scan_metrics(df)
+        ran = race({c: (lambda c=c: lakes[c.split(":")[0]].sql(text) if c.endswith("dynamic") else spark.sql(sql[c]))
+                    for c in contenders}, reps)
+        times, answers, reads = ran.times, ran.answers, ran.reads
         same = all(a == answers[contenders[0]] for a in answers.values())
         report.check(f"{name}: same answer from every contender", same)
         med = {c: median(v) for c, v in times.items()}
