@@ -134,13 +134,17 @@ class AddFile:
     tags: dict[str, str] | None = None
     deletionVector: dict[str, Any] | None = None
     clusteringProvider: str | None = None   # set on the files a clustering implementation wrote
+    # Row tracking: the row id of the file's first row, and the version that added the file.
+    baseRowId: int | None = None
+    defaultRowCommitVersion: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _drop_none({
             "path": self.path, "partitionValues": dict(self.partitionValues), "size": self.size,
             "modificationTime": self.modificationTime, "dataChange": self.dataChange,
             "stats": self.stats, "tags": self.tags, "deletionVector": self.deletionVector,
-            "clusteringProvider": self.clusteringProvider,
+            "clusteringProvider": self.clusteringProvider, "baseRowId": self.baseRowId,
+            "defaultRowCommitVersion": self.defaultRowCommitVersion,
         })
 
     @staticmethod
@@ -151,11 +155,13 @@ class AddFile:
                        _field(d, "add", "modificationTime", int, default=0),
                        _field(d, "add", "dataChange", bool, default=True),
                        _field(d, "add", "stats", str), _string_map(d, "add", "tags"),
-                       _field(d, "add", "deletionVector", dict), _field(d, "add", "clusteringProvider", str))
+                       _field(d, "add", "deletionVector", dict), _field(d, "add", "clusteringProvider", str),
+                       _field(d, "add", "baseRowId", int), _field(d, "add", "defaultRowCommitVersion", int))
 
     def remove(self, timestamp: int | None = None, data_change: bool = True) -> "RemoveFile":
         return RemoveFile(self.path, timestamp if timestamp is not None else now_ms(), data_change,
-                          True, dict(self.partitionValues), self.size, self.tags, self.deletionVector)
+                          True, dict(self.partitionValues), self.size, self.tags, self.deletionVector,
+                          self.baseRowId, self.defaultRowCommitVersion)
 
     @property
     def num_records(self) -> int | None:
@@ -176,12 +182,15 @@ class RemoveFile:
     size: int | None = None
     tags: dict[str, str] | None = None
     deletionVector: dict[str, Any] | None = None
+    baseRowId: int | None = None                 # the removed add's, kept (row tracking)
+    defaultRowCommitVersion: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _drop_none({
             "path": self.path, "deletionTimestamp": self.deletionTimestamp, "dataChange": self.dataChange,
             "extendedFileMetadata": self.extendedFileMetadata, "partitionValues": self.partitionValues,
             "size": self.size, "tags": self.tags, "deletionVector": self.deletionVector,
+            "baseRowId": self.baseRowId, "defaultRowCommitVersion": self.defaultRowCommitVersion,
         })
 
     @staticmethod
@@ -191,7 +200,8 @@ class RemoveFile:
                           _field(d, "remove", "dataChange", bool, default=True),
                           _field(d, "remove", "extendedFileMetadata", bool),
                           _string_map(d, "remove", "partitionValues"), _field(d, "remove", "size", int),
-                          _string_map(d, "remove", "tags"), _field(d, "remove", "deletionVector", dict))
+                          _string_map(d, "remove", "tags"), _field(d, "remove", "deletionVector", dict),
+                          _field(d, "remove", "baseRowId", int), _field(d, "remove", "defaultRowCommitVersion", int))
 
 
 @dataclass(frozen=True)

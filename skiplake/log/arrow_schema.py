@@ -31,6 +31,8 @@ ADD_TYPE = pa.struct([
     ("tags", STRING_MAP),
     ("deletionVector", DV_TYPE),
     ("clusteringProvider", pa.string()),
+    ("baseRowId", pa.int64()),
+    ("defaultRowCommitVersion", pa.int64()),
 ])
 
 REMOVE_TYPE = pa.struct([
@@ -42,6 +44,8 @@ REMOVE_TYPE = pa.struct([
     ("size", pa.int64()),
     ("tags", STRING_MAP),
     ("deletionVector", DV_TYPE),
+    ("baseRowId", pa.int64()),
+    ("defaultRowCommitVersion", pa.int64()),
 ])
 
 METADATA_TYPE = pa.struct([

@@ -392,7 +392,7 @@ class Snapshot:
                                   row["extendedFileMetadata"],
                                   dict(row["partitionValues"]) if row["partitionValues"] is not None else None,
                                   row["size"], dict(row["tags"]) if row["tags"] is not None else None,
-                                  _descriptor(row["deletionVector"])))
+                                  _descriptor(row["deletionVector"]), row["baseRowId"], row["defaultRowCommitVersion"]))
         return out
 
     def domain(self, name: str) -> str | None:
@@ -478,7 +478,8 @@ def add_files_from_arrow(files: pa.Table) -> list[AddFile]:
     """Rows of a FILES_SCHEMA table as AddFile records."""
     return [AddFile(row["path"], dict(row["partitionValues"] or []), row["size"], row["modificationTime"] or 0,
                     bool(row["dataChange"]), row["stats"], dict(row["tags"]) if row["tags"] is not None else None,
-                    _descriptor(row["deletionVector"]), row["clusteringProvider"])
+                    _descriptor(row["deletionVector"]), row["clusteringProvider"], row["baseRowId"],
+                    row["defaultRowCommitVersion"])
             for row in files.to_pylist()]
 
 

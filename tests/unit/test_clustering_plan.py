@@ -106,3 +106,18 @@ def test_restore_brings_back_the_clustering_columns_of_its_version(tmp_path):
     restore(base.table_path, version=0)
     now = Snapshot.load(base.table_path)
     assert clustering_columns(now) == ["k"] and set(now.domains) == {CLUSTERING_DOMAIN}
+
+
+def test_row_tracking_fields_of_files_survive_replay_checkpoints_and_removes(tmp_path):
+    """baseRowId and defaultRowCommitVersion (other writers' row tracking) are kept as logged:
+    in the snapshot's files, in a checkpoint, and in the remove of such a file."""
+    snap = _clustered(tmp_path)
+    added = AddFile("f.parquet", {}, 10, 1, True, '{"numRecords":5}', None, None, None, 100, 1)
+    commit(snap, [added], "WRITE")
+    loaded = Snapshot.load(snap.table_path)
+    write_checkpoint(log_storage(snap.table_path), loaded)
+    [f] = Snapshot.load(snap.table_path).add_files
+    assert (f.baseRowId, f.defaultRowCommitVersion) == (100, 1)
+    gone = f.remove(5)
+    assert (gone.baseRowId, gone.defaultRowCommitVersion) == (100, 1)
+    assert '"baseRowId":100' in json.dumps(gone.to_json(), separators=(",", ":"))
