@@ -34,6 +34,7 @@ from skiplake.spark.convert import convert
 from skiplake.spark.object_stores import use_location
 from skiplake.spark.optimize import DEFAULT_TARGET_FILE_SIZE, optimize
 from skiplake.spark.read import read_planned
+from skiplake.spark.row_ids import read_with_row_ids
 from skiplake.spark.session import ensure_conf
 from skiplake.spark.transaction import Transaction
 from skiplake.spark.types import as_schema, to_spark
@@ -58,6 +59,8 @@ from skiplake.txn.new_table import (
     with_column_mapping,
 )
 from skiplake.txn.restore import RestoreResult, restore
+from skiplake.txn.row_tracking import enabled as row_tracking_enabled
+from skiplake.txn.row_tracking import with_column_names
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -207,8 +210,11 @@ class Table:
         return plan_scan(self.snapshot, where)
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None,
-             version: int | None = None, timestamp: str | dt.datetime | None = None) -> "DataFrame":
-        """The rows of the pinned snapshot (or of version/timestamp), pruned by `where`."""
+             version: int | None = None, timestamp: str | dt.datetime | None = None,
+             with_row_ids: bool = False) -> "DataFrame":
+        """The rows of the pinned snapshot (or of version/timestamp), pruned by `where`;
+        with_row_ids adds each row's `_row_id` and `_row_commit_version` (a table with row
+        tracking enabled: Delta's `_metadata.row_id` and `_metadata.row_commit_version`)."""
         table = self if version is None and timestamp is None else Table.open(
             self.spark, self.path, version, timestamp)
         plan = table.scan(where)
@@ -217,6 +223,8 @@ class Table:
             gone = [full[p] for p in missing(self.path, list(full))]
             if gone:
                 raise FilesVacuumedError(self.path, table.version, gone)
+        if with_row_ids:
+            return read_with_row_ids(self.spark, table.snapshot, plan.files, where, columns)
         return read_planned(self.spark, table.snapshot, plan.files, where, columns)
 
     def changes(self, starting_version: int | None = None, ending_version: int | None = None,
@@ -368,8 +376,13 @@ class Table:
         check_properties(self.path, config)
         schema, config = with_column_mapping(self.path, base.schema, config, txn.snapshot.column_mapping,
                                              new_table=False, bucketed=bucket_spec_of(config) is not None)
+        config = with_column_names(config)
         txn.set_metadata(replace(base, schemaString=schema.json_string(), configuration=config),
                          required_protocol(txn.snapshot.protocol, config, schema))
+        if row_tracking_enabled(config):
+            # Every file of the version that turns row tracking on has its row ids: the files
+            # from before are logged again (dataChange=false) and given theirs in this commit.
+            txn.actions.extend(replace(f, dataChange=False) for f in txn.snapshot.add_files if f.baseRowId is None)
         return txn.stage("SET TBLPROPERTIES", {"properties": dict(properties)}).commit()
 
     def add_constraint(self, name: str, expression: str) -> int:

@@ -177,6 +177,7 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     cdf_expected = _build_change_feed_tables(spark, lake)
     _build_constraint_table(spark, lake)
     _build_clustered_table(spark, lake)
+    _build_row_tracking_table(spark, lake)
     built = time.time() - t0
 
     main, written, wser, wser_alter = (lake.path_of(n) for n in ("main", "written", "wser", "wser_alter"))
@@ -207,12 +208,13 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     jobs += _change_feed_jobs(lake)
     jobs += _constraint_jobs(lake)
     jobs += _clustering_jobs(lake)
+    jobs += _row_tracking_jobs(lake)
 
     t1 = time.time()
     result = delta.run_batch(jobs)
     # skiplake acts on what delta-spark wrote, then delta-spark reads and writes the result.
-    clustering = _cluster_between_batches(spark, lake, result)
-    second = delta.run(_second_clustering_jobs(lake))
+    clustering = {**_cluster_between_batches(spark, lake, result), **_row_ids_between_batches(spark, lake, result)}
+    second = delta.run(_second_clustering_jobs(lake) + _second_row_tracking_jobs(lake))
     seconds = time.time() - delta.started
     print(f"\nskiplake tables built in {built:.1f}s; delta-spark {result.get('delta_version')} on Spark "
           f"{result.get('spark_version')}: session start {result.get('startup_seconds')}s, jobs "
@@ -554,6 +556,55 @@ def _second_clustering_jobs(lake) -> list[dict]:
          "path": theirs},
         {"id": "cl_spark:detail", "op": "sql", "sql": f"DESCRIBE DETAIL {reader._quote_path(theirs)}"},
     ]
+
+
+RT_OURS, RT_SPARK = "rt_ours", "rt_spark"
+
+
+def _row_ids_sql(path: str) -> str:
+    return f"SELECT id, _metadata.row_id, _metadata.row_commit_version FROM {reader._quote_path(path)}"
+
+
+def _ids_of(t) -> list[tuple]:
+    return sorted((str(r.id), str(r._row_id), str(r._row_commit_version)) for r in t.read(with_row_ids=True).collect())
+
+
+def _build_row_tracking_table(spark, lake) -> None:
+    t = lake.create_table(RT_OURS, "id long, v int", properties={"delta.enableRowTracking": "true"})
+    t.append(spark.sql("SELECT id, CAST(id AS INT) AS v FROM range(0, 20)").repartition(2))
+    t.update("id = 3", {"v": "v + 100"})
+    t.delete("id >= 18")
+
+
+def _row_tracking_jobs(lake) -> list[dict]:
+    ours, theirs = lake.path_of(RT_OURS), os.path.join(lake.root, RT_SPARK)
+    q = reader._quote_path(theirs)
+    return [
+        {"id": "rt_ours:ids", "op": "sql", "sql": _row_ids_sql(ours)},
+        {"id": "rt_ours:insert", "op": "sql", "sql": f"INSERT INTO {reader._quote_path(ours)} VALUES (100, 1)"},
+        {"id": "rt_spark:0", "op": "sql", "sql": f"CREATE TABLE {q} (id BIGINT, v INT) USING delta "
+                                                 "TBLPROPERTIES ('delta.enableRowTracking' = 'true')"},
+        {"id": "rt_spark:1", "op": "sql", "sql": f"INSERT INTO {q} SELECT id, CAST(id AS INT) FROM range(0, 10)"},
+        {"id": "rt_spark:2", "op": "sql", "sql": f"UPDATE {q} SET v = v + 1 WHERE id < 3"},
+        {"id": "rt_spark:ids", "op": "sql", "sql": _row_ids_sql(theirs)},
+    ]
+
+
+def _row_ids_between_batches(spark, lake, result: dict) -> dict:
+    """skiplake reads the ids delta-spark gave (materialized by its UPDATE too) and writes more."""
+    out: dict = {"rt_ours_after_insert": _ids_of(lake.table(RT_OURS))}
+    if not all(result["jobs"][f"rt_spark:{i}"]["ok"] for i in range(3)):
+        return out
+    t = lake.table(RT_SPARK)
+    out["rt_spark_ids"] = _ids_of(t)
+    t.append(spark.sql("SELECT id, CAST(id AS INT) AS v FROM range(10, 15)"))
+    t.delete("id = 9")
+    out["rt_spark_after"] = _ids_of(t)
+    return out
+
+
+def _second_row_tracking_jobs(lake) -> list[dict]:
+    return [{"id": "rt_spark:ids2", "op": "sql", "sql": _row_ids_sql(os.path.join(lake.root, RT_SPARK))}]
 
 
 def _ok(job: dict) -> dict:
@@ -972,3 +1023,21 @@ def test_skiplake_clusters_delta_sparks_table_and_delta_spark_reads_it(interop: 
     assert sorted(rows) == sorted(c["theirs_rows"]) and len(rows) == 380
     assert sorted(_tuples(_ok(interop.job("cl_spark:optimize"))["read"])) == sorted(rows)
     assert "['k', 'id']" in _ok(interop.job("cl_spark:detail"))["rows"][0]
+
+
+def test_row_ids_agree_both_ways(interop: Interop) -> None:
+    """delta-spark reads the row ids skiplake assigned and assigns its own past skiplake's mark;
+    skiplake reads delta-spark's (those its UPDATE kept in the materialized column included)
+    and assigns its own past delta-spark's; delta-spark then reads the same ids."""
+    ours_before = sorted(tuple(r) for r in _tuples(_ok(interop.job("rt_ours:ids"))))
+    _ok(interop.job("rt_ours:insert"))
+    after = interop.clustering["rt_ours_after_insert"]
+    assert [r for r in after if r[0] != "100"] == ours_before
+    [new] = [r for r in after if r[0] == "100"]
+    assert int(new[1]) > max(int(r[1]) for r in ours_before)
+    theirs = sorted(tuple(r) for r in _tuples(_ok(interop.job("rt_spark:ids"))))
+    assert interop.clustering["rt_spark_ids"] == theirs and len(theirs) == 10
+    final = interop.clustering["rt_spark_after"]
+    assert sorted(tuple(r) for r in _tuples(_ok(interop.job("rt_spark:ids2")))) == final
+    ids = [int(r[1]) for r in final]
+    assert len(final) == 14 and len(set(ids)) == 14

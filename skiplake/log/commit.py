@@ -26,6 +26,9 @@ ENGINE_INFO = f"skiplake/{__version__}"
 # Called with (winning version, its actions); raises to abort this commit, or returns the
 # actions to commit after that winner (None: the same).
 WinnerCheck = Callable[[int, list[Action]], "list[Action] | None"]
+# Called with (the version an attempt writes, the actions): the actions as that version holds
+# them (row ids and commit versions depend on it).
+AtVersion = Callable[[int, list[Action]], list[Action]]
 
 
 @dataclass(frozen=True)
@@ -37,18 +40,21 @@ class CommitResult:
 
 
 def put_commit(snapshot: Snapshot, info: CommitInfo, actions: list[Action],
-               check_winner: WinnerCheck | None = None, max_attempts: int = 10_000) -> CommitResult:
+               check_winner: WinnerCheck | None = None, max_attempts: int = 10_000,
+               at_version: AtVersion | None = None) -> CommitResult:
     """Write `info` and `actions` as the next version after `snapshot`, retrying past winners
-    that `check_winner` accepts. `info.timestamp` is stamped at each attempt."""
+    that `check_winner` accepts. `info.timestamp` is stamped at each attempt, and `at_version`
+    gives the actions as the attempt's version holds them."""
     storage = snapshot.storage
     attempt = snapshot.version + 1
     winners: list[tuple[int, list[Action]]] = []  # read while checking: a checkpoint replays them
     for attempts in range(1, max_attempts + 1):
         stamped = dataclasses.replace(info, timestamp=now_ms())
-        if storage.put_if_absent(commit_name(attempt), encode_commit([stamped, *actions])):
-            own = (attempt, [stamped, *actions])
+        written = at_version(attempt, actions) if at_version is not None else actions
+        if storage.put_if_absent(commit_name(attempt), encode_commit([stamped, *written])):
+            own = (attempt, [stamped, *written])
             return CommitResult(attempt, attempts, _maybe_checkpoint(snapshot, attempt, [*winners, own]),
-                                tuple(actions))
+                                tuple(written))
         v = attempt
         while storage.exists(commit_name(v)):
             if check_winner is not None:

@@ -14,6 +14,7 @@ A CHECK constraint (`delta.constraints.<name>`) likewise needs the writer featur
 `checkConstraints`, a generated column (`delta.generationExpression` in its metadata)
 `generatedColumns`, and an identity column (`delta.identity.*`) `identityColumns`. Clustering
 is no property: `cluster_by` asks for the writer features `clustering` and `domainMetadata`.
+`delta.enableRowTracking` needs `rowTracking` and `domainMetadata`.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from skiplake.log.schema import Schema
 
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
+ENABLE_ROW_TRACKING = "delta.enableRowTracking"
+ROW_TRACKING = "rowTracking"
+DOMAIN_METADATA = "domainMetadata"
 CHANGE_DATA_FEED = "changeDataFeed"
 CONSTRAINT_PREFIX = "delta.constraints."   # one property per CHECK constraint: its SQL expression
 CHECK_CONSTRAINTS = "checkConstraints"
@@ -79,6 +83,8 @@ def wanted_writer_features(configuration: Mapping[str, str], schema: Schema | No
         wanted.append(GENERATED_COLUMNS)
     if schema is not None and any(IDENTITY_START in f.metadata for f in schema.fields):
         wanted.append(IDENTITY_COLUMNS)
+    if str(configuration.get(ENABLE_ROW_TRACKING, "false")).strip().lower() == "true":
+        wanted += [ROW_TRACKING, DOMAIN_METADATA]
     return wanted
 
 

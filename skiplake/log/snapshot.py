@@ -57,7 +57,8 @@ _BOTH = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolChec
          *TYPE_WIDENING, "variantType", "variantType-preview"}
 SUPPORTED_READER_FEATURES = _BOTH | {"variantShredding-preview", "variantShredding"}
 SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants", "changeDataFeed", "checkConstraints",
-                                     "generatedColumns", "identityColumns", "domainMetadata", "clustering"}
+                                     "generatedColumns", "identityColumns", "domainMetadata", "clustering",
+                                     "rowTracking"}
 
 
 LAST_CHECKPOINT = "_last_checkpoint"

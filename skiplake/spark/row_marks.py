@@ -15,7 +15,7 @@ rows left, which is all skipping needs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
@@ -108,6 +108,6 @@ def mark_rows(txn: "Transaction", files: Sequence[AddFile], hits: dict[str, np.n
     txn.remove(marks.removed + marks.marked)
     if marks.marked:
         for f, dv in zip(marks.marked, write_dv_file(txn.path, bitmaps)):
-            txn.actions.append(AddFile(f.path, dict(f.partitionValues), f.size, f.modificationTime, True,
-                                       loose_bounds(f.stats), f.tags, dv.to_json()))
+            # (replace: the file keeps the rest of its add, its row ids and clustering included)
+            txn.actions.append(replace(f, dataChange=True, stats=loose_bounds(f.stats), deletionVector=dv.to_json()))
     return marks

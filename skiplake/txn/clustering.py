@@ -26,14 +26,13 @@ from skiplake.errors import InvalidArgumentError
 from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY
 from skiplake.log.actions import AddFile, DomainMetadata, Protocol
 from skiplake.log.column_mapping import physical_name
-from skiplake.log.features import features_of
+from skiplake.log.features import DOMAIN_METADATA, features_of
 from skiplake.log.schema import Schema, is_primitive
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.stats import indexed_columns, stats_settings
 
 CLUSTERING_DOMAIN = "delta.clustering"
 CLUSTERING = "clustering"            # the writer feature
-DOMAIN_METADATA = "domainMetadata"   # the writer feature every domain needs
 PROVIDER = "liquid"                  # clusteringProvider of the files this implementation clusters
 CLUSTERING_FEATURES = (CLUSTERING, DOMAIN_METADATA)
 MAX_COLUMNS = 4                      # as delta-spark: more columns would each get too few bits

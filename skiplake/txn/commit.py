@@ -3,6 +3,7 @@ check applied to every commit that won a version it wanted."""
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from skiplake.errors import AppendOnlyTableError, ConcurrentWriteException, SchemaMismatchError
@@ -14,6 +15,8 @@ from skiplake.log.snapshot import Snapshot
 from skiplake.txn.conflicts import check_winner
 from skiplake.txn.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION, is_rearrangement, isolation_level
 from skiplake.txn.read_set import ReadSet
+from skiplake.txn.row_tracking import DOMAIN as ROW_DOMAIN
+from skiplake.txn.row_tracking import PRESERVED_TAG, RowIds, assigns_ids, high_water_mark, preserved
 
 APPEND_ONLY = "delta.appendOnly"
 
@@ -45,6 +48,12 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     )
 
     current = list(actions)
+    protocol = next((a for a in actions if isinstance(a, Protocol)), snapshot.protocol)
+    rows = RowIds(snapshot.table_path, high_water_mark(snapshot.table_path, snapshot.domain(ROW_DOMAIN))) \
+        if assigns_ids(protocol, config) else None
+    if rows is not None:
+        # Delta's commitInfo tags: whether the commit kept the stable row ids of the rows it copied.
+        info = replace(info, extra={"tags": {PRESERVED_TAG: str(preserved(actions)).lower()}})
 
     def check(version: int, winner: list[Action]) -> list[Action]:
         if exclusive:
@@ -54,9 +63,11 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
                 winning_version=version, winning_operation=_operation(winner))
         # Each winner is checked against the actions as rebased on the winners before it.
         current[:] = check_winner(snapshot, version, winner, current, read_set, level)
+        if rows is not None:
+            rows.follow(winner)
         return current
 
-    return put_commit(snapshot, info, actions, check, max_attempts)
+    return put_commit(snapshot, info, actions, check, max_attempts, rows.assign if rows is not None else None)
 
 
 def check_change_columns(table_path: str, metadata: Metadata) -> None:
@@ -86,6 +97,8 @@ def create(table_path: str, metadata: Metadata, protocol: Protocol | None = None
            operation_metrics: dict[str, str] | None = None) -> Snapshot:
     """Write version 0 of a new table (TableAlreadyExistsError if another creator won)."""
     check_change_columns(table_path, metadata)
+    if actions and assigns_ids(protocol or Protocol(1, 2), metadata.configuration):
+        actions = RowIds(table_path, -1).assign(0, actions)
     info = CommitInfo(timestamp=now_ms(), operation=operation,
                       operationParameters=dict(operation_parameters or {}),
                       isolationLevel=isolation_level(metadata.configuration), isBlindAppend=not actions,

@@ -13,6 +13,7 @@ from skiplake.log.schema import Schema
 from skiplake.log.stats import stats_settings
 from skiplake.txn.constraints import refuse_constraint_properties
 from skiplake.txn.isolation import check_isolation_property
+from skiplake.txn.row_tracking import with_column_names
 
 _BUCKETING_PREFIX = "skiplake.bucketing."
 
@@ -40,7 +41,7 @@ def table_properties(path: str, properties: Mapping[str, str] | None, bucket_by:
     if bucket_by is not None and not isinstance(bucket_by, BucketSpec):
         raise InvalidArgumentError(f"{path}: bucket_by must be a skiplake.BucketSpec, not {type(bucket_by)}")
     check_properties(path, config)
-    return config
+    return with_column_names(config)
 
 
 def refuse_bucketing_properties(path: str, properties: Mapping[str, str], how: str) -> None:

@@ -13,7 +13,7 @@ skiplake.txn.conflicts applies it when both commits are row-level changes.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -71,9 +71,7 @@ def rebase(table_path: str, remarks: list[Remark], actions: list[Action],
         if physical is not None and len(union) >= physical:
             replaced[id(m.ours_added)] = None  # every row is gone: the file is removed
         else:
-            replaced[id(m.ours_added)] = AddFile(
-                m.theirs_added.path, dict(m.theirs_added.partitionValues), m.theirs_added.size,
-                m.theirs_added.modificationTime, True, m.theirs_added.stats, m.theirs_added.tags, dv.to_json())
+            replaced[id(m.ours_added)] = replace(m.theirs_added, dataChange=True, deletionVector=dv.to_json())
     out: list[Action] = []
     for a in actions:
         if id(a) in replaced:

@@ -1,0 +1,63 @@
+"""Reading a table's rows with their row ids and row commit versions (row tracking).
+
+Each row's id is the materialized row id its file holds for it, when the file has that column
+and the value is not null (another writer kept the row's id through a rewrite), else its file's
+`baseRowId` plus the row's index in the file; its commit version likewise the materialized one,
+else the file's `defaultRowCommitVersion` (PROTOCOL.md, "Reader Requirements for Row
+Tracking"). The files' values are joined to their rows by the path Spark reads each file at.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from pyspark.sql import functions as F
+
+from skiplake.errors import InvalidArgumentError
+from skiplake.log.actions import AddFile
+from skiplake.log.column_mapping import PHYSICAL_NAME
+from skiplake.log.paths import file_key
+from skiplake.log.schema import Field, Schema
+from skiplake.log.snapshot import Snapshot
+from skiplake.spark.deletions import as_metadata_path
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, read_files, spark_file_key
+from skiplake.txn.row_tracking import MATERIALIZED_ROW_COMMIT_VERSION, MATERIALIZED_ROW_ID, enabled
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ROW_ID = "_row_id"
+ROW_COMMIT_VERSION = "_row_commit_version"
+
+
+def read_with_row_ids(spark: "SparkSession", snapshot: Snapshot, files: Sequence[AddFile], where: str | None,
+                      columns: Sequence[str] | None) -> "DataFrame":
+    """The rows of `files` that satisfy `where`, with ROW_ID and ROW_COMMIT_VERSION."""
+    config = snapshot.configuration
+    path = snapshot.table_path
+    if not enabled(config):
+        raise InvalidArgumentError(f"{path} does not have row tracking enabled, so its rows have no row ids to "
+                                   "read: set delta.enableRowTracking=true (set_properties) to give them some")
+    if snapshot.column_mapping == "id":
+        raise InvalidArgumentError(f"{path}: row ids of a table with column mapping mode 'id' are not read in "
+                                   "this release (mode 'name' and tables without column mapping are)")
+    if any(f.baseRowId is None or f.defaultRowCommitVersion is None for f in files):
+        raise InvalidArgumentError(f"{path} has files without row ids although row tracking is enabled: "
+                                   "another writer did not assign them")
+    names = (config[MATERIALIZED_ROW_ID], config[MATERIALIZED_ROW_COMMIT_VERSION])
+    # The materialized columns are in no schema: read as physical columns of their own name
+    # (null in the files that lack them).
+    hidden = tuple(Field(n, "long", True, {PHYSICAL_NAME: n} if snapshot.column_mapping != "none" else {})
+                   for n in names)
+    df = read_files(spark, path, Schema(snapshot.schema.fields + hidden), snapshot.partition_columns, files,
+                    with_file_info=True, column_mapping=snapshot.column_mapping)
+    by_key = {file_key(path, f.path): f for f in files}
+    bases = [(as_metadata_path(p), by_key[spark_file_key(p)].baseRowId, by_key[spark_file_key(p)].defaultRowCommitVersion)
+             for p in df.inputFiles()]
+    ids = spark.createDataFrame(bases, "__file string, __base long, __version long")
+    df = df.join(F.broadcast(ids), F.col(FILE_COLUMN) == F.col("__file")).select(
+        *[F.col(f"`{n}`") for n in snapshot.schema.names],
+        F.coalesce(F.col(f"`{names[0]}`"), F.col("__base") + F.col(ROW_COLUMN)).alias(ROW_ID),
+        F.coalesce(F.col(f"`{names[1]}`"), F.col("__version")).alias(ROW_COMMIT_VERSION))
+    if where:
+        df = df.filter(where)
+    return df.select(*[f"`{c}`" for c in columns]) if columns else df
