@@ -183,3 +183,13 @@ def test_clustering_over_either_session(spark, lake):
     assert result.files_removed == 6 and result.files_added >= 1
     assert {f.clusteringProvider for f in t.snapshot.add_files} == {"liquid"}
     assert sorted(r.a for r in t.read().collect()) == list(range(900))
+
+
+def test_row_ids_over_either_session(spark, lake):
+    """Row ids are assigned at commit and read back on a Connect client as on classic Spark."""
+    t = lake.create_table("tracked", "id long", properties={"delta.enableRowTracking": "true"})
+    t.append(spark.range(0, 50))
+    t.append(spark.range(50, 60))
+    rows = t.read(with_row_ids=True).collect()
+    assert sorted(r._row_id for r in rows) == list(range(60))
+    assert {r._row_commit_version for r in rows} == {1, 2}
