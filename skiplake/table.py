@@ -17,7 +17,6 @@ from skiplake.inspect import TableDetail, table_detail
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.schema_changes import SchemaChangeError, dropped, renamed
 from skiplake.log.actions import Metadata, Protocol
-from skiplake.log.column_mapping import requested_mode as column_mapping_mode
 from skiplake.log.features import CONSTRAINT_PREFIX, required_protocol
 from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
@@ -40,7 +39,13 @@ from skiplake.spark.transaction import Transaction
 from skiplake.spark.types import as_schema, to_spark
 from skiplake.spark.write import WriteOptions
 from skiplake.txn import create
-from skiplake.txn.clustering import CLUSTERING_FEATURES, check_cluster_by, clustering_columns, clustering_domain
+from skiplake.txn.clustering import (
+    CLUSTERING_FEATURES,
+    check_cluster_by,
+    clustering_columns,
+    clustering_domain,
+    new_table_clustering,
+)
 from skiplake.txn.constraints import (
     check_constraints,
     constraint_rule,
@@ -116,18 +121,11 @@ class Table:
         if bucket_by is not None:
             config.update(bucket_by.resolved(path, sch, parts).to_configuration())
         sch, config = with_column_mapping(path, sch, config, "none", new_table=True, bucketed=bucket_by is not None)
-        domains, features, params = [], [], {}
-        if cluster_by is not None:
-            if bucket_by is not None:
-                raise InvalidArgumentError(f"{path}: a table is either bucketed or clustered, not both")
-            keys = check_cluster_by(path, sch, config, parts, [cluster_by] if isinstance(cluster_by, str)
-                                    else list(cluster_by))
-            domains, features = [clustering_domain(sch, keys, column_mapping_mode(config))], CLUSTERING_FEATURES
-            params = {"clusterBy": keys}
+        clustering = new_table_clustering(path, sch, config, parts, cluster_by)
         metadata = Metadata.new(sch, parts, config, name=name, description=description)
-        protocol = required_protocol(Protocol(1, 2), config, sch, features)
-        snapshot = create(path, metadata, protocol, actions=domains, operation_parameters={
-            "partitionBy": parts, **params, "properties": config, "isManaged": "false"})
+        protocol = required_protocol(Protocol(1, 2), config, sch, clustering.features)
+        snapshot = create(path, metadata, protocol, actions=clustering.domains, operation_parameters={
+            "partitionBy": parts, **clustering.operation_parameters, "properties": config, "isManaged": "false"})
         return Table(spark, path, snapshot)
 
     @staticmethod
@@ -337,8 +335,6 @@ class Table:
         txn = self.begin()
         snapshot = txn.snapshot
         keys = [] if not columns else ([columns] if isinstance(columns, str) else list(columns))
-        if bucket_spec_of(snapshot.configuration) is not None:
-            raise InvalidArgumentError(f"{self.path}: a table is either bucketed or clustered, not both")
         if keys:
             keys = check_cluster_by(self.path, snapshot.schema, snapshot.configuration, snapshot.partition_columns,
                                     keys)

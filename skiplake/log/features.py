@@ -50,14 +50,19 @@ _LEGACY_WRITER = {
 }
 
 
+def flag(configuration: Mapping[str, str], key: str) -> bool:
+    """Whether a boolean table property is true (absent means false; case and spaces ignored)."""
+    return str(configuration.get(key, "false")).strip().lower() == "true"
+
+
 def deletion_vectors_enabled(configuration: Mapping[str, str]) -> bool:
     """Whether writers may add deletion vectors (readers apply them whenever the feature is on)."""
-    return str(configuration.get(ENABLE_DELETION_VECTORS, "false")).strip().lower() == "true"
+    return flag(configuration, ENABLE_DELETION_VECTORS)
 
 
 def change_data_feed_enabled(configuration: Mapping[str, str]) -> bool:
     """Whether writers must record change data (`_change_data` files where a commit rewrites rows)."""
-    return str(configuration.get(ENABLE_CHANGE_DATA_FEED, "false")).strip().lower() == "true"
+    return flag(configuration, ENABLE_CHANGE_DATA_FEED)
 
 
 def supports(protocol: Protocol, feature: str) -> bool:
@@ -83,7 +88,7 @@ def wanted_writer_features(configuration: Mapping[str, str], schema: Schema | No
         wanted.append(GENERATED_COLUMNS)
     if schema is not None and any(IDENTITY_START in f.metadata for f in schema.fields):
         wanted.append(IDENTITY_COLUMNS)
-    if str(configuration.get(ENABLE_ROW_TRACKING, "false")).strip().lower() == "true":
+    if flag(configuration, ENABLE_ROW_TRACKING):
         wanted += [ROW_TRACKING, DOMAIN_METADATA]
     return wanted
 

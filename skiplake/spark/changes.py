@@ -31,15 +31,14 @@ from skiplake.log.changes import (
 )
 from skiplake.log.column_mapping import ID, PHYSICAL_NAME
 from skiplake.log.location import join
-from skiplake.log.paths import absolute_path, file_key
+from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Field, Schema
 from skiplake.log.stores import missing
-from skiplake.spark.deletions import as_metadata_path
-from skiplake.spark.read import FILE_COLUMN, read_files, spark_file_key
+from skiplake.spark.read import read_files, with_file_values
 from skiplake.spark.types import to_spark
 
 # Columns of the read's join of each file to its version.
-_PATH, _VERSION, _TIME = "__skiplake_cdf_path", "__skiplake_cdf_version", "__skiplake_cdf_time"
+_VERSION, _TIME = "__skiplake_cdf_version", "__skiplake_cdf_time"
 
 
 def read_changes(spark: SparkSession, table_path: str, starting_version: int | None = None,
@@ -119,19 +118,8 @@ class _ChangeRead:
         deleted = self._other_rows(entries) if entries[0].rows is not None else None
         df = read_files(self.spark, root, schema, self.parts, files, with_file_info=True,
                         column_mapping=self.mode, deleted=deleted)
-        # Each file's version, joined by the path Spark gives its rows (`_metadata.file_path`),
-        # as Spark lists the read's files: no work per row but the join's lookup.
-        by_key = {file_key(root, f.path): e for f, e in zip(files, entries)}
-        listed = df.inputFiles()
-        found = [by_key.get(spark_file_key(p)) for p in listed]
-        if None in found or len(set(map(id, found))) != len(entries):
-            raise RuntimeError(f"Spark lists {len(listed)} files where {len(entries)} change files were asked for "
-                               f"under {root}")
-        versions = self.spark.createDataFrame(pa.table({
-            _PATH: pa.array([as_metadata_path(p) for p in listed], pa.string()),
-            _VERSION: pa.array([e.version.version for e in found], pa.int64()),  # type: ignore[union-attr]
-            _TIME: pa.array([e.version.timestamp_ms for e in found], pa.int64())}))  # type: ignore[union-attr]
-        joined = df.join(F.broadcast(versions), F.col(FILE_COLUMN) == F.col(_PATH))
+        versions = {f.path: (e.version.version, e.version.timestamp_ms) for f, e in zip(files, entries)}
+        joined = with_file_values(df, root, versions, pa.schema([(_VERSION, pa.int64()), (_TIME, pa.int64())]))
         change = F.col(CHANGE_TYPE) if kind is None else F.lit(kind)
         return joined.select(*self.columns(change, F.col(_VERSION), F.timestamp_millis(F.col(_TIME))))
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -54,6 +55,30 @@ def path_from_spark(file_path: str) -> str:
 def spark_file_key(file_path: str) -> str:
     """What a file Spark reports is compared by with the log's files (paths.file_key)."""
     return norm(path_from_spark(file_path))
+
+
+_FILE_KEY = "__skiplake_file_key"
+
+
+def with_file_values(df: DataFrame, root: str, values: Mapping[str, tuple], fields: pa.Schema) -> DataFrame:
+    """`df` (read with file info) with each row's file's values as columns named by `fields`.
+
+    `values` maps each file's log path (under `root`) to its values. They are joined by the path
+    Spark reads the file at, through a broadcast of one row per file: no work per row but the
+    join's lookup. A file Spark lists that `values` does not name is a bug, and raises."""
+    by_key = {file_key(root, p): v for p, v in values.items()}
+    listed = df.inputFiles()
+    rows = [by_key.get(spark_file_key(p)) for p in listed]
+    if any(r is None for r in rows):
+        missing = [p for p, r in zip(listed, rows) if r is None]
+        raise RuntimeError(f"Spark reads {missing[:3]} under {root}, which are not among the files asked for")
+    if len({spark_file_key(p) for p in listed}) != len(by_key):
+        raise RuntimeError(f"Spark lists {len(listed)} files where {len(by_key)} were asked for under {root}")
+    table = pa.table([pa.array([as_metadata_path(p) for p in listed], pa.string())]
+                     + [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)],  # type: ignore[index]
+                     names=[_FILE_KEY, *fields.names])
+    per_file = df.sparkSession.createDataFrame(table)
+    return df.join(F.broadcast(per_file), F.col(FILE_COLUMN) == F.col(_FILE_KEY)).drop(_FILE_KEY)
 
 
 def _same_values(from_dir: dict[str, str | None], logged: dict[str, str | None], columns: list[str]) -> bool:

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from skiplake.errors import InvalidArgumentError
+from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY
 from skiplake.log.actions import AddFile, DomainMetadata, Protocol
-from skiplake.log.column_mapping import physical_name
+from skiplake.log.column_mapping import physical_name, requested_mode
 from skiplake.log.features import DOMAIN_METADATA, features_of
 from skiplake.log.schema import Schema, is_primitive
 from skiplake.log.snapshot import Snapshot
@@ -105,7 +106,10 @@ def check_curve_columns(path: str, schema: Schema, configuration: dict[str, str]
 
 def check_cluster_by(path: str, schema: Schema, configuration: dict[str, str], partition_columns: Sequence[str],
                      columns: Sequence[str]) -> list[str]:
-    """The clustering columns of a table, checked: no partitioning, at most MAX_COLUMNS columns."""
+    """The clustering columns of a table, checked: no partitioning or bucketing, at most
+    MAX_COLUMNS columns."""
+    if bucket_spec_of(configuration) is not None:
+        raise InvalidArgumentError(f"{path}: a table is either bucketed or clustered, not both")
     if partition_columns:
         raise InvalidArgumentError(f"{path}: a table is either partitioned or clustered, not both (it is "
                                    f"partitioned by {list(partition_columns)}). Cluster by the partition "
@@ -115,6 +119,26 @@ def check_cluster_by(path: str, schema: Schema, configuration: dict[str, str], p
         raise InvalidArgumentError(f"{path}: cluster_by names {len(out)} columns; at most {MAX_COLUMNS} can be "
                                    "clustered by (each more column orders the others less)")
     return out
+
+
+@dataclass(frozen=True)
+class NewClustering:
+    """What creating a clustered table adds to its first commit."""
+    domains: list[DomainMetadata]
+    features: tuple[str, ...]
+    operation_parameters: dict[str, list[str]]
+
+
+def new_table_clustering(path: str, schema: Schema, configuration: dict[str, str],
+                         partition_columns: Sequence[str], cluster_by: Sequence[str] | str | None) -> NewClustering:
+    """The domain, features and history parameters of a new table clustered by `cluster_by`
+    (checked), or none of them when it is None."""
+    if cluster_by is None:
+        return NewClustering([], (), {})
+    keys = check_cluster_by(path, schema, configuration, partition_columns,
+                            [cluster_by] if isinstance(cluster_by, str) else list(cluster_by))
+    domain = clustering_domain(schema, keys, requested_mode(configuration))
+    return NewClustering([domain], CLUSTERING_FEATURES, {"clusterBy": keys})
 
 
 @dataclass(frozen=True)

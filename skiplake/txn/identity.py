@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Mapping
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.log.features import IDENTITY_START
+from skiplake.log.features import IDENTITY_START, flag
 from skiplake.log.schema import Schema
 
 STEP = "delta.identity.step"
@@ -73,7 +73,7 @@ def identity_columns(schema: Schema) -> dict[str, Identity]:
             mark = m.get(HIGH_WATER_MARK)
             out[f.name] = Identity(f.name, int(m[IDENTITY_START]), int(m.get(STEP, 1)),
                                    None if mark is None else int(mark),
-                                   str(m.get(ALLOW_EXPLICIT_INSERT, False)).lower() == "true")
+                                   flag(m, ALLOW_EXPLICIT_INSERT))
     return out
 
 
