@@ -47,15 +47,63 @@ def test_every_commit_assigns_ids_past_the_high_water_mark(lake, spark):
     commit_info = t.history(1)[0]
     assert commit_info["tags"] == {"delta.rowTracking.preserved": "true"}
 
-    # A rewrite gives copied rows new ids past the mark, and says it did not keep them.
+    # A rewrite keeps the ids of the rows it copies; the updated row takes the new version.
     t.update("id = 3", {"v": "v + 100"})
-    assert t.history(1)[0]["tags"] == {"delta.rowTracking.preserved": "false"}
+    assert t.history(1)[0]["tags"] == {"delta.rowTracking.preserved": "true"}
     after = _ids(t)
-    assert len(set(i for i, _ in after.values())) == 150 and _mark(t) > 149
-    assert after[3][1] == t.version and after[120] == ids[120]    # untouched files keep theirs
+    assert _mark(t) > 149   # the new file got a base past the mark all the same
+    assert after == {**ids, 3: (ids[3][0], t.version)}
     t.delete("id >= 140")
-    assert len(_ids(t)) == 140
-    assert _ids(t, "id = 120") == {120: ids[120]}
+    assert _ids(t) == {i: v for i, v in after.items() if i < 140}
+
+
+def _tag(t) -> str:
+    return t.history(1)[0]["tags"]["delta.rowTracking.preserved"]
+
+
+@pytest.mark.parametrize("props", [{}, {"delta.enableDeletionVectors": "true"}, {"delta.columnMapping.mode": "name"}],
+                         ids=["rewrites", "deletion-vectors", "column-mapping"])
+def test_every_rewrite_keeps_the_ids_of_the_rows_it_copies(lake, spark, props):
+    t = lake.create_table("t", SCHEMA, properties={**ON, **props})
+    t.append(_rows(spark, 0, 100).repartition(4))
+    ids = _ids(t)
+    assert sorted(i for i, _ in ids.values()) == list(range(100))
+
+    def check(new_versions: dict[int, int], gone: set[int] = frozenset()) -> None:
+        nonlocal ids
+        assert _tag(t) == "true"
+        ids = {i: (ids[i][0], new_versions.get(i, ids[i][1])) for i in ids if i not in gone}
+        got = _ids(t)
+        assert {i: v for i, v in got.items() if i in ids} == ids
+        ids = got
+
+    # UPDATE: the updated rows keep their ids and take its version.
+    v = t.update("v = 3", {"v": "v + 100"})
+    check({i: v for i in range(3, 100, 10)})
+    # DELETE of some rows of every file: the rest keep theirs.
+    t.delete("id % 7 = 0")
+    check({}, {i for i in range(100) if i % 7 == 0})
+    # MERGE: updated rows keep their ids, deleted ones go, inserted ones get new ids past the mark.
+    mark = _mark(t)
+    source = spark.sql("SELECT id, CAST(-1 AS INT) AS v FROM range(80, 120)")
+    (t.merge(source, "target.id = source.id").when_matched_update(condition="target.id < 90", set={"v": "source.v"})
+     .when_matched_delete().when_not_matched_insert_all().execute())
+    v = t.version
+    check({i: v for i in range(80, 90)}, set(range(90, 100)))
+    new = {i: ids[i] for i in range(100, 120)}
+    assert all(rid > mark and version == v for rid, version in new.values())
+    assert len({rid for rid, _ in ids.values()}) == len(ids)
+    # OPTIMIZE bin-packs, Z-orders and clusters rows without changing their ids.
+    before = t.snapshot.add_files
+    t.optimize(min_files=2)
+    assert {f.path for f in t.snapshot.add_files}.isdisjoint(f.path for f in before)
+    check({})
+    t.optimize(zorder_by=["v"], full=True)
+    check({})
+    t.cluster_by(["v"])
+    t.optimize(full=True)
+    check({})
+    assert sorted(r.id for r in t.read().collect()) == sorted(ids)
 
 
 def test_deletion_vectors_keep_a_files_ids(lake, spark):

@@ -95,7 +95,7 @@ def _delete_rows(txn: "Transaction", where: str | None, options: WriteOptions | 
         touched, _ = _touched_files(txn, partial, where)
         changed = touched
     if touched:
-        kept = txn.read_files(touched).filter(~matches(where))
+        kept = txn.read_files(touched, keep_row_ids=True).filter(~matches(where))
         txn.write(kept, options=options)
         if records_changes(txn):
             # A commit that rewrites rows records its changes in change files, and a reader takes
@@ -141,12 +141,12 @@ def overwrite(txn: "Transaction", df: DataFrame, where: str | None = None, merge
             # The deleted rows went to change files: the new rows must be there too.
             data = data.persist()
             try:
-                txn.write(data, options=options)
+                txn.write(data, options=options, new_rows=True)
                 txn.write_changes(as_change(data, INSERT))
             finally:
                 data.unpersist()
         else:
-            txn.write(data, options=options)
+            txn.write(data, options=options, new_rows=True)
     except Exception as e:
         if _REPLACE_WHERE_MARKER in str(e):
             raise ReplaceWhereViolationError(txn.path, where or "") from None
@@ -183,8 +183,14 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
     follow = [n for n, e in generated_columns(schema).items()
               if n not in sets and set(referenced_columns(e, schema)) & set(sets)]
 
+    # An updated row keeps its row id; its commit version becomes the new file's.
+    ids = txn.row_id_columns
+    id_cols = [F.col(_quote(ids[0])), F.when(cond, F.lit(None).cast("long")).otherwise(F.col(_quote(ids[1])))
+               .alias(ids[1])] if ids else []
+
     def updated_rows(rows: DataFrame) -> DataFrame:
-        return with_generated(conform(rows.select(*cols), schema), schema, follow)
+        kept = id_cols if set(ids) <= set(rows.columns) else []
+        return with_generated(conform(rows.select(*cols, *kept), schema, ids), schema, follow)
 
     if deletion_vectors_enabled(txn.snapshot.configuration) and where is not None:
         # The updated rows are written anew and marked deleted where they were; a file mostly
@@ -193,11 +199,11 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
         touched = [f for f in plan.files if f.path in hits]
         updated = sum(len(r) for r in hits.values())
         if touched:
-            txn.write(updated_rows(txn.read_files(touched).filter(cond)))
+            txn.write(updated_rows(txn.read_files(touched, keep_row_ids=True).filter(cond)))
             _record_updates(txn, touched, cond, updated_rows)
             marks = mark_rows(txn, touched, hits)
             if marks.rewrite:
-                txn.write(conform(txn.read_files(marks.rewrite).filter(~cond), schema))
+                txn.write(conform(txn.read_files(marks.rewrite, keep_row_ids=True).filter(~cond), schema, ids))
                 txn.remove(marks.rewrite)
         return txn.stage("UPDATE", {"predicate": [where]}, {"numUpdatedRows": updated})
     if where is None:
@@ -205,7 +211,7 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
     else:
         touched, updated = _touched_files(txn, plan.files, where)
     if touched:
-        txn.write(updated_rows(txn.read_files(touched)))
+        txn.write(updated_rows(txn.read_files(touched, keep_row_ids=True)))
         _record_updates(txn, touched, cond, updated_rows)
         txn.remove(touched)
     return txn.stage("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})

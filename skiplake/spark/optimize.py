@@ -19,17 +19,16 @@ from collections import defaultdict
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Sequence
 
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_spec_of
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
-from skiplake.log.paths import file_key
 from skiplake.spark.clustering import cluster
 from skiplake.spark.compaction import Compaction, check_where
-from skiplake.spark.deletions import as_metadata_path
-from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, spark_file_key
+from skiplake.spark.read import ROW_COLUMN, with_file_values
 from skiplake.spark.row_marks import logical_rows
 from skiplake.spark.write import WriteOptions
 from skiplake.spark.zorder import zorder
@@ -108,16 +107,16 @@ def _bin_pack(txn: "Transaction", where: str | None, target_file_size: int, min_
         adds += _write_in_order(txn, single + [g for files, n in multi for g in _split(files, n)])
     elif spec is not None:
         # The bucketed writer lays out one file per (partition, bucket), split past the target size.
-        adds += txn.write(txn.read_files(chosen), data_change=False,
+        adds += txn.write(txn.read_files(chosen, keep_row_ids=True), data_change=False,
                           options=WriteOptions(target_file_size=target_file_size))
     else:
         parts = [F.col(f"`{p}`") for p in txn.partition_columns]
         if single:
-            df = txn.read_files([f for group in single for f in group])
+            df = txn.read_files([f for group in single for f in group], keep_row_ids=True)
             df = df.repartition(len(single), *parts) if parts else df.repartition(1)
             adds += txn.write(df, data_change=False)
         for files, n in multi:
-            adds += txn.write(txn.read_files(files).repartition(n), data_change=False)
+            adds += txn.write(txn.read_files(files, keep_row_ids=True).repartition(n), data_change=False)
     txn.remove(chosen, data_change=False)
     txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
     return Compaction(txn, chosen, adds)
@@ -141,16 +140,15 @@ def _write_in_order(txn: "Transaction", groups: list[list[AddFile]]) -> list[Add
     """Write group i's live rows as one file, input by input, each by row index (task i of one
     job), and tag each file with its inputs (COMPACTED_FROM) when its row count bears it out."""
     files = [f for g in groups for f in g]
-    df = txn.read_files(files, with_file_info=True)
-    place = {file_key(txn.path, f.path): (g, o) for g, group in enumerate(groups) for o, f in enumerate(group)}
-    keys = [(as_metadata_path(p), *place[spark_file_key(p)]) for p in df.inputFiles()]
-    order = txn.spark.createDataFrame(keys, "__file string, __group int, __ordinal int")
-    df = df.join(F.broadcast(order), F.col(FILE_COLUMN) == F.col("__file"))
+    df = txn.read_files(files, with_file_info=True, keep_row_ids=True)
+    place = {f.path: (g, o) for g, group in enumerate(groups) for o, f in enumerate(group)}
+    df = with_file_values(df, txn.path, place, pa.schema([("__group", pa.int32()), ("__ordinal", pa.int32())]))
     parts = [F.col(f"`{p}`") for p in txn.partition_columns]
     # Partition columns first: the writer's own sort by them is then already done, and keeps order.
     df = df.repartitionById(len(groups), F.col("__group")).sortWithinPartitions(
         *parts, F.col("__ordinal"), F.col(ROW_COLUMN))
-    written = txn.write(df.select(*[F.col(f"`{c}`") for c in txn.schema.names]), data_change=False)
+    written = txn.write(df.select(*[F.col(f"`{c}`") for c in [*txn.schema.names, *txn.row_id_columns]]),
+                        data_change=False)
     adds = list(written)
     by_group: dict[int, list[int]] = defaultdict(list)
     for i, a in enumerate(adds):

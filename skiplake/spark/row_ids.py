@@ -8,18 +8,18 @@ Tracking"). The files' values are joined to their rows by the path Spark reads e
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
+import numpy as np
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.log.actions import AddFile
 from skiplake.log.column_mapping import PHYSICAL_NAME
-from skiplake.log.paths import file_key
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
-from skiplake.spark.deletions import as_metadata_path
-from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, read_files, spark_file_key
+from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, read_files, with_file_values
 from skiplake.txn.row_tracking import MATERIALIZED_ROW_COMMIT_VERSION, MATERIALIZED_ROW_ID, enabled
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 ROW_ID = "_row_id"
 ROW_COMMIT_VERSION = "_row_commit_version"
+_BASE, _VERSION = "__skiplake_base_row_id", "__skiplake_row_version"
 
 
 def read_with_row_ids(spark: "SparkSession", snapshot: Snapshot, files: Sequence[AddFile], where: str | None,
@@ -44,20 +45,30 @@ def read_with_row_ids(spark: "SparkSession", snapshot: Snapshot, files: Sequence
         raise InvalidArgumentError(f"{path} has files without row ids although row tracking is enabled: "
                                    "another writer did not assign them")
     names = (config[MATERIALIZED_ROW_ID], config[MATERIALIZED_ROW_COMMIT_VERSION])
+    df = read_keeping_ids(spark, snapshot, files, names).select(
+        *[F.col(f"`{n}`") for n in snapshot.schema.names],
+        F.col(f"`{names[0]}`").alias(ROW_ID), F.col(f"`{names[1]}`").alias(ROW_COMMIT_VERSION))
+    if where:
+        df = df.filter(where)
+    return df.select(*[f"`{c}`" for c in columns]) if columns else df
+
+
+def read_keeping_ids(spark: "SparkSession", snapshot: Snapshot, files: Sequence[AddFile], names: tuple[str, str],
+                     with_file_info: bool = False, deleted: Mapping[str, np.ndarray] | None = None) -> "DataFrame":
+    """The table's columns of the rows of `files`, then each row's id and commit version under
+    the materialized columns' `names`: what a rewrite writes to keep them (with_file_info and
+    `deleted` as read_files takes them)."""
+    path = snapshot.table_path
     # The materialized columns are in no schema: read as physical columns of their own name
     # (null in the files that lack them).
     hidden = tuple(Field(n, "long", True, {PHYSICAL_NAME: n} if snapshot.column_mapping != "none" else {})
                    for n in names)
     df = read_files(spark, path, Schema(snapshot.schema.fields + hidden), snapshot.partition_columns, files,
-                    with_file_info=True, column_mapping=snapshot.column_mapping)
-    by_key = {file_key(path, f.path): f for f in files}
-    bases = [(as_metadata_path(p), by_key[spark_file_key(p)].baseRowId, by_key[spark_file_key(p)].defaultRowCommitVersion)
-             for p in df.inputFiles()]
-    ids = spark.createDataFrame(bases, "__file string, __base long, __version long")
-    df = df.join(F.broadcast(ids), F.col(FILE_COLUMN) == F.col("__file")).select(
+                    with_file_info=True, column_mapping=snapshot.column_mapping, deleted=deleted)
+    bases = {f.path: (f.baseRowId, f.defaultRowCommitVersion) for f in files}
+    df = with_file_values(df, path, bases, pa.schema([(_BASE, pa.int64()), (_VERSION, pa.int64())]))
+    extra = [F.col(FILE_COLUMN), F.col(ROW_COLUMN)] if with_file_info else []
+    return df.select(
         *[F.col(f"`{n}`") for n in snapshot.schema.names],
-        F.coalesce(F.col(f"`{names[0]}`"), F.col("__base") + F.col(ROW_COLUMN)).alias(ROW_ID),
-        F.coalesce(F.col(f"`{names[1]}`"), F.col("__version")).alias(ROW_COMMIT_VERSION))
-    if where:
-        df = df.filter(where)
-    return df.select(*[f"`{c}`" for c in columns]) if columns else df
+        F.coalesce(F.col(f"`{names[0]}`"), F.col(_BASE) + F.col(ROW_COLUMN)).alias(names[0]),
+        F.coalesce(F.col(f"`{names[1]}`"), F.col(_VERSION)).alias(names[1]), *extra)

@@ -20,7 +20,7 @@ from skiplake.expr.tree import Node
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.actions import Action, AddCDCFile, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
 from skiplake.log.changes import CHANGE_DIR, CHANGE_TYPE
-from skiplake.log.column_mapping import extend, physical_names, physical_schema, without_mapping
+from skiplake.log.column_mapping import PHYSICAL_NAME, extend, physical_names, physical_schema, without_mapping
 from skiplake.log.location import join
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
@@ -28,11 +28,13 @@ from skiplake.log.stats import loose_bounds
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.constraints import enforced, raise_violation, with_generated, with_identities
 from skiplake.spark.read import read_files, read_planned
+from skiplake.spark.row_ids import read_keeping_ids
 from skiplake.spark.types import conform, from_spark, schema_differences, spark_type
 from skiplake.spark.write import WriteOptions, with_table_stats, write_files
 from skiplake.txn import ReadSet, commit
 from skiplake.txn.constraints import generated_columns, table_rules
 from skiplake.txn.identity import identity_columns, with_high_water_marks
+from skiplake.txn.row_tracking import materialized_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -59,6 +61,7 @@ class Transaction:
         self._on_commit = on_commit
         self._staged: tuple[str, dict[str, Any], dict[str, Any]] | None = None
         self._no_op = False
+        self._ids_kept: set[str] = set()   # new files whose rows are new or kept their row ids
 
     @property
     def path(self) -> str:
@@ -89,11 +92,24 @@ class Transaction:
     def read_whole_table(self) -> "DataFrame":
         return self.read(None)
 
+    @property
+    def row_id_columns(self) -> tuple[str, ...]:
+        """The materialized row id and row commit version columns that rows read with
+        keep_row_ids carry, and that write() keeps in the new files (none: the table does not
+        keep row ids through rewrites)."""
+        s = self.snapshot
+        return materialized_columns(s.protocol, s.configuration, s.column_mapping) or ()
+
     def read_files(self, files: Sequence[AddFile], with_file_info: bool = False,
-                   deleted: Mapping[str, np.ndarray] | None = None) -> "DataFrame":
+                   deleted: Mapping[str, np.ndarray] | None = None, keep_row_ids: bool = False) -> "DataFrame":
         """The rows of `files` (recorded as read); with_file_info adds each row's file and index;
-        `deleted` (row indexes by log path) leaves out those rows too, as a deletion vector would."""
+        `deleted` (row indexes by log path) leaves out those rows too, as a deletion vector would.
+        keep_row_ids adds each row's id and commit version (row_id_columns), for a rewrite
+        that copies the rows to keep them."""
         self.read_set.files.update(f.path for f in files)
+        names = self.row_id_columns
+        if keep_row_ids and len(names) == 2:
+            return read_keeping_ids(self.spark, self.snapshot, files, (names[0], names[1]), with_file_info, deleted)
         return read_files(self.spark, self.path, self.snapshot.schema, self.partition_columns, files,
                           with_file_info=with_file_info, column_mapping=self.snapshot.column_mapping,
                           deleted=deleted)
@@ -137,27 +153,43 @@ class Transaction:
                                      base.createdTime)
 
     def write(self, df: "DataFrame", data_change: bool = True, options: WriteOptions | None = None,
-              tags: dict[str, str] | None = None, provider: str | None = None) -> list[AddFile]:
+              tags: dict[str, str] | None = None, provider: str | None = None,
+              new_rows: bool = False) -> list[AddFile]:
         """Write an already conformed DataFrame as new files; they join the commit (`provider`:
-        the clustering implementation that ordered their rows)."""
+        the clustering implementation that ordered their rows). Row id columns `df` carries
+        (read with keep_row_ids) go into the files, hidden; `new_rows` says the rows are new,
+        none copied (row tracking then has no ids to keep)."""
         spec = bucket_spec_of(self.snapshot.configuration)
         metadata = self.new_metadata or self.snapshot.metadata
         options = with_table_stats(options, metadata.configuration, self.snapshot.column_mapping)
         # Rows that change are checked against the table's rules (a rewrite that moves rows
         # unchanged, as OPTIMIZE does, writes nothing new to check).
         rules = table_rules(metadata) if data_change else []
-        df, schema, parts = self._physical(enforced(df, rules), ())
+        ids = self._row_id_fields(df)
+        df, schema, parts = self._physical(enforced(df, rules), ids)
         try:
             # Only a bucketed write sizes its files by bytes per row (which parses every file's stats).
-            adds = write_files(df, self.path, schema, parts, options, data_change, tags,
-                               spec, self._bytes_per_row() if spec is not None else None)
+            # The hidden row id columns get no stats: they are no column of the table.
+            adds = write_files(df, self.path, Schema(schema.fields[:len(schema.fields) - len(ids)]), parts,
+                               options, data_change, tags, spec,
+                               self._bytes_per_row() if spec is not None else None)
         except Exception as e:
             raise_violation(e, self.path, rules)
             raise
         if provider is not None:
             adds = [replace(a, clusteringProvider=provider) for a in adds]
+        if ids or new_rows:
+            self._ids_kept.update(a.path for a in adds)
         self.actions.extend(adds)
         return adds
+
+    def _row_id_fields(self, df: "DataFrame") -> tuple[Field, ...]:
+        """The row id columns `df` carries, as the files hold them (by their own name)."""
+        names = self.row_id_columns
+        if len(names) != 2 or not set(names) <= set(df.columns):
+            return ()
+        mapped = self.snapshot.column_mapping != "none"
+        return tuple(Field(n, "long", True, {PHYSICAL_NAME: n} if mapped else {}) for n in names)
 
     def write_changes(self, df: "DataFrame") -> list[AddCDCFile]:
         """Write change data as `_change_data/` files of the commit: `df` holds the table's
@@ -193,7 +225,7 @@ class Transaction:
 
     def append(self, df: "DataFrame", merge_schema: bool = False,
                options: WriteOptions | None = None) -> list[AddFile]:
-        return self.write(self.prepare(df, merge_schema), options=options)
+        return self.write(self.prepare(df, merge_schema), options=options, new_rows=True)
 
     def remove(self, paths: Sequence[str] | Sequence[AddFile], data_change: bool = True) -> None:
         """Remove live files (by path or AddFile) in this transaction."""
@@ -252,7 +284,8 @@ class Transaction:
             actions.insert(0, self.new_protocol)
         computed = _metrics(actions)
         computed.update({k: str(v) for k, v in (metrics or {}).items()})
-        result = commit(self.snapshot, actions, operation, dict(parameters or {}), self.read_set, computed)
+        result = commit(self.snapshot, actions, operation, dict(parameters or {}), self.read_set, computed,
+                        ids_kept=self._ids_kept)
         self.committed_actions = result.actions
         return self._committed(result.version)
 

@@ -87,9 +87,10 @@ def schema_differences(table: Schema, incoming: Schema, merge_schema: bool,
 NOT_NULL_MARKER = "SKIPLAKE_NOT_NULL_VIOLATION"
 
 
-def conform(df: DataFrame, table: Schema) -> DataFrame:
+def conform(df: DataFrame, table: Schema, keep: Sequence[str] = ()) -> DataFrame:
     """Select the table's columns in table order: rename to its spelling, widen types, fill missing
-    nullable columns with NULL, and fail the job on a NULL in a non-nullable column."""
+    nullable columns with NULL, and fail the job on a NULL in a non-nullable column. Columns
+    named in `keep` that `df` has follow as they are (a rewrite's row id columns)."""
     by_lower = {c.lower(): c for c in df.columns}
     cols = []
     for f in table.fields:
@@ -105,6 +106,7 @@ def conform(df: DataFrame, table: Schema) -> DataFrame:
             c = F.when(c.isNull(), F.raise_error(F.lit(f"{NOT_NULL_MARKER}: column {f.name} is NULL"))) \
                  .otherwise(c)
         cols.append(c.alias(f.name))
+    cols += [F.col(f"`{k}`") for k in keep if k in df.columns]
     return df.select(*cols)
 
 

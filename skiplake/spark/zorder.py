@@ -118,7 +118,7 @@ def rewrite_along_curve(txn: "Transaction", files: Sequence[AddFile], cols: list
     """Rewrite `files` (removed in the transaction) as files of about `target_file_size` that each
     hold a run of the rows ordered along `curve` over `cols`, within each partition; the new files
     carry `tags` (and `provider` as their clusteringProvider)."""
-    df = txn.read_files(files)
+    df = txn.read_files(files, keep_row_ids=True)
     layout = _sample_layout(df, files, cols, list(txn.partition_columns), target_file_size, say, curve)
     placed = _placed(df, layout, list(txn.partition_columns), list(within))
     say(f"sampled {layout.sampled:,} rows: {layout.curve.bits} bits per column; writing {layout.files:,} files "

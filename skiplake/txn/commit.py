@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import Any
+from typing import Any, Collection
 
 from skiplake.errors import AppendOnlyTableError, ConcurrentWriteException, SchemaMismatchError
 from skiplake.log.actions import Action, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, now_ms
 from skiplake.log.changes import reserved_columns
 from skiplake.log.commit import ENGINE_INFO, CommitResult, put_commit, put_first_commit
-from skiplake.log.features import change_data_feed_enabled
+from skiplake.log.features import change_data_feed_enabled, flag
 from skiplake.log.snapshot import Snapshot
 from skiplake.txn.conflicts import check_winner
 from skiplake.txn.isolation import SERIALIZABLE, SNAPSHOT_ISOLATION, is_rearrangement, isolation_level
@@ -24,15 +24,16 @@ APPEND_ONLY = "delta.appendOnly"
 def commit(snapshot: Snapshot, actions: list[Action], operation: str,
            operation_parameters: dict[str, Any] | None = None, read_set: ReadSet | None = None,
            operation_metrics: dict[str, str] | None = None, isolation: str | None = None,
-           max_attempts: int = 10_000, exclusive: bool = False) -> CommitResult:
+           max_attempts: int = 10_000, exclusive: bool = False, ids_kept: Collection[str] = ()) -> CommitResult:
     """Commit `actions` on top of `snapshot`, retrying past winners that do not conflict with
     what `read_set` says this transaction read (at the table's isolation level). An `exclusive`
     commit (RESTORE, as Delta's large commits) must directly follow `snapshot`: any commit made
-    since is a ConcurrentWriteException, and it commits as Serializable."""
+    since is a ConcurrentWriteException, and it commits as Serializable. `ids_kept` names the
+    new files whose rows are new or kept their row ids (row tracking's preserved tag)."""
     new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
     if new_metadata is not None:
         check_change_columns(snapshot.table_path, new_metadata)
-    if _removes_data(actions) and str(snapshot.configuration.get(APPEND_ONLY, "false")).lower() == "true":
+    if _removes_data(actions) and flag(snapshot.configuration, APPEND_ONLY):
         raise AppendOnlyTableError(snapshot.table_path, operation)
     read_set = read_set or ReadSet()
     config = next((a.configuration for a in actions if isinstance(a, Metadata)), snapshot.configuration)
@@ -53,7 +54,7 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
         if assigns_ids(protocol, config) else None
     if rows is not None:
         # Delta's commitInfo tags: whether the commit kept the stable row ids of the rows it copied.
-        info = replace(info, extra={"tags": {PRESERVED_TAG: str(preserved(actions)).lower()}})
+        info = replace(info, extra={"tags": {PRESERVED_TAG: str(preserved(actions, ids_kept)).lower()}})
 
     def check(version: int, winner: list[Action]) -> list[Action]:
         if exclusive:

@@ -13,21 +13,25 @@ Both depend on the version a commit lands at and on what the commits before it g
 they are assigned at each attempt (`RowIds.assign`), after the conflict check. A concurrent
 commit that moved the mark is no conflict: the ids are assigned past it.
 
-Rows that a rewrite copies (OPTIMIZE, the rows UPDATE, MERGE and DELETE keep) get new ids in
-their new files; such commits say so with `delta.rowTracking.preserved=false` in their
-commitInfo tags, as the protocol asks of writers that do not keep the ids in the materialized
-row id columns.
+Rows that a rewrite copies (OPTIMIZE, the rows UPDATE, MERGE and DELETE keep or change) keep
+their ids: the rewrite writes each row's id and commit version into the materialized columns
+(hidden columns of the data files, named in the configuration), a readers' value that wins over
+the file's `baseRowId` + index. An updated row keeps its id, but its commit version is left null
+(the new file's `defaultRowCommitVersion`: the row changed then). The commitInfo tag
+`delta.rowTracking.preserved` says whether a commit kept the ids of every row it copied;
+a table whose column mapping is by id, where the hidden columns cannot be read by name,
+copies rows with new ids and says so.
 """
 from __future__ import annotations
 
 import json
 import uuid
 from dataclasses import dataclass, replace
-from typing import Mapping
+from typing import Collection, Mapping
 
 from skiplake.errors import CorruptLogError
 from skiplake.log.actions import Action, AddFile, DomainMetadata, Protocol, RemoveFile
-from skiplake.log.features import ENABLE_ROW_TRACKING, ROW_TRACKING, features_of
+from skiplake.log.features import ENABLE_ROW_TRACKING, ROW_TRACKING, features_of, flag
 
 DOMAIN = "delta.rowTracking"
 SUSPENDED = "delta.rowTrackingSuspended"
@@ -36,18 +40,14 @@ MATERIALIZED_ROW_COMMIT_VERSION = "delta.rowTracking.materializedRowCommitVersio
 PRESERVED_TAG = "delta.rowTracking.preserved"
 
 
-def _true(configuration: Mapping[str, str], key: str) -> bool:
-    return str(configuration.get(key, "false")).strip().lower() == "true"
-
-
 def enabled(configuration: Mapping[str, str]) -> bool:
     """Whether readers may count on every row having its ids."""
-    return _true(configuration, ENABLE_ROW_TRACKING)
+    return flag(configuration, ENABLE_ROW_TRACKING)
 
 
 def assigns_ids(protocol: Protocol, configuration: Mapping[str, str]) -> bool:
     """Whether a commit to a table with this protocol and configuration must assign row ids."""
-    return ROW_TRACKING in features_of(protocol)[1] and not _true(configuration, SUSPENDED)
+    return ROW_TRACKING in features_of(protocol)[1] and not flag(configuration, SUSPENDED)
 
 
 def with_column_names(configuration: Mapping[str, str]) -> dict[str, str]:
@@ -58,6 +58,16 @@ def with_column_names(configuration: Mapping[str, str]) -> dict[str, str]:
         out.setdefault(MATERIALIZED_ROW_ID, f"_row-id-col-{uuid.uuid4()}")
         out.setdefault(MATERIALIZED_ROW_COMMIT_VERSION, f"_row-commit-version-col-{uuid.uuid4()}")
     return out
+
+
+def materialized_columns(protocol: Protocol, configuration: Mapping[str, str],
+                         column_mapping: str) -> tuple[str, str] | None:
+    """(row id column, row commit version column) that rewrites keep copied rows' ids in, when
+    the table tracks row ids and its files' hidden columns can be read by name."""
+    if not (assigns_ids(protocol, configuration) and enabled(configuration)) or column_mapping == "id":
+        return None
+    names = configuration.get(MATERIALIZED_ROW_ID), configuration.get(MATERIALIZED_ROW_COMMIT_VERSION)
+    return (names[0], names[1]) if names[0] and names[1] else None
 
 
 def high_water_mark(where: str, configuration: str | None) -> int:
@@ -104,10 +114,11 @@ class RowIds:
         return out
 
 
-def preserved(actions: list[Action]) -> bool:
-    """Whether a commit kept every stable row id: it copies no rows into new files (it removes
-    no file for good while adding new ones; a file logged again with a deletion vector keeps
-    its rows where they are)."""
+def preserved(actions: list[Action], accounted: Collection[str] = ()) -> bool:
+    """Whether a commit kept every stable row id: no file it adds may hold rows copied with new
+    ids. Files in `accounted` hold new rows or rows with their kept ids; any other new file
+    may hold copies when the commit removes a file for good (a file logged again with a
+    deletion vector keeps its rows where they are)."""
     removed = {a.path for a in actions if isinstance(a, RemoveFile)}
     added = {a.path for a in actions if isinstance(a, AddFile)}
-    return not (removed - added and added - removed)
+    return not (removed - added and added - removed - set(accounted))

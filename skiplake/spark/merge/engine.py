@@ -84,8 +84,9 @@ class _Run:
     # ---- the pieces of every job
 
     def sides(self, files: Sequence[AddFile], source: DataFrame, file_info: bool,
-              broadcast: bool = False) -> tuple[DataFrame, DataFrame]:
-        target = self.txn.read_files(files, with_file_info=file_info).withColumn(TARGET_FLAG, F.lit(True))
+              broadcast: bool = False, row_ids: bool = False) -> tuple[DataFrame, DataFrame]:
+        target = self.txn.read_files(files, with_file_info=file_info, keep_row_ids=row_ids)
+        target = target.withColumn(TARGET_FLAG, F.lit(True))
         flagged = source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
         return F.broadcast(flagged) if broadcast else flagged, target.alias(self.t)
 
@@ -106,12 +107,24 @@ class _Run:
         """The table's columns of a joined row, as the clause in CLAUSE writes it (else `default`);
         only clauses of `kinds` (rows without a target side must not name the target's columns).
         With the change data feed on, then CHANGE_TYPE: how the row changed (NULL: copied)."""
-        out = self.values(default, kinds)
+        out = self.values(default, kinds) + self.row_ids(kinds)
         if self.changes:
             change = (F.when(self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",)), F.lit(POSTIMAGE))
                       .when(self.among((NOT_MATCHED,), ("insert",)), F.lit(INSERT)))
             out.append(change.alias(CHANGE_TYPE))
         return out
+
+    def row_ids(self, kinds: Sequence[str]) -> list[Column]:
+        """A written row's row id columns (when the table keeps them): a target row keeps its id,
+        and its commit version unless a clause updates it; an inserted row has neither."""
+        names = self.txn.row_id_columns
+        if not names:
+            return []
+        if NOT_MATCHED in kinds and len(kinds) == 1:  # no target side to name
+            return [F.lit(None).cast("long").alias(n) for n in names]
+        updated = self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",))
+        version = F.when(updated, F.lit(None).cast("long")).otherwise(F.col(f"{self.t}.`{names[1]}`"))
+        return [F.col(f"{self.t}.`{names[0]}`").alias(names[0]), version.alias(names[1])]
 
     def values(self, default: Sequence[Column], kinds: Sequence[str]) -> list[Column]:
         k = F.col(CLAUSE)
@@ -127,11 +140,11 @@ class _Run:
     def write(self, rows: DataFrame) -> None:
         """Write the table's rows; rows with a change type go to the change files too."""
         if CHANGE_TYPE not in rows.columns:
-            self.txn.write(conform(rows, self.merge.schema))
+            self.txn.write(conform(rows, self.merge.schema, self.txn.row_id_columns))
             return
         rows = rows.persist()
         try:
-            self.txn.write(conform(rows.drop(CHANGE_TYPE), self.merge.schema))
+            self.txn.write(conform(rows.drop(CHANGE_TYPE), self.merge.schema, self.txn.row_id_columns))
             self.txn.write_changes(rows.filter(F.col(CHANGE_TYPE).isNotNull()))
         finally:
             rows.unpersist()
@@ -238,7 +251,7 @@ class _Run:
         marks = mark_rows(self.txn, changed, found.hits)
         if not marks.rewrite:
             return 0
-        self.write(self.txn.read_files(marks.rewrite, deleted=found.hits))
+        self.write(self.txn.read_files(marks.rewrite, deleted=found.hits, keep_row_ids=True))
         self.txn.remove(marks.rewrite)
         return counted_rows(self.txn, marks.rewrite) - sum(len(found.hits[f.path]) for f in marks.rewrite)
 
@@ -263,7 +276,7 @@ class _Run:
         if not read or broadcastable(self.source):
             parts = []
             if from_target:
-                source, target = self.sides(changed, self.source, file_info=False, broadcast=True)
+                source, target = self.sides(changed, self.source, file_info=False, broadcast=True, row_ids=True)
                 joined = target.join(source, F.expr(self.spec.on), "left" if whole_files else "inner")
                 parts.append(joined.withColumn(CLAUSE, self.clause()).filter(kept).select(*self.row(self.merge.copy)))
             if inserts:
@@ -275,7 +288,7 @@ class _Run:
         if not (from_target or inserts):
             return None
         extra = keep_unchanged and len(read) > len(changed)
-        source, target = self.sides(read, self.source, file_info=extra)
+        source, target = self.sides(read, self.source, file_info=extra, row_ids=True)
         how = {(True, True): "full", (True, False): "left", (False, True): "right"}[(inserts, whole_files)] \
             if inserts or whole_files else "inner"
         joined = source.join(target, F.expr(self.spec.on), how).withColumn(CLAUSE, self.clause())
