@@ -209,3 +209,53 @@ def test_optimize_reports_what_it_committed_after_a_rebase(table):
     result = loser.commit()
     assert (result.files_added, result.files_removed, result.bytes_added) == (0, 0, 0)
     assert values(table) == {} and table.snapshot.num_files == 0
+
+
+# ------------------------------------------- reordering OPTIMIZE against DML, by row ids
+
+@pytest.mark.parametrize("layout, winner, change", [
+    ("cluster", "optimize", "delete"), ("cluster", "dml", "delete"), ("cluster", "optimize", "merge"),
+    ("cluster", "dml", "update"), ("cluster", "optimize", "rewrite"), ("zorder", "dml", "rewrite"),
+    ("zorder", "optimize", "update"),
+])
+def test_a_reordering_optimize_and_dml_both_commit_by_row_ids(lake, spark, layout, winner, change):
+    """Clustering and Z-order rewrite rows in a new order, so no list of inputs says where each
+    row went; on a table with row tracking the outputs hold each row's id, and OPTIMIZE and a
+    DELETE/UPDATE/MERGE of the same files still both commit, in either order, with every
+    change kept and each row once."""
+    t = lake.create_table("c", "id long, v long", cluster_by=["v"] if layout == "cluster" else None, properties={
+        "delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"})
+    t.append(spark.sql("SELECT id, (id * 7919) % 2000 AS v FROM range(0, 2000)").repartition(2))
+    t.delete("id % 10 = 9")
+    stage = {
+        "delete": lambda txn: dml.delete(txn, "id % 10 = 1"),
+        "update": lambda txn: dml.update(txn, "id % 10 = 3", {"v": "-1"}),
+        "merge": lambda txn: merge.merge(txn, spark.sql("SELECT id, -id AS v FROM range(0, 2000) WHERE id % 10 = 6"),
+                                         merge.MergeClauses("target.id = source.id",
+                                                            when_matched_update={"v": "source.v"})),
+        "rewrite": lambda txn: dml.delete(txn, "id % 10 < 7"),
+    }[change]
+
+    def reorder():
+        # Small target files: the rows of each input spread over several outputs.
+        return optimize(t.begin(), zorder_by=["v"] if layout == "zorder" else None, full=True,
+                        target_file_size=4096)
+
+    ids_before = {r.id: r._row_id for r in t.read(with_row_ids=True).collect()}
+    if winner == "optimize":
+        loser = stage(t.begin())
+        reorder().commit()
+    else:
+        loser = reorder()
+        stage(t.begin()).commit()
+    loser.commit()
+    gone = {"delete": {1, 9}, "update": {9}, "merge": {9}, "rewrite": {0, 1, 2, 3, 4, 5, 6, 9}}[change]
+    got = values(t)
+    assert sorted(got) == [i for i in range(2000) if i % 10 not in gone]
+    assert all(got[i] == (-1 if change == "update" and i % 10 == 3 else
+                          -i if change == "merge" and i % 10 == 6 else (i * 7919) % 2000) for i in got)
+    assert t.read().count() == len(got)
+    # The reordered files stand, less the rows the DML changed (a rewrite of every input leaves none).
+    assert any(f.tags and "ZCUBE_ID" in f.tags for f in t.snapshot.add_files) or change == "rewrite"
+    # Every row kept the id it had, through both commits.
+    assert {r.id: r._row_id for r in t.read(with_row_ids=True).collect()} == {i: ids_before[i] for i in got}

@@ -33,6 +33,7 @@ from skiplake.txn.compacted import placements, rebase_compaction, rebase_onto_co
 from skiplake.txn.isolation import SERIALIZABLE, WRITE_SERIALIZABLE, is_rearrangement
 from skiplake.txn.read_set import ReadSet
 from skiplake.txn.row_level import Remark, is_row_change, marked_paths, rebase
+from skiplake.txn.row_tracking import materialized_columns
 
 # The operations whose new files are rows they changed: under WriteSerializable, with row-level
 # concurrency, those new rows conflict with nobody (the matrix of the seed: DML vs DML conflict
@@ -93,9 +94,11 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
     # winner compacted hold the same rows elsewhere (unless this transaction compacts too), and
     # the inputs of this transaction's compaction that the winner changed are mapped, not lost.
     rearranging = is_rearrangement(actions)
-    winner_moves = placements(winner) if row_level else {}
+    ids = materialized_columns(snapshot.protocol, snapshot.configuration, snapshot.column_mapping)
+    id_column = ids[0] if ids else None   # compactions that kept row ids say where rows went by them
+    winner_moves = placements(winner, snapshot.table_path, id_column) if row_level else {}
     their_moves = winner_moves if not rearranging else {}
-    our_moves = placements(actions) if row_level else {}
+    our_moves = placements(actions, snapshot.table_path, id_column) if row_level else {}
     taken = set(our_moves) & set(theirs) if not winner_moves else set()
     _check_added_files(won, actions, read_set, isolation, marked,
                        new_files_conflict=not (dml_winner and isolation == WRITE_SERIALIZABLE))

@@ -2,7 +2,11 @@
 orders of an OPTIMIZE and a DML ending with the same rows."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +16,7 @@ from skiplake.log.deletion_vectors import marked_rows, write_dv_file
 from skiplake.txn.compacted import (
     COMPACTED_FROM,
     Placement,
+    RowIdPlacement,
     compacted_tag,
     placements,
     positions,
@@ -71,7 +76,7 @@ def _dml(table: str, data, files: dict[str, AddFile], expected: set) -> list:
         if what == "mark" and rows:
             hit = data.draw(st.sets(st.sampled_from(rows), min_size=1))
             old = marked_rows(table, f.deletionVector).tolist()
-            new = AddFile(f.path, {}, 100, 0, True, f.stats, None, dv(table, set(old) | hit))
+            new = replace(f, dataChange=True, deletionVector=dv(table, set(old) | hit))  # ids kept
             out += [f.remove(), new]
             files[path] = new
             expected -= {(path, r) for r in hit}
@@ -82,8 +87,9 @@ def _dml(table: str, data, files: dict[str, AddFile], expected: set) -> list:
     return out
 
 
-def _live_rows(table: str, inputs: list[AddFile], commits: list[list], origin: list) -> set:
-    """The live (input, row) pairs after `commits` in order; each remove must name a live file."""
+def _live_rows(table: str, inputs: list[AddFile], commits: list[list], origin: dict[str, list]) -> set:
+    """The live (input, row) pairs after `commits` in order; each remove must name a live file
+    (`origin`: each output's rows as (input, row) pairs)."""
     files = {f.path: f for f in inputs}
     for actions in commits:
         for a in actions:
@@ -94,7 +100,7 @@ def _live_rows(table: str, inputs: list[AddFile], commits: list[list], origin: l
     rows = set()
     for f in files.values():
         for r in live(table, f):
-            rows.add(origin[r] if f.path == "g.parquet" else (f.path, r))
+            rows.add(origin[f.path][r] if f.path in origin else (f.path, r))
     return rows
 
 
@@ -116,9 +122,16 @@ def test_every_order_keeps_the_same_rows(tmp_path_factory, data):
     out = add("g.parquet", len(origin), data_change=False,
               tags={COMPACTED_FROM: compacted_tag([(f, len(rows)) for f, rows in given_rows])})
     opt = [f.remove(data_change=False) for f in inputs] + [out]
-    moved = placements(opt)
+    _check_every_order(table, data, inputs, opt, {"g.parquet": origin}, placements)
+
+
+def _check_every_order(table: str, data, inputs: list[AddFile], opt: list, origin: dict[str, list],
+                       placed) -> None:
+    """Two DMLs over `inputs` and the compaction `opt` (its outputs' rows as `origin` names
+    them; `placed` finds where a commit put its inputs' rows) in every order of commits."""
+    moved = placed(opt)
     files = {f.path: f for f in inputs}
-    expected = set(origin)
+    expected = {pair for rows in origin.values() for pair in rows}
     first = _dml(table, data, files, expected)
     second = _dml(table, data, files, expected)  # read after the first, before OPTIMIZE committed
 
@@ -130,10 +143,56 @@ def test_every_order_keeps_the_same_rows(tmp_path_factory, data):
     assert _live_rows(table, inputs, [first, second, opt_after], origin) == expected
     # The first DML, OPTIMIZE rebased on it, then the second DML rebased onto OPTIMIZE.
     opt_once = rebase_compaction(table, moved, first, opt, _refuse)
-    if not placements(opt_once):
+    if not any(isinstance(a, AddFile) for a in opt_once):
         return  # the first DML deleted every row: OPTIMIZE wrote nothing to map the second onto
-    second_after = rebase_onto_compaction(table, placements(opt_once), opt_once, second, _refuse)
+    second_after = rebase_onto_compaction(table, placed(opt_once), opt_once, second, _refuse)
     assert _live_rows(table, inputs, [first, opt_once, second_after], origin) == expected
+
+
+ROW_ID = "_row-id-col-test"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_every_order_keeps_the_same_rows_when_row_ids_say_where_they_went(tmp_path_factory, data):
+    """As above, for a compaction that reordered the rows (a Z-order, clustering) over two
+    outputs, which hold each row's id in the materialized column: the inputs' rows are found
+    in them by id (baseRowId + index)."""
+    table = str(tmp_path_factory.mktemp("t"))
+    sizes = data.draw(st.lists(st.integers(1, 30), min_size=1, max_size=4))
+    inputs = []
+    for i, n in enumerate(sizes):
+        pq.write_table(pa.table({"x": list(range(n))}), f"{table}/f{i}.parquet")
+        dead = data.draw(st.sets(st.integers(0, n - 1), max_size=n - 1))
+        inputs.append(replace(add(f"f{i}.parquet", n, dv(table, dead)), baseRowId=1000 * i))
+    pairs = data.draw(st.permutations([(f.path, r) for f in inputs for r in live(table, f)]))
+    cut = data.draw(st.integers(0, len(pairs)))
+    origin = {"g0.parquet": pairs[:cut], "g1.parquet": pairs[cut:]}
+    base = {f.path: f.baseRowId for f in inputs}
+    opt = [f.remove(data_change=False) for f in inputs]
+    for path, rows in origin.items():
+        if rows:
+            ids = [base[p] + r for p, r in rows]
+            pq.write_table(pa.table({"x": [0] * len(ids), ROW_ID: pa.array(ids, pa.int64())}), f"{table}/{path}")
+            opt.append(add(path, len(ids), data_change=False))
+    origin = {p: rows for p, rows in origin.items() if rows}
+    moved = placements(opt, table, ROW_ID)
+    assert set(moved) == set(base) and all(isinstance(p, RowIdPlacement) for p in moved.values())
+    _check_every_order(table, data, inputs, opt, origin, lambda actions: placements(actions, table, ROW_ID))
+
+
+def test_rows_a_compaction_did_not_keep_the_ids_of_conflict(tmp_path):
+    """A compaction whose outputs lack the ids (a writer that did not keep them) cannot say where
+    an input's rows went: a DML of that input conflicts, as at file level."""
+    table = str(tmp_path)
+    pq.write_table(pa.table({"x": [1, 2, 3]}), f"{table}/f.parquet")
+    pq.write_table(pa.table({"x": [1, 2, 3]}), f"{table}/g.parquet")
+    f = replace(add("f.parquet", 3), baseRowId=0)
+    opt = [f.remove(data_change=False), replace(add("g.parquet", 3, data_change=False), baseRowId=3)]
+    moved = placements(opt, table, ROW_ID)
+    dml = [f.remove(), replace(f, deletionVector=dv(table, [1]))]
+    with pytest.raises(AssertionError, match="conflict on f.parquet"):
+        rebase_onto_compaction(table, moved, opt, dml, _refuse)
 
 
 def test_a_dml_whose_dv_is_older_than_the_compactions_conflicts(tmp_path):
