@@ -340,9 +340,8 @@ class Table:
                                     keys)
         elif clustering_columns(snapshot) is None:
             raise InvalidArgumentError(f"{self.path} is not clustered: there is no clustering to turn off")
-        protocol = required_protocol(snapshot.protocol, snapshot.configuration, snapshot.schema, CLUSTERING_FEATURES)
-        if protocol != snapshot.protocol:
-            txn.set_metadata(snapshot.metadata, protocol)
+        txn.set_protocol(required_protocol(snapshot.protocol, snapshot.configuration, snapshot.schema,
+                                           CLUSTERING_FEATURES))
         txn.actions.append(clustering_domain(snapshot.schema, keys, snapshot.column_mapping))
         return txn.stage("CLUSTER BY", {"clusteringColumns": keys}).commit()
 

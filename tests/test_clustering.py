@@ -113,8 +113,10 @@ def test_cluster_by_refusals_and_unclustered_table_made_clustered(lake, spark):
     with pytest.raises(InvalidArgumentError, match="not clustered"):
         plain.optimize(full=True)
     plain.append(_rows(spark, 0, 100).repartition(1))
-    plain.cluster_by(["k"])
+    v = plain.cluster_by(["k"])
     assert plain.clustering_columns == ["k"]
+    kinds = sorted(next(iter(a)) for a in _log_lines(plain, v))
+    assert kinds == ["commitInfo", "domainMetadata", "protocol"]  # no metaData: nothing else changed
     assert {"clustering", "domainMetadata"} <= set(plain.snapshot.protocol.writerFeatures or ())
     assert plain.optimize().files_removed == 1
 

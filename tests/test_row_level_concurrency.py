@@ -117,6 +117,23 @@ def compacted(t) -> list:
     return [f for f in t.snapshot.add_files if f.tags and COMPACTED_FROM in f.tags]
 
 
+def _staged_dml(spark, change: str):
+    """A DML staged in a transaction: DELETE, UPDATE, MERGE of a tenth of the rows, or a DELETE
+    of over half of each file's rows, which rewrites the files rather than marking them."""
+    return {
+        "delete": lambda txn: dml.delete(txn, "id % 10 = 1"),
+        "update": lambda txn: dml.update(txn, "id % 10 = 3", {"v": "-1"}),
+        "merge": lambda txn: merge.merge(txn, spark.sql("SELECT id, -id AS v FROM range(0, 2000) WHERE id % 10 = 6"),
+                                         merge.MergeClauses("target.id = source.id",
+                                                            when_matched_update={"v": "source.v"})),
+        "rewrite": lambda txn: dml.delete(txn, "id % 10 < 7"),
+    }[change]
+
+
+# The rows (by id % 10) gone after `id % 10 = 9` was deleted and the staged DML committed.
+GONE = {"delete": {1, 9}, "update": {9}, "merge": {9}, "rewrite": {0, 1, 2, 3, 4, 5, 6, 9}}
+
+
 @pytest.mark.parametrize("winner", ["optimize", "dml"])
 @pytest.mark.parametrize("change", ["delete", "update", "merge", "rewrite"])
 def test_optimize_and_dml_both_commit_whichever_wins(table, spark, winner, change):
@@ -124,15 +141,7 @@ def test_optimize_and_dml_both_commit_whichever_wins(table, spark, winner, chang
     order: no deletion lost, no deleted row back, no row twice. The files already carry DVs, so
     the rows' new places skip rows deleted before OPTIMIZE read them."""
     table.delete("id % 10 = 9")
-    stage = {
-        "delete": lambda txn: dml.delete(txn, "id % 10 = 1"),
-        "update": lambda txn: dml.update(txn, "id % 10 = 3", {"v": "-1"}),
-        "merge": lambda txn: merge.merge(txn, spark.sql("SELECT id, -id AS v FROM range(0, 2000) WHERE id % 10 = 6"),
-                                         merge.MergeClauses("target.id = source.id",
-                                                            when_matched_update={"v": "source.v"})),
-        # Over half of each file's rows: the DML rewrites both files rather than marking them.
-        "rewrite": lambda txn: dml.delete(txn, "id % 10 < 7"),
-    }[change]
+    stage = _staged_dml(spark, change)
     if winner == "optimize":
         loser = stage(table.begin())
         optimize(table.begin()).commit()
@@ -140,7 +149,7 @@ def test_optimize_and_dml_both_commit_whichever_wins(table, spark, winner, chang
         loser = optimize(table.begin())
         stage(table.begin()).commit()
     loser.commit()
-    gone = {"delete": {1, 9}, "update": {9}, "merge": {9}, "rewrite": {0, 1, 2, 3, 4, 5, 6, 9}}[change]
+    gone = GONE[change]
     got = values(table)
     assert sorted(got) == [i for i in range(2000) if i % 10 not in gone]
     assert all(got[i] == (-1 if change == "update" and i % 10 == 3 else
@@ -227,14 +236,7 @@ def test_a_reordering_optimize_and_dml_both_commit_by_row_ids(lake, spark, layou
         "delta.enableDeletionVectors": "true", "delta.enableRowTracking": "true"})
     t.append(spark.sql("SELECT id, (id * 7919) % 2000 AS v FROM range(0, 2000)").repartition(2))
     t.delete("id % 10 = 9")
-    stage = {
-        "delete": lambda txn: dml.delete(txn, "id % 10 = 1"),
-        "update": lambda txn: dml.update(txn, "id % 10 = 3", {"v": "-1"}),
-        "merge": lambda txn: merge.merge(txn, spark.sql("SELECT id, -id AS v FROM range(0, 2000) WHERE id % 10 = 6"),
-                                         merge.MergeClauses("target.id = source.id",
-                                                            when_matched_update={"v": "source.v"})),
-        "rewrite": lambda txn: dml.delete(txn, "id % 10 < 7"),
-    }[change]
+    stage = _staged_dml(spark, change)
 
     def reorder():
         # Small target files: the rows of each input spread over several outputs.
@@ -249,7 +251,7 @@ def test_a_reordering_optimize_and_dml_both_commit_by_row_ids(lake, spark, layou
         loser = reorder()
         stage(t.begin()).commit()
     loser.commit()
-    gone = {"delete": {1, 9}, "update": {9}, "merge": {9}, "rewrite": {0, 1, 2, 3, 4, 5, 6, 9}}[change]
+    gone = GONE[change]
     got = values(t)
     assert sorted(got) == [i for i in range(2000) if i % 10 not in gone]
     assert all(got[i] == (-1 if change == "update" and i % 10 == 3 else

@@ -244,10 +244,15 @@ class Transaction:
 
     def set_metadata(self, metadata: Metadata, protocol: Protocol | None = None) -> None:
         """Commit new table metadata (and a new protocol, when it changes), checked writable first."""
-        if protocol is not None and protocol != self.snapshot.protocol:
+        if protocol is not None:
+            self.set_protocol(protocol)
+        self.new_metadata = metadata
+
+    def set_protocol(self, protocol: Protocol) -> None:
+        """Commit a new protocol (when it changes), checked writable first."""
+        if protocol != self.snapshot.protocol:
             check_writable(self.path, protocol)
             self.new_protocol = protocol
-        self.new_metadata = metadata
 
     def set_app_version(self, app_id: str, version: int) -> None:
         self.actions.append(Txn(app_id, version, now_ms()))
