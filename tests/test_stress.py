@@ -308,7 +308,8 @@ def _clustered_op(spark, table, op: str, lo: int, next_id: int, mine: dict[int, 
 
 def test_spark_writers_on_a_clustered_change_feed_table(lake, spark):
     """Three threads of one Spark application append, update, delete, MERGE, OPTIMIZE and change
-    the clustering keys of one clustered table with the change data feed and deletion vectors.
+    the clustering keys of one clustered table with the change data feed, deletion vectors and
+    row tracking.
     Each writer owns its ids, so what its committed operations did is known: the table holds
     exactly that (nothing lost, nothing twice), conflicts are typed and write nothing, and the
     change feed replayed from version 0 rebuilds the table."""
@@ -316,7 +317,8 @@ def test_spark_writers_on_a_clustered_change_feed_table(lake, spark):
 
     from skiplake.errors import ConcurrentModificationError
     t = lake.create_table("s", "id long, k int, v long", cluster_by=["k"],
-                          properties={"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true"})
+                          properties={"delta.enableChangeDataFeed": "true", "delta.enableDeletionVectors": "true",
+                                      "delta.enableRowTracking": "true"})
     model: dict[int, int] = {}       # id -> v, from the operations that committed
     lock = threading.Lock()
     conflicts: list[str] = []
@@ -360,4 +362,7 @@ def test_spark_writers_on_a_clustered_change_feed_table(lake, spark):
         elif r._change_type == "delete":
             rebuilt.pop(r.id, None)
     assert rebuilt == final
+    # Every row has its own row id, however many rewrites, OPTIMIZEs and rebases it went through.
+    ids = [r._row_id for r in t.read(with_row_ids=True).collect()]
+    assert len(set(ids)) == len(ids) == len(final)
     print(f"\n{t.version} versions, {len(final)} rows, conflicts: {Counter(conflicts)}")
