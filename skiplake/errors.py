@@ -408,3 +408,8 @@ class ValidationError(CatalogError):
     """A request that breaks Glue's API model (a missing member, a wrong type, a string too long
     or not of its pattern, ...), refused before it reaches the catalog, as Glue's front end does."""
     code = "ValidationException"
+
+
+# Glue's error types skiplake raises and recognises, each with its code on the wire.
+CATALOG_ERRORS: tuple[type[CatalogError], ...] = (
+    InvalidInputError, EntityNotFoundError, AlreadyExistsError, ResourceNumberLimitExceededError, ValidationError)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Protocol
 
 from skiplake.catalog.operations import method_name
+from skiplake.errors import CATALOG_ERRORS, CatalogError
 from skiplake.extras import require, require_database
 
 
@@ -18,7 +19,26 @@ class Boto3Catalog:
         self.client = client
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        return getattr(self.client, method_name(operation))(**params)
+        """The operation's answer; Glue's errors as skiplake's typed catalog errors (an
+        EntityNotFoundException is an EntityNotFoundError, whichever catalog answered)."""
+        try:
+            return getattr(self.client, method_name(operation))(**params)
+        except Exception as e:
+            typed = _typed(e)
+            if typed is None:
+                raise
+            raise typed from e
+
+
+def _typed(error: Exception) -> CatalogError | None:
+    """botocore's ClientError of a Glue error code skiplake has a type for, as that type."""
+    response = getattr(error, "response", None)
+    code = (response.get("Error") or {}).get("Code") if isinstance(response, dict) else None
+    kind = next((k for k in CATALOG_ERRORS if k.code == code), None)
+    if kind is None:
+        return None
+    message = (response.get("Error") or {}).get("Message") or str(error)  # type: ignore[union-attr]
+    return kind(message)
 
 
 def catalog_client(catalog: Any) -> CatalogClient:

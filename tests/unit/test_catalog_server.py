@@ -333,3 +333,26 @@ def test_many_clients_at_once(tmp_path):
         assert errors == []
     finally:
         server.stop()
+
+
+def test_boto3_catalog_raises_skiplake_typed_errors(tmp_path):
+    """Behind `catalog=` a boto3 Glue client answers Glue's errors as skiplake's typed catalog
+    errors, as the in-process catalog does (a missing table is EntityNotFoundError to Lake)."""
+    from skiplake.catalog.client import Boto3Catalog
+    from skiplake.errors import AlreadyExistsError, EntityNotFoundError
+
+    server = _serve(tmp_path)
+    try:
+        catalog = Boto3Catalog(_glue(server.endpoint))
+        with pytest.raises(EntityNotFoundError, match="nope"):
+            catalog.call("GetTable", {"DatabaseName": "nope", "Name": "t"})
+        catalog.call("CreateDatabase", {"DatabaseInput": {"Name": "db"}})
+        with pytest.raises(AlreadyExistsError):   # (another body: the same one signed again is a replay)
+            catalog.call("CreateDatabase", {"DatabaseInput": {"Name": "db", "Description": "again"}})
+        wrong_key = boto3.client("glue", endpoint_url=server.endpoint, region_name="us-east-1",
+                                 aws_access_key_id="AKSERVER", aws_secret_access_key="wrong",
+                                 config=Config(retries={"max_attempts": 1}))
+        with pytest.raises(ClientError):   # a code skiplake has no type for stays botocore's
+            Boto3Catalog(wrong_key).call("GetDatabases", {})
+    finally:
+        server.stop()
