@@ -136,7 +136,7 @@ def build_many(path: str, commits: int, days: int, cleanup: bool, progress: Prog
     """`commits` commits of one file each, their log files dated evenly over the last `days` days.
     Returns the seconds it took."""
     from skiplake.log.actions import AddFile, CommitInfo, Metadata, Protocol
-    from skiplake.log.commit import put_commit, put_first_commit
+    from skiplake.log.commit_files import put_commit, put_first_commit
     from skiplake.log.schema import Field, Schema
     from skiplake.log.snapshot import LOG_DIR
     log = os.path.join(path, LOG_DIR)

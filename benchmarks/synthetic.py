@@ -17,7 +17,7 @@ import uuid
 from typing import Callable
 
 from skiplake.log.actions import AddFile, Metadata
-from skiplake.log.commit import CommitResult
+from skiplake.log.commit_files import CommitResult
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.txn import commit, create

@@ -31,7 +31,7 @@ from skiplake.console import esc, human_bytes, metrics_text, params_text, to_jso
 from skiplake.errors import InvalidArgumentError
 from skiplake.inspect import describe_table, table_history
 from skiplake.log.location import is_remote, join, resolve
-from skiplake.log.stores import has_log, storage_at
+from skiplake.log.storage_for import has_log, storage_at
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -8,8 +8,8 @@ from skiplake.errors import EntityNotFoundError, InvalidArgumentError, NotATable
 from skiplake.layout.bucket_spec import BucketSpec
 from skiplake.log.location import is_remote, join, resolve
 from skiplake.log.snapshot import Snapshot, list_latest, log_storage
-from skiplake.log.stores import has_log, storage_at
-from skiplake.spark.bucket_join import JoinReport, bucket_join
+from skiplake.log.storage_for import has_log, storage_at
+from skiplake.spark.bucket_join_runner import JoinReport, bucket_join
 from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.object_stores import use_location
 from skiplake.spark.query.frames import prune_frame
@@ -109,10 +109,6 @@ class Lake:
             spec = self.catalog.call("GetTable", {"DatabaseName": database, "Name": table})["Table"]
         except EntityNotFoundError:
             raise NotATableError(f"{database}.{table}", "the catalog has no such table") from None
-        except Exception as e:  # boto3's EntityNotFoundException
-            if type(e).__name__ == "EntityNotFoundException":
-                raise NotATableError(f"{database}.{table}", "the catalog has no such table") from None
-            raise
         location = (spec.get("StorageDescriptor") or {}).get("Location") or ""
         try:
             path = resolve(location) if location else ""

@@ -22,16 +22,16 @@ from skiplake.log.history import commits, version_at
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
-from skiplake.log.stores import missing
+from skiplake.log.storage_for import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.spark import dml, merge
 from skiplake.spark.changes import read_changes
-from skiplake.spark.compaction import OptimizeResult
 from skiplake.spark.constraints import first_breaking_row
 from skiplake.spark.convert import convert
 from skiplake.spark.object_stores import use_location
 from skiplake.spark.optimize import DEFAULT_TARGET_FILE_SIZE, optimize
+from skiplake.spark.optimize_result import OptimizeResult
 from skiplake.spark.read import read_planned
 from skiplake.spark.row_ids import read_with_row_ids
 from skiplake.spark.session import ensure_conf

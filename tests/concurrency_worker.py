@@ -35,10 +35,10 @@ from skiplake.log.s3 import set_bucket_options
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.stats import file_stats
-from skiplake.log.stores import parquet_source, storage_at
+from skiplake.log.storage_for import parquet_source, storage_at
 from skiplake.skipping.plan import plan_scan
 from skiplake.txn import ReadSet, commit, create
-from skiplake.txn.compacted import COMPACTED_FROM, compacted_tag
+from skiplake.txn.row_placements import COMPACTED_FROM, compacted_tag
 
 SCHEMA = Schema((Field("id", "long"), Field("p", "integer"), Field("v", "long")))
 DATA_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64())])

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY
+from skiplake.layout.curves import ZCUBE_ID, ZCUBE_ZORDER_BY
 from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.snapshot import Snapshot, log_storage
 from tests.pruning_conf import SMALL_TABLES

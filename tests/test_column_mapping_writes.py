@@ -218,7 +218,7 @@ def test_optimize_and_delete_both_commit_on_a_mapped_table(lake, spark):
     """Bin-packing tags its outputs with their inputs on an unpartitioned mapped table too, so a
     DELETE that commits first is carried onto the compacted file."""
     from skiplake.spark.optimize import optimize
-    from skiplake.txn.compacted import COMPACTED_FROM
+    from skiplake.txn.row_placements import COMPACTED_FROM
     t = lake.create_table("opt", "id long, v long", properties={"delta.columnMapping.mode": "id", **DV})
     for start in range(0, 1000, 250):
         t.append(spark.sql(f"SELECT id, id AS v FROM range({start}, {start + 250})"))

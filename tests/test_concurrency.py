@@ -159,3 +159,24 @@ def test_serializable_reads_the_winners_rows_when_stats_cannot_rule_them_out(lak
         return
     loser.commit()
     assert ids(t) == sorted([5, 1995] + [i for i in range(100, 200) if i not in (150, 160)])
+
+
+def test_a_transaction_that_read_the_whole_table_conflicts_with_any_change(table, spark):
+    """txn.read_whole_table() (the low-level API) reads every row and records it: an append
+    anywhere conflicts under Serializable, and a removal of any file under both levels."""
+    txn = table.begin()
+    assert sorted(r.id for r in txn.read_whole_table().collect()) == ids(table)
+    assert txn.read_set.whole_table
+    txn.append(rows(spark, range(900, 901), 3))
+    table.append(rows(spark, range(950, 951), 2))
+    if table.properties.get("delta.isolationLevel") == "Serializable":
+        with pytest.raises(ConcurrentAppendException):
+            txn.commit()
+    else:
+        txn.commit()   # a blind append is no conflict under WriteSerializable
+    later = table.begin()
+    later.read_whole_table()
+    later.append(rows(spark, range(990, 991), 3))
+    table.delete("p = 2")   # whole files removed, none added
+    with pytest.raises(ConcurrentDeleteReadException):
+        later.commit()

@@ -224,7 +224,7 @@ def test_floating_point_keys_are_not_pruned(spark, star):
     assert any("floating-point" in d.reason for d in explained.dynamic), explained.text()
     assert _rows(star.sql(query)) == _rows(spark.sql(_plain(query, star)))
     # A floating-point key column itself (no cast) is refused for its type.
-    from skiplake.spark.query.dynamic import _type_problem
+    from skiplake.spark.query.dynamic_pruning import _type_problem
     assert "floating-point" in _type_problem("x", "double", None)
     assert "floating-point" in _type_problem("x", "float", None) and _type_problem("x", "long", None) == ""
     # Keys of a type the stats comparison does not know are refused, never turned into "no key".
@@ -254,7 +254,7 @@ def test_one_build_feeds_every_probe_once(spark, star, monkeypatch):
     """Two joins with the same build side (as TPC-DS repeats `date_dim WHERE ...` per channel):
     the build is evaluated once (here as a Spark job) and prunes both probes; the report shows
     its time and key count for each join."""
-    from skiplake.spark.query import dynamic
+    from skiplake.spark.query import dynamic_pruning as dynamic
     calls = []
     real = dynamic._keys_of
     monkeypatch.setattr(dynamic, "_keys_of", lambda *a: calls.append(a[2].build_label) or real(*a))

@@ -344,7 +344,7 @@ def test_object_store_writes_skip_committer_leftovers():
 def test_vacuum_keeps_files_the_log_names_under_the_other_scheme(s3_server, written, opened):
     """A log may name files by absolute URIs in either scheme (Spark reaches both through S3A):
     VACUUM of the table opened under the other one must not take them for strays."""
-    from skiplake.log.stores import storage_at
+    from skiplake.log.storage_for import storage_at
     from skiplake.log.vacuum import vacuum
     bucket = s3_server.new_bucket()
     set_bucket_options(bucket, s3_server.options)
@@ -363,7 +363,7 @@ def test_vacuum_keeps_files_the_log_names_under_the_other_scheme(s3_server, writ
     table.put("_delta_log/00000000000000000000.json", "\n".join(json.dumps(a) for a in actions).encode())
 
     # Time travel's check that a version's files still exist sees them under either spelling.
-    from skiplake.log.stores import missing
+    from skiplake.log.storage_for import missing
     gone = f"{written}://{bucket}/t/gone.parquet"
     assert missing(f"{opened}://{bucket}/t", [f"{written}://{bucket}/t/absolute.parquet", gone]) == [gone]
     result = vacuum(f"{opened}://{bucket}/t", retention_hours=0, force=True)
@@ -379,10 +379,10 @@ def test_log_cleanup_on_s3(s3_server):
     from skiplake.log.actions import CommitInfo, Metadata, Protocol, now_ms
     from skiplake.log.checkpoint_read import SIDECAR_DIR
     from skiplake.log.cleanup import clean_expired_log
-    from skiplake.log.commit import put_commit, put_first_commit
+    from skiplake.log.commit_files import put_commit, put_first_commit
     from skiplake.log.features import required_protocol
     from skiplake.log.snapshot import Snapshot
-    from skiplake.log.stores import storage_at
+    from skiplake.log.storage_for import storage_at
     from tests.unit.logutil import SCHEMA, add
     bucket = s3_server.new_bucket()
     set_bucket_options(bucket, s3_server.options)

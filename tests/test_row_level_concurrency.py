@@ -12,7 +12,7 @@ import pytest
 from skiplake.errors import ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
 from skiplake.spark import dml, merge
 from skiplake.spark.optimize import optimize
-from skiplake.txn.compacted import COMPACTED_FROM
+from skiplake.txn.row_placements import COMPACTED_FROM
 
 
 @pytest.fixture(params=["WriteSerializable", "Serializable"])

@@ -20,7 +20,7 @@ from skiplake.log.location import is_remote, join
 from skiplake.log.paths import absolute_path
 from skiplake.log.s3 import set_bucket_options
 from skiplake.log.snapshot import Snapshot, list_log, log_storage, read_commit
-from skiplake.log.stores import storage_at
+from skiplake.log.storage_for import storage_at
 from skiplake.log.vacuum import vacuum
 from tests.concurrency_worker import PARTITIONS, STORE_OPTIONS_ENV, append_rows, create_table, read_file
 

@@ -19,7 +19,7 @@ from typing import Sequence
 from skiplake.errors import ConversionPartitionError
 from skiplake.layout.bucket_spec import bucket_id_from_name
 from skiplake.layout.partitioning import partition_value, unescape_path_name
-from skiplake.log.stores import storage_at
+from skiplake.log.storage_for import storage_at
 
 COPYING_SUFFIX = "._COPYING_"
 

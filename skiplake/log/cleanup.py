@@ -29,7 +29,7 @@ from skiplake.log.checkpoint_read import SIDECAR_DIR, sidecars_of
 from skiplake.log.location import join
 from skiplake.log.snapshot import CHECKPOINT_RE, COMMIT_RE, LOG_DIR, UUID_CHECKPOINT_RE, is_checkpoint_file, listing_of
 from skiplake.log.storage import Storage
-from skiplake.log.stores import storage_at
+from skiplake.log.storage_for import storage_at
 
 log = logging.getLogger("skiplake.cleanup")
 

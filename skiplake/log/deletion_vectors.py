@@ -33,7 +33,7 @@ import numpy as np
 from skiplake.errors import CorruptDeletionVectorError
 from skiplake.log.location import basename, dirname, join, norm
 from skiplake.log.paths import absolute_path
-from skiplake.log.stores import storage_at
+from skiplake.log.storage_for import storage_at
 
 MAGIC = 1681511377
 FORMAT_VERSION = 1

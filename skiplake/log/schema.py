@@ -46,13 +46,6 @@ def is_decimal(type_: Any) -> bool:
     return isinstance(type_, str) and bool(_DECIMAL.match(type_))
 
 
-def decimal_scale(type_: str) -> int:
-    m = _DECIMAL.match(type_)
-    if not m:
-        raise ValueError(f"not a decimal type: {type_}")
-    return int(m.group(2))
-
-
 def is_primitive(type_: Any) -> bool:
     return isinstance(type_, str) and (type_ in PRIMITIVE_TYPES or is_decimal(type_))
 

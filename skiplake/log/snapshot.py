@@ -35,7 +35,7 @@ from skiplake.log.features import features_of
 from skiplake.log.location import join
 from skiplake.log.schema import Schema
 from skiplake.log.storage import FileInfo, Storage
-from skiplake.log.stores import storage_at
+from skiplake.log.storage_for import storage_at
 from skiplake.log.type_widening import FEATURES as TYPE_WIDENING
 from skiplake.log.type_widening import unsupported_changes
 

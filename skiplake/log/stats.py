@@ -20,8 +20,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skiplake.log.schema import INTEGER_TYPES, Schema, column_path_parts, is_decimal
-from skiplake.log.stores import parquet_source
+from skiplake.log.storage_for import parquet_source
 
+# Delta truncates string stats to this many characters; a max that long may be a prefix, so
+# writers end a truncated max with MAX_CHAR (and readers take a max ending so as no bound).
 STRING_PREFIX_LENGTH = 32
 MAX_CHAR = "\U0010ffff"
 DEFAULT_NUM_INDEXED_COLS = 32

@@ -17,7 +17,7 @@ from skiplake.log.location import is_remote, join, norm
 from skiplake.log.paths import file_key
 from skiplake.log.s3 import PROBE_PREFIX
 from skiplake.log.snapshot import LOG_DIR, Snapshot, check_writable
-from skiplake.log.stores import storage_at
+from skiplake.log.storage_for import storage_at
 
 # A commit's temporary file lives for milliseconds; one this old belongs to a dead writer.
 LOG_TEMP_MAX_AGE_S = 3600

@@ -23,9 +23,9 @@ from skiplake.expr.visitor import columns_of
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
-from skiplake.log.stores import parquet_source
+from skiplake.log.storage_for import parquet_source
 from skiplake.log.values import parse_partition_value
-from skiplake.skipping.dynamic import KEY_CAP, BuildKeys
+from skiplake.skipping.key_filters import KEY_CAP, BuildKeys
 from skiplake.skipping.rows import NotExact, exact_type, keep_rows
 from skiplake.skipping.stats_table import arrow_type
 

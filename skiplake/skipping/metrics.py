@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.visitor import BooleanVisitor, visit
 from skiplake.log.schema import Schema, is_primitive
+from skiplake.log.stats import MAX_CHAR, STRING_PREFIX_LENGTH
 from skiplake.log.type_widening import once_float
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
 
@@ -26,9 +27,6 @@ ALL: Outcomes = frozenset({True, False, None})
 NONE: Outcomes = frozenset()
 T, F, N = True, False, None
 
-# Delta truncates string stats to this many characters; a max that long may be a prefix.
-STRING_PREFIX_LENGTH = 32
-MAX_CHAR = "\U0010ffff"
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from skiplake.log.arrow_schema import map_value
 from skiplake.log.checkpoint_read import TypedStats
 from skiplake.log.column_mapping import PHYSICAL_NAME
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
+from skiplake.log.stats import MAX_CHAR, STRING_PREFIX_LENGTH
 from skiplake.log.type_widening import once_float
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
 from skiplake.skipping.buckets import file_bucket_ids
-from skiplake.skipping.metrics import MAX_CHAR, STRING_PREFIX_LENGTH
 
 _JSON_BLOCK = 8 << 20
 # How a file's partition tuple is spelled as one string while numbering the partitions.

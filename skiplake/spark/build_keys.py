@@ -1,5 +1,5 @@
 """The distinct join-key values of a build side, computed by Spark: what dynamic file pruning
-sends to a probe's planner (skiplake.skipping.dynamic turns them into a predicate)."""
+sends to a probe's planner (skiplake.skipping.key_filters turns them into a predicate)."""
 from __future__ import annotations
 
 import time
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from pyspark.sql import functions as F
 
-from skiplake.skipping.dynamic import KEY_CAP, BuildKeys
+from skiplake.skipping.key_filters import KEY_CAP, BuildKeys
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -33,7 +33,7 @@ from skiplake.log.column_mapping import ID, PHYSICAL_NAME
 from skiplake.log.location import join
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Field, Schema
-from skiplake.log.stores import missing
+from skiplake.log.storage_for import missing
 from skiplake.spark.read import read_files, with_file_values
 from skiplake.spark.types import to_spark
 

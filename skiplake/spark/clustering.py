@@ -1,15 +1,15 @@
 """OPTIMIZE of a clustered table: the files not yet clustered, and the small cubes, rewritten as
 one new cube along the Hilbert curve over the clustering columns (skiplake.txn.clustering says
-which files; skiplake.spark.zorder rewrites them)."""
+which files; skiplake.spark.curve_rewrite rewrites them)."""
 from __future__ import annotations
 
 import json
 import uuid
 from typing import TYPE_CHECKING, Callable
 
-from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE
-from skiplake.spark.compaction import Compaction
-from skiplake.spark.zorder import rewrite_along_curve
+from skiplake.layout.curves import ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE
+from skiplake.spark.curve_rewrite import rewrite_along_curve
+from skiplake.spark.optimize_result import Compaction
 from skiplake.txn.clustering import CLUSTERING_DOMAIN, PROVIDER, files_to_cluster
 
 if TYPE_CHECKING:

@@ -36,11 +36,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE, Curve, cut_points, partition_keys
+from skiplake.layout.curves import ZCUBE_ID, ZCUBE_ZORDER_BY, ZCUBE_ZORDER_CURVE, Curve, cut_points, partition_keys
 from skiplake.log.actions import AddFile
 from skiplake.spark.artifacts import ship_skiplake
-from skiplake.spark.compaction import Compaction, check_where
 from skiplake.spark.gateway import is_connect
+from skiplake.spark.optimize_result import Compaction, check_where
 from skiplake.spark.write import WriteOptions
 from skiplake.txn.clustering import check_curve_columns
 

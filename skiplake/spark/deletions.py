@@ -19,12 +19,9 @@ read falls back to a broadcast join: one row per (file, block of 4,096 row index
 deletions, holding the block's bits as 64 longs, keyed by the high 36 bits of Spark's xxhash64 of
 the file's path plus the block number (the driver checks that no two of the read's files share
 those bits, and joins on (path, block) if two do: never a wrong row). Hashing each row's path
-string is the dearer part of that way. With 10% of 8M rows in 32 files deleted, the tasks' CPU
-time over the rewritten table's: 1.27x reading the files' row indexes and dropping nothing,
-1.48x with the path hashed per row, 1.64x with the join too (1.56x the whole read by the join),
-1.32x the whole read by size (`benchmarks.bench_dv --layers`). A join on (file, row index)
-pairs, the first design, built a table of every deleted row and made a full scan with 10%
-deleted 5x slower than over rewritten files (benchmark 13).
+string is the dearer part of that way (`benchmarks.bench_dv --layers` measures each layer; the
+figures are in docs/benchmarks.md). A join on (file, row index) pairs, the first design, built a
+table of every deleted row and made full scans many times slower than over rewritten files.
 
 Files without a DV never pass through this: the caller reads them apart (see skiplake.spark.read).
 """

@@ -8,7 +8,7 @@ target size. The removes and adds are marked dataChange=false: readers see the s
 
 On a table with deletion vectors (delta.enableDeletionVectors), each output is instead written
 from a known list of whole input files, their live rows in order (input by input, by row index),
-and says so in its add (skiplake.txn.compacted): a DELETE, UPDATE or MERGE running meanwhile then
+and says so in its add (skiplake.txn.row_placements): a DELETE, UPDATE or MERGE running meanwhile then
 commits as well as the OPTIMIZE, its changes carried over to the rows' new places.
 """
 from __future__ import annotations
@@ -27,13 +27,13 @@ from skiplake.layout.bucket_spec import BucketSpec, bucket_id_of_tags, bucket_sp
 from skiplake.log.actions import AddFile
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.spark.clustering import cluster
-from skiplake.spark.compaction import Compaction, check_where
+from skiplake.spark.curve_rewrite import zorder
+from skiplake.spark.optimize_result import Compaction, check_where
 from skiplake.spark.read import ROW_COLUMN, with_file_values
 from skiplake.spark.row_marks import logical_rows
 from skiplake.spark.write import WriteOptions
-from skiplake.spark.zorder import zorder
 from skiplake.txn.clustering import clustering_columns
-from skiplake.txn.compacted import COMPACTED_FROM, compacted_tag
+from skiplake.txn.row_placements import COMPACTED_FROM, compacted_tag
 
 if TYPE_CHECKING:
     from skiplake.spark.transaction import Transaction
@@ -49,7 +49,7 @@ def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[s
              row_group_size: int | None = None, page_rows: int | None = None, full: bool = False,
              min_cube_size: int | None = None) -> Compaction:
     """Stage OPTIMIZE: on a clustered table its incremental clustering (skiplake.spark.clustering),
-    else bin-packing, or with zorder_by the Z-order rewrite (skiplake.spark.zorder)."""
+    else bin-packing, or with zorder_by the Z-order rewrite (skiplake.spark.curve_rewrite)."""
     if target_file_size <= 0:
         raise InvalidArgumentError("target_file_size must be positive")
     keys = clustering_columns(txn.snapshot)

@@ -55,7 +55,6 @@ class Transaction:
         self.actions: list[Action] = []
         self.new_metadata: Metadata | None = None
         self.new_protocol: Protocol | None = None
-        self.committed_version: int | None = None
         self.committed_actions: tuple[Action, ...] = ()  # as committed (rebased past winners, where they were)
         self.removed_files: list[AddFile] = []
         self._on_commit = on_commit
@@ -333,7 +332,6 @@ class Transaction:
         return values
 
     def _committed(self, version: int) -> int:
-        self.committed_version = version
         if self._on_commit is not None:
             self._on_commit(version)
         return version

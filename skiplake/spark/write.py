@@ -32,7 +32,7 @@ from skiplake.log.location import is_remote, join, relative
 from skiplake.log.paths import to_log_path
 from skiplake.log.schema import Schema
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, many_file_stats, stats_settings
-from skiplake.log.stores import storage_at
+from skiplake.log.storage_for import storage_at
 from skiplake.spark.object_stores import check_s3a
 
 STAGING_DIR = "_skiplake_staging"

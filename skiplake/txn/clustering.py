@@ -24,7 +24,7 @@ from typing import Sequence
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import bucket_spec_of
-from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY
+from skiplake.layout.curves import ZCUBE_ID, ZCUBE_ZORDER_BY
 from skiplake.log.actions import AddFile, DomainMetadata, Protocol
 from skiplake.log.column_mapping import physical_name, requested_mode
 from skiplake.log.features import DOMAIN_METADATA, features_of

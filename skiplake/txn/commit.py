@@ -9,7 +9,7 @@ from typing import Any, Collection
 from skiplake.errors import AppendOnlyTableError, ConcurrentWriteException, SchemaMismatchError
 from skiplake.log.actions import Action, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, now_ms
 from skiplake.log.changes import reserved_columns
-from skiplake.log.commit import ENGINE_INFO, CommitResult, put_commit, put_first_commit
+from skiplake.log.commit_files import ENGINE_INFO, CommitResult, put_commit, put_first_commit
 from skiplake.log.features import change_data_feed_enabled, flag
 from skiplake.log.snapshot import Snapshot
 from skiplake.txn.conflicts import check_winner

@@ -29,10 +29,10 @@ from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.local_build import any_row
 from skiplake.skipping.metrics import file_lookup, may_match
 from skiplake.skipping.rows import NotExact
-from skiplake.txn.compacted import placements, rebase_compaction, rebase_onto_compaction
 from skiplake.txn.isolation import SERIALIZABLE, WRITE_SERIALIZABLE, is_rearrangement
 from skiplake.txn.read_set import ReadSet
 from skiplake.txn.row_level import Remark, is_row_change, marked_paths, rebase
+from skiplake.txn.row_placements import placements, rebase_compaction, rebase_onto_compaction
 from skiplake.txn.row_tracking import materialized_columns
 
 # The operations whose new files are rows they changed: under WriteSerializable, with row-level
@@ -90,7 +90,7 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
     theirs = marked_paths(winner) if row_level else {}
     marked = {p for p, (r, a) in theirs.items() if is_row_change(r, a)}
     dml_winner = row_level and won.operation in ROW_LEVEL_OPERATIONS
-    # Compactions that say where each input's rows went (skiplake.txn.compacted): the files the
+    # Compactions that say where each input's rows went (skiplake.txn.row_placements): the files the
     # winner compacted hold the same rows elsewhere (unless this transaction compacts too), and
     # the inputs of this transaction's compaction that the winner changed are mapped, not lost.
     rearranging = is_rearrangement(actions)

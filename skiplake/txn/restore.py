@@ -23,7 +23,7 @@ from skiplake.log.features import merged_protocol
 from skiplake.log.history import version_at
 from skiplake.log.paths import absolute_path
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable, file_keys
-from skiplake.log.stores import missing
+from skiplake.log.storage_for import missing
 from skiplake.txn.commit import commit
 from skiplake.txn.read_set import ReadSet
 

@@ -34,7 +34,7 @@ from skiplake.log.actions import Action, AddFile, RemoveFile
 from skiplake.log.deletion_vectors import marked_rows, write_dv_file
 from skiplake.log.paths import absolute_path
 from skiplake.log.stats import loose_bounds
-from skiplake.log.stores import parquet_source
+from skiplake.log.storage_for import parquet_source
 from skiplake.txn.isolation import is_rearrangement
 from skiplake.txn.row_level import is_row_change, marked_paths
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from skiplake.errors import ConcurrentTransactionException, InvalidArgumentError, MetadataChangedException
-from skiplake.layout.zorder import ZCUBE_ID, ZCUBE_ZORDER_BY
+from skiplake.layout.curves import ZCUBE_ID, ZCUBE_ZORDER_BY
 from skiplake.log.actions import AddFile, DomainMetadata, Metadata, Protocol
 from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.schema import Field, Schema

@@ -11,8 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skiplake.layout.sortable import sortable
-from skiplake.layout.zorder import (
+from skiplake.layout.curves import (
     Curve,
     bits_per_column,
     cut_points,
@@ -22,6 +21,7 @@ from skiplake.layout.zorder import (
     range_boundaries,
     range_ids,
 )
+from skiplake.layout.sortable import sortable
 
 
 def test_interleave_puts_bits_of_each_column_in_turn():

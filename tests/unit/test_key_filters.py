@@ -14,7 +14,7 @@ from skiplake.errors import InvalidArgumentError
 from skiplake.expr.tree import And, Cmp, Col, Const, InList, Or
 from skiplake.log.schema import Field, Schema
 from skiplake.skipping.columnar import may_match_files
-from skiplake.skipping.dynamic import file_overlap, key_filter, probe_value
+from skiplake.skipping.key_filters import file_overlap, key_filter, probe_value
 from skiplake.skipping.stats_table import StatsTable
 from skiplake.spark.settings import DynamicPruningSettings, _join_types, conf_bytes
 
@@ -107,7 +107,7 @@ def test_settings_parse_sizes_and_join_types():
 def test_alike_join_reports_are_listed_once_with_their_count() -> None:
     """A CTE Spark inlines several times repeats its joins; the report lists each kind once."""
     from skiplake.skipping.report import DynamicPruningReport
-    from skiplake.spark.query.dynamic import _alike_once
+    from skiplake.spark.query.dynamic_pruning import _alike_once
     a = DynamicPruningReport("store_sales", "date_dim WHERE d_year = 2000", "Inner", [("ss_sold_date_sk", "d_date_sk")],
                              True, "366 keys", 0.1, 366, ["ss_sold_date_sk IN (keys of date_dim ...)"])
     b = DynamicPruningReport("item", "store_sales", "Inner", [("i_item_sk", "ss_item_sk")], False, "no selective filter")

@@ -10,7 +10,7 @@ from skiplake.errors import VersionNotFoundError
 from skiplake.log.actions import CommitInfo, Metadata, Protocol, now_ms
 from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.cleanup import clean_expired_log
-from skiplake.log.commit import put_commit, put_first_commit
+from skiplake.log.commit_files import put_commit, put_first_commit
 from skiplake.log.snapshot import LOG_DIR, Snapshot, checkpoint_name, commit_name, list_log, log_storage
 from tests.unit.logutil import SCHEMA, add
 

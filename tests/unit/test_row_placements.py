@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from skiplake.log.actions import AddFile, RemoveFile
 from skiplake.log.deletion_vectors import marked_rows, write_dv_file
-from skiplake.txn.compacted import (
+from skiplake.txn.row_placements import (
     COMPACTED_FROM,
     Placement,
     RowIdPlacement,

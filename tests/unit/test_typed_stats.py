@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skiplake.log.actions import AddFile, CommitInfo, Metadata, Protocol, RemoveFile, now_ms
-from skiplake.log.commit import put_commit, put_first_commit
+from skiplake.log.commit_files import put_commit, put_first_commit
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import LOG_DIR, Snapshot, checkpoint_name
 from skiplake.skipping.plan import plan_scan, stats_table

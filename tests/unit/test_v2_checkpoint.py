@@ -12,7 +12,7 @@ from skiplake.errors import CorruptLogError
 from skiplake.log.actions import CommitInfo, Metadata, Protocol, RemoveFile, now_ms
 from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.cleanup import clean_expired_log
-from skiplake.log.commit import put_commit, put_first_commit
+from skiplake.log.commit_files import put_commit, put_first_commit
 from skiplake.log.features import required_protocol
 from skiplake.log.snapshot import LAST_CHECKPOINT, LOG_DIR, LogListing, Snapshot, list_log, log_storage
 from tests.unit.logutil import SCHEMA, add

@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 
 from skiplake.expr.tree import And
 from skiplake.skipping.dfp_cost import CostEstimate, CostModel, combined_share
-from skiplake.skipping.dynamic import key_filter, probe_value
+from skiplake.skipping.key_filters import key_filter, probe_value
 from skiplake.skipping.plan import plan_scan, stats_table
 from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.model import QueryPlan

@@ -16,8 +16,7 @@ its predicate (partition values, min/max stats and bucket ids all prune by it). 
   files are clustered by the key (a key value falls into at most maxFileOverlap of its files),
   or it is bucketed by the key. A probe whose files are not clustered by the key prunes no file,
   but when the build is read in the driver (milliseconds) and gives at most ROW_FILTER_MAX_VALUES
-  keys, they still filter the probe's rows before its joins (unclusteredRowFilter; TPC-DS q24
-  3.6x faster at sf=10, filtering store_sales by its store keys before a shuffle).
+  keys, they still filter the probe's rows before its joins and shuffles (unclusteredRowFilter).
 - the build: it has a selective filter (not only `IS NOT NULL`), and it reads little
   (buildSizeThreshold, Spark's broadcast threshold by default: the bytes skiplake plans to read of
   its lake tables, Spark's estimate of any other relation), as the seed's broadcast hash join.
@@ -49,7 +48,7 @@ from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.schema import INTEGER_TYPES, is_decimal, is_primitive
 from skiplake.log.values import TIMESTAMP_TYPES
 from skiplake.skipping.dfp_cost import CostEstimate, CostModel
-from skiplake.skipping.dynamic import BuildKeys, KeyFilter, file_overlap
+from skiplake.skipping.key_filters import BuildKeys, KeyFilter, file_overlap
 from skiplake.skipping.local_build import local_keys
 from skiplake.skipping.plan import stats_table
 from skiplake.skipping.report import DynamicPruningReport
@@ -262,7 +261,7 @@ def _type_problem(column: str, type_: Any, cast: str | None) -> str:
         return (f"{column} is {type_}: Spark joins floating-point keys on normalized values (NaN, -0.0), "
                 "which min/max stats do not show")
     if not (type_ in INTEGER_TYPES or is_decimal(type_) or type_ in _KEY_TYPES):
-        # skiplake.skipping.dynamic.probe_value turns build keys into these types' values only.
+        # skiplake.skipping.key_filters.probe_value turns build keys into these types' values only.
         return f"{column} is {type_}: its keys are not compared with file statistics"
     if cast is None:
         return ""
@@ -592,15 +591,17 @@ def _apply(plan: QueryPlan, candidates: list[Candidate], model: CostModel | None
         filters: list[str] = []
         counts: list[int] = []
         declined: list[str] = []
+        on_rows = False
         for i, (targets, _op) in enumerate(c.pairs):
             used = False
             for t in targets:
                 kf = key_filter(c, i, t.column)
-                text, why = _place(t, kf, c.build_label)
-                if why:
-                    declined.append(why)
+                placed = _place(t, kf, c.build_label)
+                if placed.why_not:
+                    declined.append(placed.why_not)
                     continue
-                filters.append(text)
+                filters.append(placed.text)
+                on_rows = on_rows or placed.rows_only
                 touched[id(t.ref)] = t.ref
                 used = True
             if used:
@@ -610,7 +611,7 @@ def _apply(plan: QueryPlan, candidates: list[Candidate], model: CostModel | None
                                                      declined[0]))
             continue
         how = ", ".join(f"{n:,} keys" for n in counts)
-        if any(f.endswith(_ON_ROWS) for f in filters):
+        if on_rows:
             how += " (a row filter where the files are not clustered by the key)"
         plan.dynamic.append(DynamicPruningReport(c.probe_label, c.build_label, c.join.join_type, c.keys, True,
                                                  how, round(c.seconds, 4), max(counts, default=0),
@@ -621,6 +622,14 @@ def _apply(plan: QueryPlan, candidates: list[Candidate], model: CostModel | None
 
 
 _ON_ROWS = " on rows only"
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """What one probe target took of a key filter."""
+    text: str = ""            # the filter as the report shows it
+    why_not: str = ""         # why it took none
+    rows_only: bool = False   # a row filter only: the target's files are not clustered by the key
 
 
 class _KeyFilters:
@@ -670,14 +679,16 @@ def _not_worth_applying(c: Candidate, model: CostModel, key_filter: _KeyFilters)
     return "" if worth else why
 
 
-def _place(t: Target, kf: KeyFilter, build: str) -> tuple[str, str]:
-    """Give one probe target its key filter: (the filter as the report shows it, '') or ('', why
-    not). A clustered target prunes its files by it; an unclustered one takes a short key list as
-    a row filter only (Occurrence.kept), and longer ones not at all."""
+def _place(t: Target, kf: KeyFilter, build: str) -> _Placed:
+    """Give one probe target its key filter. A clustered target prunes its files by it; an
+    unclustered one takes a short key list as a row filter only (Occurrence.kept), and longer
+    ones not at all."""
     short = isinstance(kf.predicate, InList) and len(kf.predicate.values) <= ROW_FILTER_MAX_VALUES
     if t.unclustered and not short and not isinstance(kf.predicate, Const):
-        return "", f"{t.unclustered}; its {kf.keys:,} keys are more than a row filter takes ({ROW_FILTER_MAX_VALUES})"
-    if t.unclustered and short:
+        return _Placed(why_not=f"{t.unclustered}; its {kf.keys:,} keys are more than a row filter takes "
+                               f"({ROW_FILTER_MAX_VALUES})")
+    rows_only = bool(t.unclustered and short)
+    if rows_only:
         t.occ.kept.append(kf.predicate)  # type: ignore[arg-type]
         text = kf.text(build) + _ON_ROWS
     else:
@@ -685,7 +696,7 @@ def _place(t: Target, kf: KeyFilter, build: str) -> tuple[str, str]:
         text = kf.text(build)
     if text not in t.ref.dynamic_filters:
         t.ref.dynamic_filters.append(text)
-    return text, ""
+    return _Placed(text, "", rows_only)
 
 
 # ---------------------------------------------------------------- describing

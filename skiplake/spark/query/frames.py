@@ -29,7 +29,7 @@ from skiplake.spark.query.catalyst import (
     replace_nodes,
     tree_text,
 )
-from skiplake.spark.query.dynamic import prune_dynamically
+from skiplake.spark.query.dynamic_pruning import prune_dynamically
 from skiplake.spark.query.model import Occurrence, QueryPlan, TableReference
 from skiplake.spark.query.plan_text import parse_plan
 from skiplake.spark.query.pushdown import filters_above

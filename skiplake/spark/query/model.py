@@ -12,7 +12,7 @@ from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCount
-from skiplake.spark.bucket_join import JoinReport
+from skiplake.spark.bucket_join_runner import JoinReport
 from skiplake.spark.bucketed_tables import BucketedRead
 from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.query.catalyst import RelationParts, condition_sql
@@ -36,7 +36,7 @@ _SIMPLE_FILE_NAME = re.compile(r"^[A-Za-z0-9._=-]+$")
 # Dynamic filters become a row filter only as short IN lists: Spark hands Parquet an IN list of
 # up to spark.sql.parquet.pushdown.inFilterThreshold (10) values as exact equalities, which skip
 # row groups and pages; a longer list reaches Parquet as its [min, max] only, skips little within
-# files, and made TPC-DS q3 at sf=10 twice slower (7.6 s against 3.5 s without it).
+# files, and cost more than it saved (the row filter is measured in docs/benchmarks.md).
 ROW_FILTER_MAX_VALUES = 10
 
 
@@ -205,9 +205,9 @@ class TableReference:
         OR over the occurrences of each one's short IN lists; None when an occurrence has none.
         Spark pushes an IN list into the Parquet scan, which skips row groups and pages by it.
         A kept list (files not clustered by its key) is written so that Spark cannot push it:
-        Parquet would read every row group's dictionary to test it, which cost TPC-DS's Q2 over
-        784 files sorted by date 0.5 s more than it saved, where the filter kept above the scan
-        costs nothing measurable (and made q24 3.6x faster, filtering before its shuffles)."""
+        Parquet would read every row group's dictionary to test it, which cost more than it
+        saved on files sorted by another key, where the filter kept above the scan costs
+        nothing measurable and still filters rows before the query's shuffles."""
         per_occurrence = [[d for d in occ.dynamic if isinstance(d, InList) and len(d.values) <= ROW_FILTER_MAX_VALUES]
                           + [_not_pushed(k) for k in occ.kept] for occ in self.occurrences]
         if not per_occurrence or any(not d for d in per_occurrence):
@@ -320,7 +320,7 @@ class QueryPlan:
             assert ref.view is not None
             # The analysis pass names the slot view itself: it has the table's columns and no
             # other, and a subquery listing them costs Spark's analysis and optimizer a Project
-            # per reference to resolve, then to remove (docs/benchmarks.md, benchmark 11).
+            # per reference to resolve, then to remove (measured: docs/benchmarks.md).
             body = bodies.get(i) or ref.view.name
             # Without an alias the query may qualify columns with the table's own name: keep it.
             pieces.append(body if ref.alias else f"{body} AS {name}")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Callable
 from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.gateway import quick_replies
 from skiplake.spark.query.bucket_joins import plan_bucket_joins
-from skiplake.spark.query.dynamic import prune_dynamically
+from skiplake.spark.query.dynamic_pruning import prune_dynamically
 from skiplake.spark.query.model import QueryPlan, Resolver, TableReference, whole_table
 from skiplake.spark.query.pushdown import push_filters
 from skiplake.spark.query.references import find_references

@@ -10,8 +10,8 @@ name makes it do (the slot views' twin, which costs full scans 10-20%).
 
 Only where a build side was evaluated once is the optimized plan edited instead (its rows take
 the build's place there). Spark's optimizer does not give the same plan again over its own
-output: over the optimized TPC-DS q23 (CTEs read several times) its physical plan had two scans
-more than plain Spark's, and the query ran 1.3x slower, so the analysed plan stays the rule.
+output: over an optimized plan whose CTEs are read several times its physical plan can have
+more scans than plain Spark's, and run slower, so the analysed plan stays the rule.
 
 References of one table version pruned to the same files share one relation (one file index),
 so Spark reuses their scans as it does for a table named several times (TPC-DS q44 names
