@@ -291,7 +291,7 @@ def database(db: str, n: int, root: Path, progress: Progress) -> Iterator[tuple[
         progress(f"SQLite catalog ready ({path.stat().st_size / 2**20:,.0f} MiB)")
         yield f"sqlite:///{path}", None
         return
-    from tests import postgres_server
+    from testing_support import postgres_server
     pg = postgres_server.start()
     try:
         url = pg.new_database()
@@ -317,7 +317,7 @@ def expected_sizes(url: str) -> dict[str, int]:
 
 def measure_db(db: str, url: str, db_pid: int | None, root: Path, old_tree: Path, creds: Path, args: Any,
                clients: list[int], seconds: float, operations: list[str], progress: Progress) -> list[dict[str, Any]]:
-    from tests.net import catalog_process
+    from testing_support.net import catalog_process
     log = root / f"server-{db}.log"
     new_args = ["--workers", str(args.workers), "--access-log", str(root / f"access-{db}.log")]
     rows = []

@@ -45,6 +45,7 @@ from benchmarks.common import Progress, Report, base_parser, command_line, finis
 from benchmarks.tpcds_answers import FACTS, canonical, spark_queries
 from benchmarks.tpcds_lake import FACT_KEYS, LAYOUT_VERSION, add_lake_arguments, lake_scale
 from skiplake.errors import InvalidArgumentError
+from testing_support.query_tools import renamed, scan_metrics
 
 CONTENDERS = ("spark", "static", "dynamic", "spark_dpp", "delta_spark")
 DEFAULT_CONTENDERS = ("spark", "static", "dynamic", "spark_dpp")
@@ -106,30 +107,6 @@ def _last_byte(path: Path) -> bytes:
         return f.read(1)
 
 
-def scan_metrics(df: Any) -> tuple[int, int, int]:
-    """(files, bytes, rows) the file scans of an executed query read (their SQL metrics)."""
-    totals = [0, 0, 0]
-
-    def visit(node: Any) -> None:
-        name = node.getClass().getSimpleName()
-        if name == "AdaptiveSparkPlanExec":
-            return visit(node.executedPlan())
-        if name.endswith("QueryStageExec"):
-            return visit(node.plan())
-        if name == "FileSourceScanExec":
-            metrics = node.metrics()
-            for i, key in enumerate(("numFiles", "filesSize", "numOutputRows")):
-                if metrics.contains(key):
-                    totals[i] += int(metrics.apply(key).value())
-        for i in range(node.children().size()):
-            visit(node.children().apply(i))
-        for i in range(node.subqueries().size()):
-            visit(node.subqueries().apply(i))
-
-    visit(df._jdf.queryExecution().executedPlan())
-    return totals[0], totals[1], totals[2]
-
-
 @dataclass
 class Race:
     """Each contender's timed runs of one query, its answer, and what its last run read."""
@@ -154,27 +131,6 @@ def race(queries: dict[str, Callable[[], Any]], reps: int) -> Race:
             out.times[c].append(seconds)
             out.reads[c] = scan_metrics(df)
     return out
-
-
-def renamed(query: str, prefix: str, tables: set[str], to: Callable[[str], str] | None = None) -> str:
-    """`query` reading `<prefix><table>` (or `to(table)`) for each TPC-DS table it names (not CTEs
-    of that name)."""
-    import sqlglot
-    from sqlglot import exp
-
-    from skiplake.spark.query.references import names_cte
-    tree = sqlglot.parse_one(query, read="spark")
-    spots = []
-    for t in tree.find_all(exp.Table):
-        if isinstance(t.this, exp.Identifier) and not t.db and t.name.lower() in tables and not names_cte(t):
-            spots.append((t.this.meta["start"], t.this.meta["end"], t.name, bool(t.alias)))
-    out, last = [], 0
-    for start, end, name, aliased in sorted(spots):
-        out.append(query[last:start])
-        out.append((to(name) if to else f"{prefix}{name}") + ("" if aliased else f" AS {name}"))
-        last = end + 1
-    out.append(query[last:])
-    return "".join(out)
 
 
 def _texts(rows: Any) -> list[list[str]]:

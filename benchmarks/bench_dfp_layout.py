@@ -24,9 +24,10 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts, race, renamed
+from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts, race
 from benchmarks.common import Progress, Report, base_parser, command_line, finish, median
 from benchmarks.tpcds_lake import PAGE_ROWS, add_lake_arguments, build_lake, lake_scale, partitioned_root
+from testing_support.query_tools import renamed
 
 LAYOUTS = ("zorder", "datemajor")
 # The item star join (item filter) and the store_sales-only queries of benchmark 9 where Spark's

@@ -36,7 +36,7 @@ through deletion vectors adds over the rewritten table, the layers taking turns 
   reader    the table's read (`Table.read`), deleted rows dropped: by the files' sizes, no join
   by_join   the same read made to take the join it falls back to (deleted rows dropped)
   delta     (with --delta-spark) the table's read over a byte copy of the same files whose
-            deletion vectors delta-spark wrote (its DELETE in a JVM of its own, tests/delta_spark.py)
+            deletion vectors delta-spark wrote (its DELETE in a JVM of its own, testing_support/delta_spark.py)
 
 and the driver's share of `Table.read` (decoding the DVs, building the bitmaps, the Spark job that
 hashes the paths for the join; the whole of `Table.read`, and the same made to take the join).
@@ -213,7 +213,7 @@ def _delta_spark_delete(work: Path, path: str, where: str, progress: Progress) -
     """DELETE through delta-spark (its own JVM), deletion vectors on in the table already."""
     import sys
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from tests.delta_spark import DeltaSpark
+    from testing_support.delta_spark import DeltaSpark
     root = work / "delta-spark"
     root.mkdir(exist_ok=True)
     ds = DeltaSpark(root)

@@ -25,7 +25,15 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from benchmarks.common import Progress, Report, alternate, base_parser, command_line, finish, median, timed, workdir
-from tests.install_env import build_wheel, clean_env, create_venv, install, installed_bytes, quickstart_code, uv
+from testing_support.install_env import (
+    build_wheel,
+    clean_env,
+    create_venv,
+    install,
+    installed_bytes,
+    quickstart_code,
+    uv,
+)
 
 # Runs the quick start (argv[1]), then prints the CPU seconds of its JVM and of this Python: on
 # a busy machine the wall time says little, the CPU time bounds what a quiet one would take.

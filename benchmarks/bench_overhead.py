@@ -114,9 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks.common import setup_java
     setup_java()
     import skiplake
-    from benchmarks.bench_dfp import renamed
     from benchmarks.tpcds_lake import build_lake
     from skiplake.tpcds import TPCDS_TABLES
+    from testing_support.query_tools import renamed
     spark = skiplake.local_spark(app_name="bench-overhead", shuffle_partitions=8, driver_memory="4g")
     root = build_lake(spark, Path(args.data), args.sf, args.files, progress=progress)
     for t in TPCDS_TABLES:

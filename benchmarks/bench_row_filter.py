@@ -34,9 +34,9 @@ def row_filters(lake: Any, text: str) -> list[str]:
 
 
 def measure(spark: Any, lake: Any, text: str, reps: int) -> dict[str, Any]:
-    from benchmarks.bench_dfp import scan_metrics
     from benchmarks.tpcds_answers import canonical
     from skiplake.spark.settings import UNCLUSTERED_ROW_FILTER
+    from testing_support.query_tools import scan_metrics
     rows: dict[str, int] = {}
     answers: dict[str, Any] = {}
 

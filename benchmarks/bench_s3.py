@@ -1,6 +1,6 @@
 """Benchmark 15: tables on an S3-compatible store, skiplake against delta-rs.
 
-The store is s3proxy 4.0.0 on loopback over a temporary folder (tests/s3_server.py: SigV4, an
+The store is s3proxy 4.0.0 on loopback over a temporary folder (testing_support/s3_server.py: SigV4, an
 atomic conditional PUT), started by the benchmark. Both contenders reach it the same way (HTTP to
 127.0.0.1, the same keys); every measurement has a warm-up first and contenders alternate.
 
@@ -44,7 +44,7 @@ SKIPLAKE, DELTA = "skiplake", "delta-rs"
 def start_store():
     from benchmarks.common import setup_java
     setup_java()
-    from tests.s3_server import start
+    from testing_support.s3_server import start
     return start()
 
 
@@ -80,7 +80,7 @@ def snapshot_loads(report: Report, server, bucket: str, workdir: str, commits: i
     from deltalake import DeltaTable
 
     from skiplake.log.snapshot import Snapshot
-    from tests.s3_proxy import CountingProxy
+    from testing_support.s3_proxy import CountingProxy
     local = os.path.join(workdir, "snapshot")
     factory = FileFactory(seed=42)
     progress(f"building a {commits * per:,}-file log locally")
@@ -141,7 +141,7 @@ def small_commits(report: Report, server, bucket: str, reps: int, progress: Prog
     from skiplake.log.schema import Field, Schema
     from skiplake.log.snapshot import Snapshot
     from skiplake.txn import commit, create
-    from tests.s3_proxy import CountingProxy
+    from testing_support.s3_proxy import CountingProxy
     # One table per contender, both checkpointed every 10 commits, both at version 19 to start.
     config = {"delta.checkpointInterval": "10"}
     sk_uri, dl_uri = f"s3://{bucket}/small-skiplake", f"s3://{bucket}/small-deltars"

@@ -124,7 +124,7 @@ def compare(spark: Any, path: Path) -> Outcome:
 
 
 def spark_strings(df: Any) -> list[list[str | None]]:
-    """Sorted rows as strings cast by Spark, as tests/delta_spark_reader.py spells delta-spark's."""
+    """Sorted rows as strings cast by Spark, as testing_support/delta_spark_reader.py spells delta-spark's."""
     from pyspark.sql import functions as F
     rows = df.select(*[F.col(f"`{c}`").cast("string").alias(c) for c in df.columns]).collect()
     return [list(r) for r in sorted((tuple(r) for r in rows), key=lambda t: tuple((v is None, v or "") for v in t))]
@@ -139,7 +139,7 @@ def against_delta_spark(spark: Any, outcomes: list[Outcome], package: str) -> No
     todo = [o for o in outcomes if o.status == "reference-fails"]
     if not todo:
         return
-    reader = Path(__file__).resolve().parent.parent / "tests" / "delta_spark_reader.py"
+    reader = Path(__file__).resolve().parent.parent / "testing_support" / "delta_spark_reader.py"
     with tempfile.TemporaryDirectory() as tmp:
         jobs, result = Path(tmp) / "jobs.json", Path(tmp) / "result.json"
         jobs.write_text(json.dumps({"package": package, "jobs": [

@@ -84,7 +84,7 @@ def s3_server():
     home = _java_home()
     if home:
         os.environ["JAVA_HOME"] = home
-    from tests.s3_server import start
+    from testing_support.s3_server import start
     server = start()
     yield server
     server.stop()
@@ -100,7 +100,7 @@ def s3_lake(spark, s3_server):
 @pytest.fixture(scope="session")
 def postgres():
     """A PostgreSQL server on loopback for the catalog tests (Debian's package, installed if missing)."""
-    from tests.postgres_server import PostgresUnavailable, start
+    from testing_support.postgres_server import PostgresUnavailable, start
     try:
         server = start()
     except PostgresUnavailable as e:

@@ -31,7 +31,7 @@ def _replay(records: dict[str, list[dict]]) -> list[list[int]]:
 
 @pytest.mark.slow
 def test_demo_and_concurrent_writers_on_a_standalone_cluster_over_s3(s3_server, tmp_path):
-    from tests.spark_cluster import start
+    from testing_support.spark_cluster import start
     cluster = start(workers=2)
     try:
         bucket = s3_server.new_bucket()
@@ -40,7 +40,7 @@ def test_demo_and_concurrent_writers_on_a_standalone_cluster_over_s3(s3_server, 
         spec.write_text(json.dumps({"master": cluster.url, "options": s3_server.options, "bucket": bucket,
                                     "data_dir": str(tmp_path / "data"), "sf": 0.01, "writers": 3, "ops": 6}))
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-        out = subprocess.run([sys.executable, "-m", "tests.cluster_driver", str(spec), str(result)], cwd=REPO,
+        out = subprocess.run([sys.executable, "-m", "testing_support.cluster_driver", str(spec), str(result)], cwd=REPO,
                              env=env, capture_output=True, text=True, timeout=1800)
         assert out.returncode == 0, f"{out.stderr[-4000:]}\n{cluster.logs()[-4000:]}"
         r = json.loads(result.read_text())

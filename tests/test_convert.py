@@ -39,7 +39,7 @@ from skiplake.log.snapshot import log_storage, read_commit
 from skiplake.log.stats import MAX_CHAR
 from skiplake.spark.convert import convert
 from skiplake.table import Table
-from tests.delta_spark import DeltaSpark, rows_as_strings
+from testing_support.delta_spark import DeltaSpark, rows_as_strings
 from tests.test_bucketing import assert_no_shuffle_below_join
 
 pytestmark = pytest.mark.spark

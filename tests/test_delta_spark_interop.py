@@ -1,7 +1,7 @@
 """delta-spark (the reference Delta Lake implementation) reads and writes skiplake tables.
 
 The suite's SparkSession has no Delta jars, so delta-spark runs in a subprocess with its own JVM
-(tests/delta_spark.py), started ONCE for the whole module: the module fixture builds every
+(testing_support/delta_spark.py), started ONCE for the whole module: the module fixture builds every
 skiplake table first, hands delta-spark one list of jobs (reads at the latest version and at
 older versions, an append and a DELETE, the isolation-level probe) and the tests then compare.
 
@@ -26,7 +26,7 @@ import pytest
 
 from skiplake.log.actions import AddFile
 from skiplake.log.snapshot import log_storage, read_commit
-from tests.delta_spark import DeltaSpark, reader, rows_as_strings
+from testing_support.delta_spark import DeltaSpark, reader, rows_as_strings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

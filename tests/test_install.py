@@ -3,7 +3,7 @@ its core dependencies alone into a fresh virtualenv (not the development one), w
 quick start must run as written and every feature of a missing extra must fail with its
 MissingExtraError. A second venv adds [catalog] only, for the PostgreSQL extra's error.
 
-uv builds and installs (tests/install_env.py); with a warm package cache the venvs take about a
+uv builds and installs (testing_support/install_env.py); with a warm package cache the venvs take about a
 second each, and the quick start (a fresh JVM, its Spark jobs) most of this module's time.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.install_env import REPO, build_wheel, clean_env, create_venv, install, quickstart_code
+from testing_support.install_env import REPO, build_wheel, clean_env, create_venv, install, quickstart_code
 
 CORE = {"pyspark", "pyarrow", "sqlglot", "numpy", "rich"}
 EXTRA_MODULES = ("sqlalchemy", "orjson", "boto3", "botocore", "uvicorn", "httptools", "uvloop", "psycopg", "duckdb",

@@ -29,7 +29,7 @@ import pytest
 
 import skiplake
 from skiplake.errors import MergeClauseError, MergeConflictError
-from tests.delta_spark import DeltaSpark, quote_path, rows_as_strings
+from testing_support.delta_spark import DeltaSpark, quote_path, rows_as_strings
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -187,8 +187,8 @@ def test_bad_credentials_missing_bucket_and_foreign_schemes(spark, s3_server, tm
 def test_a_store_without_conditional_writes_is_refused(spark, s3_server):
     """A store that ignores If-None-Match (a proxy strips it in front of an unsigned s3proxy):
     the table is not created, and nothing is left in the bucket."""
-    from tests.s3_proxy import StrippingProxy
-    from tests.s3_server import start
+    from testing_support.s3_proxy import StrippingProxy
+    from testing_support.s3_server import start
     plain = start(signed=False)
     try:
         bucket = "nocond" + os.urandom(4).hex()
@@ -228,7 +228,7 @@ def test_delta_spark_reads_s3_tables_through_s3a(spark, s3_lake, s3_server, tmp_
     """delta-spark 4.4 (its own JVM, S3A from the same packages) reads a skiplake table on the
     store, partitioned, after DML with deletion vectors, with identical rows."""
     from skiplake.spark.object_stores import HADOOP_AWS
-    from tests.delta_spark import DELTA_PACKAGE, READER, rows_as_strings
+    from testing_support.delta_spark import DELTA_PACKAGE, READER, rows_as_strings
     t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
                              properties={"delta.enableDeletionVectors": "true"})
     t.append(spark.range(500).selectExpr("id", "concat('p', id % 4) p", "cast(id / 3 as double) v"))
@@ -277,7 +277,7 @@ def test_catalog_hive_style_parquet_table_on_s3(spark, s3_server, tmp_path):
 def test_a_conflicting_conditional_write_is_retried(s3_server):
     """409 ConditionalRequestConflict (two conditional writes of one key overlapping) is retried;
     412 after the retry means the other writer took the version."""
-    from tests.s3_proxy import ConflictingProxy
+    from testing_support.s3_proxy import ConflictingProxy
     bucket = s3_server.new_bucket()
     with ConflictingProxy(s3_server.endpoint, conflicts=2) as proxy:
         set_bucket_options(bucket, {**s3_server.options, "AWS_ENDPOINT_URL": proxy.endpoint})
@@ -320,7 +320,7 @@ def test_bucketed_tables_on_s3_join_without_a_shuffle(spark, s3_lake, s3_server)
 def test_a_commit_whose_answer_was_lost_is_still_ours(s3_server):
     """The store wrote the commit but its answer never arrived; the SDK's retry gets 412 from
     our own object: that is a commit, not a lost race (nor a conflict with ourselves)."""
-    from tests.s3_proxy import LostAnswerProxy
+    from testing_support.s3_proxy import LostAnswerProxy
     bucket = s3_server.new_bucket()
     with LostAnswerProxy(s3_server.endpoint) as proxy:
         set_bucket_options(bucket, {**s3_server.options, "AWS_ENDPOINT_URL": proxy.endpoint})

@@ -21,13 +21,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import skiplake
-from benchmarks.bench_dfp import scan_metrics
 from skiplake.cli import main as cli_main
 from skiplake.errors import InvalidArgumentError
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path
 from skiplake.spark.read import path_from_spark, read_files
 from skiplake.table import Table
+from testing_support.query_tools import scan_metrics
 
 pytestmark = pytest.mark.spark
 

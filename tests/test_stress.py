@@ -22,7 +22,7 @@ from skiplake.log.s3 import set_bucket_options
 from skiplake.log.snapshot import Snapshot, list_log, log_storage, read_commit
 from skiplake.log.storage_for import storage_at
 from skiplake.log.vacuum import vacuum
-from tests.concurrency_worker import PARTITIONS, STORE_OPTIONS_ENV, append_rows, create_table, read_file
+from testing_support.concurrency_worker import PARTITIONS, STORE_OPTIONS_ENV, append_rows, create_table, read_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def start_worker(table: str, worker: int, seed: int, n_ops: int, ack: str, max_delay_ms: int,
                  env: dict[str, str] | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.concurrency_worker", table, str(worker), str(seed), str(n_ops), ack,
+        [sys.executable, "-m", "testing_support.concurrency_worker", table, str(worker), str(seed), str(n_ops), ack,
          str(max_delay_ms)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         env={**os.environ, **(env or {})})
 

@@ -75,11 +75,11 @@ def test_answers_equal_duckdbs_with_dynamic_pruning(spark, tpcds):
 def _filters_over_relations(spark, lake, prefix: str):
     """(query, optimized plan (py4j), table schema, Filter node) for each Filter directly above a
     table's relation in Spark's optimized plans of the subset's queries, over plain reads."""
-    from benchmarks.bench_dfp import renamed
     from benchmarks.tpcds_answers import spark_queries
     from skiplake.spark.query.catalyst import optimized_plan, tree_text
     from skiplake.spark.query.plan_text import parse_plan
     from skiplake.tpcds import TPCDS_TABLES
+    from testing_support.query_tools import renamed
 
     schemas = {}
     for name in TPCDS_TABLES:

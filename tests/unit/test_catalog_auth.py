@@ -19,7 +19,7 @@ from skiplake.catalog.auth import AuthError, Principal, Verifier, load_principal
 from skiplake.catalog.server import CatalogServer
 from skiplake.catalog.service import GlueCatalog
 from skiplake.errors import InvalidArgumentError
-from tests.net import catalog_serve, glue_post, retry_while_starting, signed_headers
+from testing_support.net import catalog_serve, glue_post, retry_while_starting, signed_headers
 
 PRINCIPALS = {"AKWRITER": Principal("AKWRITER", "writer-secret", "read-write"),
               "AKREADER": Principal("AKREADER", "reader-secret", "read-only")}

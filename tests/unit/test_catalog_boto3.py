@@ -6,7 +6,7 @@ import pytest
 
 from skiplake.catalog.server import CatalogServer
 from skiplake.catalog.service import GlueCatalog
-from tests.net import catalog_serve, retry_while_starting
+from testing_support.net import catalog_serve, retry_while_starting
 
 
 @pytest.fixture()

@@ -26,7 +26,7 @@ from skiplake.catalog.auth import DatabaseSignatures, Principal
 from skiplake.catalog.server import CatalogServer, ServeOptions
 from skiplake.catalog.service import GlueCatalog
 from skiplake.errors import CatalogError, InvalidArgumentError
-from tests.net import catalog_process, glue_post, signed_headers
+from testing_support.net import catalog_process, glue_post, signed_headers
 
 KEYS = {"AKSERVER": Principal("AKSERVER", "server-secret")}
 

@@ -12,7 +12,7 @@ import pytest
 
 from skiplake.errors import MissingExtraError, SkiplakeError
 from skiplake.extras import EXTRAS, missing_modules, require, require_database
-from tests.install_env import REPO
+from testing_support.install_env import REPO
 
 
 def _distribution(requirement: str) -> str:

@@ -6,7 +6,7 @@ Each operation is described completely in its commit's operationParameters ("op"
 arguments), so the test can replay the table's contents from the log alone, even for commits
 whose writer was killed before it could acknowledge them.
 
-Run: python -m tests.concurrency_worker TABLE WORKER_ID SEED N_OPS ACK_FILE [MAX_DELAY_MS]
+Run: python -m testing_support.concurrency_worker TABLE WORKER_ID SEED N_OPS ACK_FILE [MAX_DELAY_MS]
 (TABLE may be s3://...; its storage options are then read as JSON from SKIPLAKE_TEST_STORE_OPTIONS.)
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The driver of the cluster test: a separate process (the suite's own SparkSession is local),
 connected to a standalone cluster, working on tables on the S3-compatible server.
 
-    python -m tests.cluster_driver SPEC.json RESULT.json
+    python -m testing_support.cluster_driver SPEC.json RESULT.json
 
 SPEC: {"master": "spark://...", "options": storage options, "bucket": "...", "data_dir": "...",
 "writers": 3, "ops": 4}. RESULT: what the test asserts on (executors seen, the demo's summary,

@@ -15,7 +15,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.net import free_port
+from testing_support.net import free_port
 
 
 def spark_home() -> str:

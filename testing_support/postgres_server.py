@@ -15,7 +15,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 
-from tests.net import free_port
+from testing_support.net import free_port
 
 
 class PostgresUnavailable(Exception):

@@ -1,7 +1,7 @@
 """delta-spark (the reference Delta Lake implementation) in a subprocess with its own JVM.
 
 The suite's SparkSession has no Delta jars, so tests that compare with delta-spark hand a list of
-jobs to tests/delta_spark_reader.py. `DeltaSpark(root)` starts the subprocess at once (the JVM
+jobs to testing_support/delta_spark_reader.py. `DeltaSpark(root)` starts the subprocess at once (the JVM
 starts and Ivy resolves the package while the test builds its tables); `run(jobs)` then gives it
 its last jobs file and returns the results (or `submit(jobs)`, work on, then `results()`), and
 `run_batch(jobs)` one batch of several, between which skiplake acts on what delta-spark wrote.

@@ -19,7 +19,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.net import free_port
+from testing_support.net import free_port
 
 S3PROXY = "org.gaul:s3proxy:4.0.0:jar:jar-with-dependencies"
 ACCESS_KEY = "skiplake-test"

@@ -4,8 +4,8 @@ Used by tests/test_delta_spark_interop.py, which runs this file as a subprocess 
 test suite's one SparkSession has no Delta jars. One invocation runs a list of jobs, so the JVM
 starts (and Ivy resolves the package) once:
 
-    python tests/delta_spark_reader.py JOBS.json RESULT.json
-    python tests/delta_spark_reader.py - RESULT.json PACKAGE [IVY_DIR]   # jobs path on stdin
+    python testing_support/delta_spark_reader.py JOBS.json RESULT.json
+    python testing_support/delta_spark_reader.py - RESULT.json PACKAGE [IVY_DIR]   # jobs path on stdin
 
 The second form starts the session (and resolves the package) at once, prints READY, then reads
 the path of the jobs file from stdin, so a caller can prepare tables while the JVM starts.
