@@ -31,7 +31,7 @@ from skiplake.skipping.metrics import file_lookup, may_match
 from skiplake.skipping.rows import NotExact
 from skiplake.txn.isolation import SERIALIZABLE, WRITE_SERIALIZABLE, is_rearrangement
 from skiplake.txn.read_set import ReadSet
-from skiplake.txn.row_level import Remark, is_row_change, marked_paths, rebase
+from skiplake.txn.row_level import MarkedByBoth, is_row_change, marked_paths, rebase
 from skiplake.txn.row_placements import placements, rebase_compaction, rebase_onto_compaction
 from skiplake.txn.row_tracking import materialized_columns
 
@@ -106,7 +106,7 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
     reads = ReadSet(files=set(our_removes)) if row_level and rearranging else read_set
     _check_removed_files(won, reads, our_removes, marked | set(their_moves) | taken)
     ours = marked_paths(actions)
-    remarks = []
+    both_marked = []
     for path in sorted((marked & our_removes) - taken):
         our_remove, our_add = ours[path]
         their_remove, their_add = theirs[path]
@@ -115,7 +115,7 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
             won.raise_(ConcurrentDeleteDeleteException,
                        f"and marked rows of a file that this transaction rewrites or removes ({path} in "
                        f"{won.where(their_remove)}). Retry the operation on the new version.")
-        remarks.append(Remark(path, our_remove, our_add, their_remove, their_add))
+        both_marked.append(MarkedByBoth(path, our_remove, our_add, their_remove, their_add))
 
     def same_rows(path: str, rows: int) -> None:
         if not rows:
@@ -127,8 +127,8 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
                    f"and changed {rows} row{'s' if rows != 1 else ''} of {path} that this transaction also "
                    "changes (row-level concurrency lets two commits change different rows of a file, not "
                    "the same ones). Retry the operation on the new version.")
-    if remarks:
-        actions = rebase(snapshot.table_path, remarks, actions, same_rows)
+    if both_marked:
+        actions = rebase(snapshot.table_path, both_marked, actions, same_rows)
     if their_moves and set(their_moves) & our_removes:
         actions = rebase_onto_compaction(snapshot.table_path, their_moves, winner, actions, same_rows)
     if taken:

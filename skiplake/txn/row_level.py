@@ -23,7 +23,7 @@ from skiplake.log.deletion_vectors import marked_rows, unique_id, write_dv_file
 
 
 @dataclass(frozen=True)
-class Remark:
+class MarkedByBoth:
     """A file both commits marked: the loser's remove and add of it, and the winner's."""
     path: str
     ours_removed: RemoveFile
@@ -45,14 +45,14 @@ def is_row_change(removed: RemoveFile, added: AddFile | None) -> bool:
         unique_id(added.deletionVector) != unique_id(removed.deletionVector)
 
 
-def rebase(table_path: str, remarks: list[Remark], actions: list[Action],
+def rebase(table_path: str, both_marked: list[MarkedByBoth], actions: list[Action],
            conflict: Callable[[str, int], None]) -> list[Action]:
     """`actions` rebased on the winner's marks of the same files; `conflict(path, rows)` raises
     when both marked some of the same rows (it is called with the first such file)."""
     replaced: dict[int, Action | None] = {}
     bitmaps: list[np.ndarray] = []
-    pending: list[Remark] = []
-    for m in remarks:
+    pending: list[MarkedByBoth] = []
+    for m in both_marked:
         assert m.ours_added is not None and m.theirs_added is not None
         base = marked_rows(table_path, m.ours_removed.deletionVector)
         ours_new = np.setdiff1d(marked_rows(table_path, m.ours_added.deletionVector), base)
