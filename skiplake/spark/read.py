@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -107,13 +107,10 @@ def hive_layout(table_path: str, partition_columns: list[str], files: Sequence[A
     return True
 
 
-def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
-               files: Sequence[AddFile], columns: Sequence[str] | None = None,
-               with_file_info: bool = False, bucket_spec: BucketSpec | None = None,
-               file_column: str | None = None, tag: tuple[str, str] | None = None,
-               column_mapping: str = "none", deleted: Mapping[str, np.ndarray] | None = None) -> DataFrame:
-    """A DataFrame over exactly `files`, with the table's columns (partition columns included),
-    without the rows the files' deletion vectors mark deleted.
+@dataclass(frozen=True)
+class ReadRequest:
+    """What a read asks for: exactly `files` of the table at `table_path`, with the table's
+    columns (partition columns included), without the rows their deletion vectors mark deleted.
 
     with_file_info adds FILE_COLUMN (the file's path as Spark names it) and ROW_COLUMN (the
     row's index in its file), which identify every target row of a DELETE/UPDATE/MERGE.
@@ -123,33 +120,65 @@ def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_c
     layout. tag is a reader option (name, value) that names the relation in Spark's plans.
     column_mapping (`name` or `id`) reads the files' physical column names (the files' partition
     values keyed by logical names, as Snapshot gives them) and renames them to the logical ones.
+    `deleted` (row indexes by log path) drops more rows of the files it names, as a deletion
+    vector would (rows a MERGE is about to mark deleted)."""
+    table_path: str
+    schema: Schema
+    partition_columns: Sequence[str]
+    files: Sequence[AddFile]
+    columns: Sequence[str] | None = None
+    with_file_info: bool = False
+    bucket_spec: BucketSpec | None = None
+    file_column: str | None = None
+    tag: tuple[str, str] | None = None
+    column_mapping: str = "none"
+    deleted: Mapping[str, np.ndarray] | None = None
 
-    Files with a deletion vector are read apart, by a second relation whose deleted rows
-    skiplake.spark.deletions drops, and the two are unioned; such a read is not declared
-    bucketed (Spark's bucketed scan is one relation). `deleted` (row indexes by log path) drops
-    more rows of the files it names, the same way (rows a MERGE is about to mark deleted)."""
-    deleted = {p: rows for p, rows in (deleted or {}).items() if len(rows)}
-    with_dv = [f for f in files if f.deletionVector or f.path in deleted]
-    if not with_dv:
-        return _read_exactly(spark, table_path, schema, partition_columns, files, columns, with_file_info,
-                             bucket_spec, file_column, tag, column_mapping=column_mapping)
-    plain = [f for f in files if not f.deletionVector and f.path not in deleted]
-    marked = _read_exactly(spark, table_path, schema, partition_columns, with_dv, None, with_file_info, None,
-                           file_column, tag, dv_columns=True, column_mapping=column_mapping)
-    root = resolve(table_path)
+
+def read_files(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
+               files: Sequence[AddFile], columns: Sequence[str] | None = None,
+               with_file_info: bool = False, bucket_spec: BucketSpec | None = None,
+               file_column: str | None = None, tag: tuple[str, str] | None = None,
+               column_mapping: str = "none", deleted: Mapping[str, np.ndarray] | None = None) -> DataFrame:
+    """read(ReadRequest(...)) with the request's fields as arguments."""
+    return read(spark, ReadRequest(table_path, schema, partition_columns, files, columns, with_file_info,
+                                   bucket_spec, file_column, tag, column_mapping, deleted))
+
+
+def read(spark: SparkSession, request: ReadRequest) -> DataFrame:
+    """A DataFrame over exactly the request's files (see ReadRequest). Files with a deletion
+    vector (or rows in `deleted`) are read apart and their deleted rows dropped
+    (_read_with_deletions); the others in one relation."""
+    deleted = {p: rows for p, rows in (request.deleted or {}).items() if len(rows)}
+    with_dv = [f for f in request.files if f.deletionVector or f.path in deleted]
+    if with_dv:
+        df = _read_with_deletions(spark, request, with_dv, deleted)
+    else:
+        df = _read_exactly(spark, request, request.files)
+    return df.select(*[f"`{c}`" for c in request.columns]) if request.columns else df
+
+
+def _read_with_deletions(spark: SparkSession, request: ReadRequest, with_dv: list[AddFile],
+                         deleted: Mapping[str, np.ndarray]) -> DataFrame:
+    """The request's rows when `with_dv` of its files have rows to drop: those files by a second
+    relation whose deleted rows skiplake.spark.deletions drops, unioned with the others. Such a
+    read is not declared bucketed (Spark's bucketed scan is one relation)."""
+    unbucketed = replace(request, bucket_spec=None)
+    plain = [f for f in request.files if not f.deletionVector and f.path not in deleted]
+    marked = _read_exactly(spark, unbucketed, with_dv, dv_columns=True)
+    root = resolve(request.table_path)
     by_path = {file_key(root, f.path): f for f in with_dv}
     spark_paths = marked.inputFiles()
     found = [by_path.get(spark_file_key(p)) for p in spark_paths]
     if None in found or len(found) != len(with_dv):
         raise RuntimeError(f"Spark lists {len(spark_paths)} files where {len(with_dv)} with deletion vectors "
-                           f"were asked for under {table_path}")
+                           f"were asked for under {request.table_path}")
     dropped = [_dropped(root, f, deleted) for f in found]  # type: ignore[arg-type]
     df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], dropped,
                          [f.size for f in found])  # type: ignore[union-attr]
     if plain:
-        df = _read_exactly(spark, table_path, schema, partition_columns, plain, None, with_file_info, None,
-                           file_column, tag, column_mapping=column_mapping).unionByName(df)
-    return df.select(*[f"`{c}`" for c in columns]) if columns else df
+        df = _read_exactly(spark, unbucketed, plain).unionByName(df)
+    return df
 
 
 def _dropped(root: str, f: AddFile, deleted: Mapping[str, np.ndarray]) -> np.ndarray:
@@ -160,57 +189,62 @@ def _dropped(root: str, f: AddFile, deleted: Mapping[str, np.ndarray]) -> np.nda
     return rows if more is None else np.union1d(rows, more).astype(np.uint64)
 
 
-def _read_exactly(spark: SparkSession, table_path: str, schema: Schema, partition_columns: list[str],
-                  files: Sequence[AddFile], columns: Sequence[str] | None, with_file_info: bool,
-                  bucket_spec: BucketSpec | None, file_column: str | None, tag: tuple[str, str] | None,
-                  dv_columns: bool = False, column_mapping: str = "none") -> DataFrame:
-    """Every row of `files` (deletion vectors not applied); dv_columns adds the three columns
-    skiplake.spark.deletions drops deleted rows by."""
-    if column_mapping != "none" and files:
-        # Read under the physical names, then give every column its logical name (and nested
-        # fields theirs: a cast between structs of the same shape renames by position).
-        phys = physical_names(schema, column_mapping)
-        renamed = [replace(f, partitionValues={phys.get(k, k): v for k, v in (f.partitionValues or {}).items()})
-                   for f in files]
-        df = _read_exactly(spark, table_path, physical_schema(schema, column_mapping, column_mapping == "id"),
-                           [phys[c] for c in partition_columns], renamed, None, with_file_info, bucket_spec,
-                           file_column, tag, dv_columns)
-        logical = [F.col(f"`{phys[f.name]}`").cast(spark_type(f.type)).alias(f.name) if isinstance(f.type, dict)
-                   else F.col(f"`{phys[f.name]}`").alias(f.name) for f in schema.fields]
-        df = df.select(*logical, *[F.col(f"`{c}`") for c in df.columns[len(schema.fields):]])
-        return df.select(*[f"`{c}`" for c in columns]) if columns else df
+def _read_exactly(spark: SparkSession, request: ReadRequest, files: Sequence[AddFile],
+                  dv_columns: bool = False) -> DataFrame:
+    """Every row of `files` (deletion vectors not applied), all the table's columns and the
+    extra ones the request asks for; dv_columns adds the three columns skiplake.spark.deletions
+    drops deleted rows by."""
+    if request.column_mapping != "none" and files:
+        return _read_mapped(spark, request, files, dv_columns)
+    schema, partition_columns = request.schema, list(request.partition_columns)
     full_schema = to_spark(schema)
-    extra = _extra_columns(with_file_info, file_column)
+    extra = _extra_columns(request.with_file_info, request.file_column)
     if dv_columns:
         extra += [F.col("_metadata.file_path").alias(DV_PATH_COLUMN), F.col("_metadata.row_index").alias(DV_ROW_COLUMN),
                   F.col("_metadata.file_size").alias(DV_SIZE_COLUMN)]
     if not files:
         df = spark.createDataFrame([], full_schema)
         # The same columns as a read of some files: a caller selects them whatever it read.
-        if with_file_info:
+        if request.with_file_info:
             df = df.withColumn(FILE_COLUMN, F.lit(None).cast("string")).withColumn(ROW_COLUMN, F.lit(None).cast("long"))
-        if file_column:
-            df = df.withColumn(file_column, F.lit(None).cast("string"))
-        return df.select(*columns) if columns else df
-    root = resolve(table_path)
+        if request.file_column:
+            df = df.withColumn(request.file_column, F.lit(None).cast("string"))
+        return df
+    root = resolve(request.table_path)
     paths = [absolute_path(root, f.path) for f in files]
-    if hive_layout(root, partition_columns, files):
-        reader = spark.read.schema(full_schema)
-        if partition_columns:
-            reader = reader.option("basePath", root)
-        if tag is not None:
-            reader = reader.option(*tag)
-        df = reader.parquet(*paths)
-        if bucket_spec is not None:
-            df = bucketed_relation(df, bucket_spec)
-        lowered = {c.lower() for c in partition_columns}
-        natural = [n for n in schema.names if n.lower() not in lowered] + list(partition_columns)
-        # Spark puts partition columns last; a select that changes nothing still costs an analysis.
-        if natural != list(schema.names) or extra:
-            df = df.select(*[f"`{n}`" for n in schema.names], *extra)
-    else:
-        df = _read_by_partition(spark, schema, partition_columns, files, paths, extra, tag)
-    return df.select(*[f"`{c}`" for c in columns]) if columns else df
+    if not hive_layout(root, partition_columns, files):
+        return _read_by_partition(spark, schema, partition_columns, files, paths, extra, request.tag)
+    reader = spark.read.schema(full_schema)
+    if partition_columns:
+        reader = reader.option("basePath", root)
+    if request.tag is not None:
+        reader = reader.option(*request.tag)
+    df = reader.parquet(*paths)
+    if request.bucket_spec is not None:
+        df = bucketed_relation(df, request.bucket_spec)
+    lowered = {c.lower() for c in partition_columns}
+    natural = [n for n in schema.names if n.lower() not in lowered] + partition_columns
+    # Spark puts partition columns last; a select that changes nothing still costs an analysis.
+    if natural != list(schema.names) or extra:
+        df = df.select(*[f"`{n}`" for n in schema.names], *extra)
+    return df
+
+
+def _read_mapped(spark: SparkSession, request: ReadRequest, files: Sequence[AddFile], dv_columns: bool) -> DataFrame:
+    """_read_exactly of a table with column mapping: the files read under their physical names,
+    then every column given its logical name (and nested fields theirs: a cast between structs
+    of the same shape renames by position)."""
+    schema, mode = request.schema, request.column_mapping
+    phys = physical_names(schema, mode)
+    renamed = [replace(f, partitionValues={phys.get(k, k): v for k, v in (f.partitionValues or {}).items()})
+               for f in files]
+    physical = replace(request, schema=physical_schema(schema, mode, mode == "id"),
+                       partition_columns=[phys[c] for c in request.partition_columns], files=renamed,
+                       columns=None, column_mapping="none")
+    df = _read_exactly(spark, physical, renamed, dv_columns)
+    logical = [F.col(f"`{phys[f.name]}`").cast(spark_type(f.type)).alias(f.name) if isinstance(f.type, dict)
+               else F.col(f"`{phys[f.name]}`").alias(f.name) for f in schema.fields]
+    return df.select(*logical, *[F.col(f"`{c}`") for c in df.columns[len(schema.fields):]])
 
 
 # A reader option naming the table and version a relation reads (lake.prune finds them by it).

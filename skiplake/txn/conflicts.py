@@ -32,7 +32,7 @@ from skiplake.skipping.rows import NotExact
 from skiplake.txn.isolation import SERIALIZABLE, WRITE_SERIALIZABLE, is_rearrangement
 from skiplake.txn.read_set import ReadSet
 from skiplake.txn.row_level import MarkedByBoth, is_row_change, marked_paths, rebase
-from skiplake.txn.row_placements import placements, rebase_compaction, rebase_onto_compaction
+from skiplake.txn.row_placements import AnyPlacement, placements, rebase_compaction, rebase_onto_compaction
 from skiplake.txn.row_tracking import materialized_columns
 
 # The operations whose new files are rows they changed: under WriteSerializable, with row-level
@@ -72,6 +72,19 @@ class _Winner:
     def raise_(self, error: type[Exception], message: str) -> None:
         raise error(f"{self.said} {message}", winning_version=self.version, winning_operation=self.operation)
 
+    def same_rows(self, path: str, rows: int) -> None:
+        """Raise for a file whose rows both commits changed (`rows` of the same ones; 0 when the
+        file's history rules out reconciling them)."""
+        if not rows:
+            self.raise_(ConcurrentDeleteDeleteException,
+                        f"and changed {path}, whose rows this transaction also moves or changes in a way "
+                        "row-level concurrency cannot reconcile (both compacted it, or its deletion vector "
+                        "does not follow the one this transaction read). Retry the operation on the new version.")
+        self.raise_(ConcurrentDeleteDeleteException,
+                    f"and changed {rows} row{'s' if rows != 1 else ''} of {path} that this transaction also "
+                    "changes (row-level concurrency lets two commits change different rows of a file, not "
+                    "the same ones). Retry the operation on the new version.")
+
 
 def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], actions: list[Action],
                  read_set: ReadSet, isolation: str) -> list[Action]:
@@ -84,55 +97,74 @@ def check_winner(snapshot: Snapshot, winner_version: int, winner: list[Action], 
     our_removes = {a.path for a in actions if isinstance(a, RemoveFile)}
     if read_set.empty and not our_removes:
         return actions  # a blind append conflicts with nothing but the checks above
-    # Row-level concurrency (tables with deletion vectors): files the winner kept and marked
-    # rows of are not new data, and not a removal of what this transaction read.
-    row_level = deletion_vectors_enabled(snapshot.configuration)
-    theirs = marked_paths(winner) if row_level else {}
-    marked = {p for p, (r, a) in theirs.items() if is_row_change(r, a)}
-    dml_winner = row_level and won.operation in ROW_LEVEL_OPERATIONS
-    # Compactions that say where each input's rows went (skiplake.txn.row_placements): the files the
-    # winner compacted hold the same rows elsewhere (unless this transaction compacts too), and
-    # the inputs of this transaction's compaction that the winner changed are mapped, not lost.
-    rearranging = is_rearrangement(actions)
-    ids = materialized_columns(snapshot.protocol, snapshot.configuration, snapshot.column_mapping)
-    id_column = ids[0] if ids else None   # compactions that kept row ids say where rows went by them
-    winner_moves = placements(winner, snapshot.table_path, id_column) if row_level else {}
-    their_moves = winner_moves if not rearranging else {}
-    our_moves = placements(actions, snapshot.table_path, id_column) if row_level else {}
-    taken = set(our_moves) & set(theirs) if not winner_moves else set()
+    rows = _RowLevel.of(won, actions) if deletion_vectors_enabled(snapshot.configuration) else None
+    _check_files(won, actions, read_set, isolation, our_removes, rows)
+    return _rebase(won, actions, our_removes, rows) if rows is not None else actions
+
+
+@dataclass(frozen=True)
+class _RowLevel:
+    """What row-level concurrency (tables with deletion vectors) makes of a winner: files it
+    kept and marked rows of are not new data, and not a removal of what this transaction read;
+    compactions that say where each input's rows went (skiplake.txn.row_placements) hold the
+    same rows elsewhere."""
+    theirs: dict[str, tuple[RemoveFile, AddFile | None]]   # files the winner removed (and re-added)
+    marked: set[str]                     # files the winner kept and marked rows of
+    dml_winner: bool                     # the winner is a DELETE, UPDATE or MERGE
+    their_moves: dict[str, AnyPlacement]  # the winner compacted these (unless this transaction compacts too)
+    our_moves: dict[str, AnyPlacement]   # this transaction compacts these
+    taken: set[str]                      # inputs of this transaction's compaction the winner changed
+
+    @staticmethod
+    def of(won: _Winner, actions: list[Action]) -> "_RowLevel":
+        snapshot, winner = won.snapshot, won.actions
+        theirs = marked_paths(winner)
+        marked = {p for p, (r, a) in theirs.items() if is_row_change(r, a)}
+        ids = materialized_columns(snapshot.protocol, snapshot.configuration, snapshot.column_mapping)
+        id_column = ids[0] if ids else None   # compactions that kept row ids say where rows went by them
+        winner_moves = placements(winner, snapshot.table_path, id_column)
+        our_moves = placements(actions, snapshot.table_path, id_column)
+        return _RowLevel(theirs, marked, won.operation in ROW_LEVEL_OPERATIONS,
+                         winner_moves if not is_rearrangement(actions) else {}, our_moves,
+                         set(our_moves) & set(theirs) if not winner_moves else set())
+
+
+def _check_files(won: _Winner, actions: list[Action], read_set: ReadSet, isolation: str, our_removes: set[str],
+                 rows: _RowLevel | None) -> None:
+    """The file-level checks: files the winner added that this transaction's reads would have
+    seen, files it removed that this transaction read or removes too (less what row-level
+    concurrency reconciles)."""
+    marked = rows.marked if rows is not None else set()
+    dml_winner = rows is not None and rows.dml_winner
     _check_added_files(won, actions, read_set, isolation, marked,
                        new_files_conflict=not (dml_winner and isolation == WRITE_SERIALIZABLE))
     # A rearrangement on such a table read only the files it rewrites: its outputs hold nothing else.
-    reads = ReadSet(files=set(our_removes)) if row_level and rearranging else read_set
-    _check_removed_files(won, reads, our_removes, marked | set(their_moves) | taken)
+    reads = ReadSet(files=set(our_removes)) if rows is not None and is_rearrangement(actions) else read_set
+    reconciled = marked | set(rows.their_moves) | rows.taken if rows is not None else set()
+    _check_removed_files(won, reads, our_removes, reconciled)
+
+
+def _rebase(won: _Winner, actions: list[Action], our_removes: set[str], rows: _RowLevel) -> list[Action]:
+    """The row-level rebase: this transaction's actions on top of the winner's marks of the same
+    files, and of compactions on either side."""
+    table_path = won.snapshot.table_path
     ours = marked_paths(actions)
     both_marked = []
-    for path in sorted((marked & our_removes) - taken):
+    for path in sorted((rows.marked & our_removes) - rows.taken):
         our_remove, our_add = ours[path]
-        their_remove, their_add = theirs[path]
+        their_remove, their_add = rows.theirs[path]
         if not is_row_change(our_remove, our_add) or unique_id(our_remove.deletionVector) != unique_id(
                 their_remove.deletionVector):
             won.raise_(ConcurrentDeleteDeleteException,
                        f"and marked rows of a file that this transaction rewrites or removes ({path} in "
                        f"{won.where(their_remove)}). Retry the operation on the new version.")
         both_marked.append(MarkedByBoth(path, our_remove, our_add, their_remove, their_add))
-
-    def same_rows(path: str, rows: int) -> None:
-        if not rows:
-            won.raise_(ConcurrentDeleteDeleteException,
-                       f"and changed {path}, whose rows this transaction also moves or changes in a way "
-                       "row-level concurrency cannot reconcile (both compacted it, or its deletion vector "
-                       "does not follow the one this transaction read). Retry the operation on the new version.")
-        won.raise_(ConcurrentDeleteDeleteException,
-                   f"and changed {rows} row{'s' if rows != 1 else ''} of {path} that this transaction also "
-                   "changes (row-level concurrency lets two commits change different rows of a file, not "
-                   "the same ones). Retry the operation on the new version.")
     if both_marked:
-        actions = rebase(snapshot.table_path, both_marked, actions, same_rows)
-    if their_moves and set(their_moves) & our_removes:
-        actions = rebase_onto_compaction(snapshot.table_path, their_moves, winner, actions, same_rows)
-    if taken:
-        actions = rebase_compaction(snapshot.table_path, our_moves, winner, actions, same_rows)
+        actions = rebase(table_path, both_marked, actions, won.same_rows)
+    if rows.their_moves and set(rows.their_moves) & our_removes:
+        actions = rebase_onto_compaction(table_path, rows.their_moves, won.actions, actions, won.same_rows)
+    if rows.taken:
+        actions = rebase_compaction(table_path, rows.our_moves, won.actions, actions, won.same_rows)
     return actions
 
 
