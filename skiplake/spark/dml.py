@@ -158,54 +158,25 @@ def overwrite(txn: "Transaction", df: DataFrame, where: str | None = None, merge
 
 
 def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]) -> "Transaction":
-    if not assignments:
-        raise InvalidArgumentError("update needs at least one column in set=")
     schema = txn.snapshot.schema
-    unknown = [c for c in assignments if schema.find(c) is None]
-    if unknown:
-        raise SchemaMismatchError(txn.path, [f"update sets unknown column {c!r}" for c in unknown],
-                                  f"The table's columns are {', '.join(schema.names)}.")
+    sets = _checked_assignments(txn, assignments)
     plan = txn.scan(where)
     cond = F.lit(True) if where is None else matches(where)
-    sets = {schema.field(c).name: e for c, e in assignments.items()}
-    fixed = [c for c in sets if c in identity_columns(schema)]
-    if fixed:
-        raise InvalidArgumentError(f"{txn.path}: update sets the identity column(s) {fixed}, whose values "
-                                   "are assigned once and never changed")
-    cols = []
-    for f in schema.fields:
-        if f.name in sets:
-            new = F.expr(sets[f.name]).cast(spark_type(f.type))
-            cols.append(F.when(cond, new).otherwise(F.col(_quote(f.name))).alias(f.name))
-        else:
-            cols.append(F.col(_quote(f.name)))
-    # Generated columns reading a column the update sets follow it (those it sets are checked).
-    follow = [n for n, e in generated_columns(schema).items()
-              if n not in sets and set(referenced_columns(e, schema)) & set(sets)]
-
-    # An updated row keeps its row id; its commit version becomes the new file's.
-    ids = txn.row_id_columns
-    id_cols = [F.col(_quote(ids[0])), F.when(cond, F.lit(None).cast("long")).otherwise(F.col(_quote(ids[1])))
-               .alias(ids[1])] if ids else []
-
-    def updated_rows(rows: DataFrame) -> DataFrame:
-        kept = id_cols if set(ids) <= set(rows.columns) else []
-        return with_generated(conform(rows.select(*cols, *kept), schema, ids), schema, follow)
-
+    updated_rows = _Updater(txn, sets, cond)
     if deletion_vectors_enabled(txn.snapshot.configuration) and where is not None:
         # The updated rows are written anew and marked deleted where they were; a file mostly
         # updated is rewritten with the rows that stay.
         hits = matching_rows(txn, plan.files, cond)
         touched = [f for f in plan.files if f.path in hits]
-        updated = sum(len(r) for r in hits.values())
         if touched:
             txn.write(updated_rows(txn.read_files(touched, keep_row_ids=True).filter(cond)))
             _record_updates(txn, touched, cond, updated_rows)
             marks = mark_rows(txn, touched, hits)
             if marks.rewrite:
-                txn.write(conform(txn.read_files(marks.rewrite, keep_row_ids=True).filter(~cond), schema, ids))
+                kept = txn.read_files(marks.rewrite, keep_row_ids=True).filter(~cond)
+                txn.write(conform(kept, schema, txn.row_id_columns))
                 txn.remove(marks.rewrite)
-        return txn.stage("UPDATE", {"predicate": [where]}, {"numUpdatedRows": updated})
+        return txn.stage("UPDATE", {"predicate": [where]}, {"numUpdatedRows": sum(len(r) for r in hits.values())})
     if where is None:
         touched, updated = plan.files, counted_rows(txn, plan.files)
     else:
@@ -215,6 +186,44 @@ def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]
         _record_updates(txn, touched, cond, updated_rows)
         txn.remove(touched)
     return txn.stage("UPDATE", {"predicate": [where] if where else []}, {"numUpdatedRows": updated})
+
+
+def _checked_assignments(txn: "Transaction", assignments: Mapping[str, str]) -> dict[str, str]:
+    """The assignments by the columns' own spelling; refused when empty, naming an unknown
+    column, or setting an identity column."""
+    if not assignments:
+        raise InvalidArgumentError("update needs at least one column in set=")
+    schema = txn.snapshot.schema
+    unknown = [c for c in assignments if schema.find(c) is None]
+    if unknown:
+        raise SchemaMismatchError(txn.path, [f"update sets unknown column {c!r}" for c in unknown],
+                                  f"The table's columns are {', '.join(schema.names)}.")
+    sets = {schema.field(c).name: e for c, e in assignments.items()}
+    fixed = [c for c in sets if c in identity_columns(schema)]
+    if fixed:
+        raise InvalidArgumentError(f"{txn.path}: update sets the identity column(s) {fixed}, whose values "
+                                   "are assigned once and never changed")
+    return sets
+
+
+class _Updater:
+    """Rows as UPDATE writes them: the assignments applied where `cond` holds, generated columns
+    that read a set column following it (those it sets are checked), and, on rows read with
+    their row ids, each row's id kept (an updated row's commit version becomes the new file's)."""
+
+    def __init__(self, txn: "Transaction", sets: Mapping[str, str], cond: Column) -> None:
+        self.schema = schema = txn.snapshot.schema
+        self.cols = [F.when(cond, F.expr(sets[f.name]).cast(spark_type(f.type))).otherwise(F.col(_quote(f.name)))
+                     .alias(f.name) if f.name in sets else F.col(_quote(f.name)) for f in schema.fields]
+        self.follow = [n for n, e in generated_columns(schema).items()
+                       if n not in sets and set(referenced_columns(e, schema)) & set(sets)]
+        self.ids = ids = txn.row_id_columns
+        self.id_cols = [F.col(_quote(ids[0])), F.when(cond, F.lit(None).cast("long"))
+                        .otherwise(F.col(_quote(ids[1]))).alias(ids[1])] if ids else []
+
+    def __call__(self, rows: DataFrame) -> DataFrame:
+        kept = self.id_cols if set(self.ids) <= set(rows.columns) else []
+        return with_generated(conform(rows.select(*self.cols, *kept), self.schema, self.ids), self.schema, self.follow)
 
 
 def _record_updates(txn: "Transaction", files: Sequence[AddFile], cond: Column,
