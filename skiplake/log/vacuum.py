@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Iterable
 
 from skiplake.errors import RetentionTooShortError
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
@@ -17,6 +18,7 @@ from skiplake.log.location import is_remote, join, norm
 from skiplake.log.paths import file_key
 from skiplake.log.s3 import PROBE_PREFIX
 from skiplake.log.snapshot import LOG_DIR, Snapshot, check_writable
+from skiplake.log.storage import ObjectInfo
 from skiplake.log.storage_for import storage_at
 
 # A commit's temporary file lives for milliseconds; one this old belongs to a dead writer.
@@ -45,8 +47,19 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
     if retention_hours * 3_600_000 < minimum_ms and not force:
         raise RetentionTooShortError(table_path, retention_hours, minimum_ms / 3_600_000)
     cutoff = time.time() - retention_hours * 3600
-    # Kept: every file of the current version, and every file removed within the retention
-    # (time travel and running readers may still need it), whatever its modification time.
+    storage = storage_at(table_path)
+    doomed = _doomed(table_path, storage.walk(), _kept(table_path, snapshot, cutoff), cutoff)
+    if not dry_run:
+        storage.delete_many([name for name, _ in doomed])
+        if not is_remote(table_path):
+            _remove_empty_dirs(table_path)
+    return VacuumResult(dry_run, len(doomed), sum(s for _, s in doomed), sorted(name for name, _ in doomed))
+
+
+def _kept(table_path: str, snapshot: Snapshot, cutoff: float) -> set[str]:
+    """The files VACUUM keeps whatever their age (by file_key): every file of the current
+    version, every file removed within the retention (time travel and running readers may
+    still need it), and the deletion vector files either names."""
     live = {file_key(table_path, p) for p in snapshot.files.column("path").to_pylist()}
     kept_tombstones = [r for r in snapshot.tombstone_list
                        if r.deletionTimestamp is None or r.deletionTimestamp >= cutoff * 1000]
@@ -55,29 +68,29 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
     # live file or a kept tombstone names them.
     live |= dv_files(table_path, snapshot.files.column("deletionVector").to_pylist())
     live |= dv_files(table_path, (r.deletionVector for r in kept_tombstones))
-    storage = storage_at(table_path)
+    return live
+
+
+def _doomed(table_path: str, objects: Iterable[ObjectInfo], kept: set[str], cutoff: float) -> list[tuple[str, int]]:
+    """(name, size) of the table's objects VACUUM deletes: data files neither kept nor changed
+    within the retention, and temporary files a dead writer left in the log."""
     doomed: list[tuple[str, int]] = []
     stale_temp_cutoff = min(cutoff, time.time() - LOG_TEMP_MAX_AGE_S)
-    for obj in storage.walk():
+    for obj in objects:
         parts = obj.name.split("/")
         if parts[0] == LOG_DIR:
-            # Temporary files a killed committer left in _delta_log (never a commit: those are
-            # linked), and an object store's conditional-write probe a killed process left.
-            if len(parts) == 2 and parts[1].startswith((".tmp-", PROBE_PREFIX)) \
-                    and obj.mtime_ms < stale_temp_cutoff * 1000:
+            if _stale_log_temp(parts, obj, stale_temp_cutoff):
                 doomed.append((obj.name, obj.size))
-            continue
-        if len(parts) > 1 and parts[0].startswith("."):
-            continue
-        if norm(join(table_path, obj.name)) in live:
-            continue
-        if obj.mtime_ms < cutoff * 1000:
+        elif (len(parts) == 1 or not parts[0].startswith(".")) and norm(join(table_path, obj.name)) not in kept \
+                and obj.mtime_ms < cutoff * 1000:
             doomed.append((obj.name, obj.size))
-    if not dry_run:
-        storage.delete_many([name for name, _ in doomed])
-        if not is_remote(table_path):
-            _remove_empty_dirs(table_path)
-    return VacuumResult(dry_run, len(doomed), sum(s for _, s in doomed), sorted(name for name, _ in doomed))
+    return doomed
+
+
+def _stale_log_temp(parts: list[str], obj: ObjectInfo, cutoff: float) -> bool:
+    """A temporary file a killed committer left in _delta_log (never a commit: those are
+    linked), or an object store's conditional-write probe a killed process left."""
+    return len(parts) == 2 and parts[1].startswith((".tmp-", PROBE_PREFIX)) and obj.mtime_ms < cutoff * 1000
 
 
 def _remove_empty_dirs(table_path: str) -> None:
