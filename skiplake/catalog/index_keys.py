@@ -118,34 +118,19 @@ def plan_range(expr: Expr, index_keys: Sequence[Key]) -> KeyRange | None:
     used: list[str] = []
     covered: list[Expr] = []
     for key in index_keys:
-        # Conjuncts whose literal has no index string (an integer past 64 bits, a string with a
-        # separator character) stay out of the range, so they are tested on each candidate.
-        mine = [p for p in parts if isinstance(p, (Compare, Between)) and p.key.name == key.name
-                and all(index_problem(str(v), key.kind) is None for v in _literals(p))]
+        mine = _usable(parts, key)
         equal = [p for p in mine if isinstance(p, Compare) and p.op == "="]
         if equal:
-            values = {p.value for p in equal}
-            if len(values) > 1:
+            if len({p.value for p in equal}) > 1:  # type: ignore[union-attr]
                 return KeyRange("", "", tuple(used + [key.name]))  # a = 1 AND a = 2: nothing
-            prefix.append(encode_component(equal[0].value, key.kind))
+            prefix.append(encode_component(equal[0].value, key.kind))  # type: ignore[union-attr]
             used.append(key.name)
             covered += equal   # a range on this key besides is not in the key range: not covered
             continue
         ranged = [p for p in mine if isinstance(p, Between) or (isinstance(p, Compare) and p.op in ("<", "<=", ">", ">="))]
         if not ranged:
             break
-        low, high = _bounds(ranged)
-        fixed = SEP.join(prefix)
-        head = fixed + SEP if prefix else ""
-        # An exclusive low / inclusive high bound steps over every key whose component is the
-        # bound itself (bound, or bound + SEP + ...) by appending END.
-        lo = head if low is None else head + encode_component(low[0], key.kind) + ("" if low[1] else END)
-        if high is None:
-            hi: str | None = fixed + END if prefix else None
-        else:
-            hi = head + encode_component(high[0], key.kind) + (END if high[1] else "")
-        used.append(key.name)
-        return KeyRange(lo, hi, tuple(used), tuple(covered + ranged))
+        return _ranged(prefix, key, ranged, tuple(used + [key.name]), tuple(covered + ranged))
     if not used:
         return None
     fixed = SEP.join(prefix)
@@ -153,3 +138,27 @@ def plan_range(expr: Expr, index_keys: Sequence[Key]) -> KeyRange | None:
         # the whole key is fixed: exactly that string
         return KeyRange(fixed, fixed + SEP, tuple(used), tuple(covered))
     return KeyRange(fixed + SEP, fixed + END, tuple(used), tuple(covered))
+
+
+def _usable(parts: Sequence[Expr], key: Key) -> list[Expr]:
+    """The comparisons of `key` a range can hold. Conjuncts whose literal has no index string (an
+    integer past 64 bits, a string with a separator character) stay out of the range, so they
+    are tested on each candidate."""
+    return [p for p in parts if isinstance(p, (Compare, Between)) and p.key.name == key.name
+            and all(index_problem(str(v), key.kind) is None for v in _literals(p))]
+
+
+def _ranged(prefix: list[str], key: Key, ranged: list[Expr], used: tuple[str, ...],
+            covered: tuple[Expr, ...]) -> KeyRange:
+    """The range of keys starting with the fixed `prefix` whose next component `ranged` bounds."""
+    low, high = _bounds(ranged)
+    fixed = SEP.join(prefix)
+    head = fixed + SEP if prefix else ""
+    # An exclusive low / inclusive high bound steps over every key whose component is the
+    # bound itself (bound, or bound + SEP + ...) by appending END.
+    lo = head if low is None else head + encode_component(low[0], key.kind) + ("" if low[1] else END)
+    if high is None:
+        hi: str | None = fixed + END if prefix else None
+    else:
+        hi = head + encode_component(high[0], key.kind) + (END if high[1] else "")
+    return KeyRange(lo, hi, used, covered)
