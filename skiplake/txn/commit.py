@@ -30,16 +30,11 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     commit (RESTORE, as Delta's large commits) must directly follow `snapshot`: any commit made
     since is a ConcurrentWriteException, and it commits as Serializable. `ids_kept` names the
     new files whose rows are new or kept their row ids (row tracking's preserved tag)."""
-    new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
-    if new_metadata is not None:
-        check_change_columns(snapshot.table_path, new_metadata)
-    if _removes_data(actions) and flag(snapshot.configuration, APPEND_ONLY):
-        raise AppendOnlyTableError(snapshot.table_path, operation)
+    _check_writable_by(snapshot, actions, operation)
     read_set = read_set or ReadSet()
     config = next((a.configuration for a in actions if isinstance(a, Metadata)), snapshot.configuration)
-    level = isolation or (SNAPSHOT_ISOLATION if is_rearrangement(actions) else isolation_level(config))
-    if exclusive:
-        level = SERIALIZABLE
+    level = SERIALIZABLE if exclusive else isolation or (
+        SNAPSHOT_ISOLATION if is_rearrangement(actions) else isolation_level(config))
     blind = not exclusive and read_set.empty and not any(
         isinstance(a, (RemoveFile, Metadata, Protocol, DomainMetadata)) for a in actions)
     info = CommitInfo(
@@ -69,6 +64,16 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
         return current
 
     return put_commit(snapshot, info, actions, check, max_attempts, rows.assign if rows is not None else None)
+
+
+def _check_writable_by(snapshot: Snapshot, actions: list[Action], operation: str) -> None:
+    """The table's rules on what a commit may do: no change feed column names, nothing removed
+    from an append-only table."""
+    new_metadata = next((a for a in actions if isinstance(a, Metadata)), None)
+    if new_metadata is not None:
+        check_change_columns(snapshot.table_path, new_metadata)
+    if _removes_data(actions) and flag(snapshot.configuration, APPEND_ONLY):
+        raise AppendOnlyTableError(snapshot.table_path, operation)
 
 
 def check_change_columns(table_path: str, metadata: Metadata) -> None:
