@@ -149,23 +149,27 @@ def _write_in_order(txn: "Transaction", groups: list[list[AddFile]]) -> list[Add
         *parts, F.col("__ordinal"), F.col(ROW_COLUMN))
     written = txn.write(df.select(*[F.col(f"`{c}`") for c in [*txn.schema.names, *txn.row_id_columns]]),
                         data_change=False)
-    adds = list(written)
-    by_group: dict[int, list[int]] = defaultdict(list)
-    for i, a in enumerate(adds):
-        m = _PART.search(a.path.rsplit("/", 1)[-1])
-        if m is not None:
-            by_group[int(m.group(1))].append(i)
-    for g, found in by_group.items():
-        inputs = [(f, logical_rows(f)) for f in groups[g]] if g < len(groups) else []
-        if len(found) != 1 or not inputs or any(f.num_records is None for f, _ in inputs):
-            continue
-        i = found[0]
-        if adds[i].num_records != sum(rows for _, rows in inputs):
-            continue  # not the rows the list says: no claim about where they went
-        adds[i] = replace(adds[i], tags={**(adds[i].tags or {}), COMPACTED_FROM: compacted_tag(inputs)})
+    adds = [_tagged(a, groups, g) for a, g in zip(written, _groups_of(written))]
     tagged = {id(old): new for old, new in zip(written, adds) if new is not old}
     txn.actions[:] = [tagged.get(id(a), a) for a in txn.actions]
     return adds
+
+
+def _groups_of(written: list[AddFile]) -> list[int | None]:
+    """Each written file's group (the task that wrote it, from its part-NNNNN name), or None
+    when it shares its task with another file, or its name does not say."""
+    tasks = [m and int(m.group(1)) for m in (_PART.search(a.path.rsplit("/", 1)[-1]) for a in written)]
+    return [t if t is not None and tasks.count(t) == 1 else None for t in tasks]
+
+
+def _tagged(add: AddFile, groups: list[list[AddFile]], g: int | None) -> AddFile:
+    """`add` with COMPACTED_FROM naming group g's inputs, when its row count is theirs (else no
+    claim about where their rows went)."""
+    inputs = [(f, logical_rows(f)) for f in groups[g]] if g is not None and g < len(groups) else []
+    if not inputs or any(f.num_records is None for f, _ in inputs) or \
+            add.num_records != sum(rows for _, rows in inputs):
+        return add
+    return replace(add, tags={**(add.tags or {}), COMPACTED_FROM: compacted_tag(inputs)})
 
 
 def _bins(files: Sequence[AddFile], target_file_size: int, min_files: int, spec: BucketSpec | None
