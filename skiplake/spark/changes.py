@@ -119,6 +119,8 @@ class _ChangeRead:
         df = read_files(self.spark, root, schema, self.parts, files, with_file_info=True,
                         column_mapping=self.mode, deleted=deleted)
         versions = {f.path: (e.version.version, e.version.timestamp_ms) for f, e in zip(files, entries)}
+        if len(versions) != len(entries):
+            raise RuntimeError(f"{len(entries)} change entries name only {len(versions)} files under {root}")
         joined = with_file_values(df, root, versions, pa.schema([(_VERSION, pa.int64()), (_TIME, pa.int64())]))
         change = F.col(CHANGE_TYPE) if kind is None else F.lit(kind)
         return joined.select(*self.columns(change, F.col(_VERSION), F.timestamp_millis(F.col(_TIME))))

@@ -123,10 +123,15 @@ class _RowLevel:
         ids = materialized_columns(snapshot.protocol, snapshot.configuration, snapshot.column_mapping)
         id_column = ids[0] if ids else None   # compactions that kept row ids say where rows went by them
         winner_moves = placements(winner, snapshot.table_path, id_column)
-        our_moves = placements(actions, snapshot.table_path, id_column)
+        # Two compactions of a file conflict, unless the loser recorded its order and the
+        # winner did not (the loser then drops the winner's rows from its outputs): row ids
+        # reconcile a compaction with DML only.
+        against_compaction = is_rearrangement(winner)
+        our_moves = placements(actions, snapshot.table_path, None if against_compaction else id_column)
+        ordered_winner = placements(winner) if id_column is not None else winner_moves
         return _RowLevel(theirs, marked, won.operation in ROW_LEVEL_OPERATIONS,
                          winner_moves if not is_rearrangement(actions) else {}, our_moves,
-                         set(our_moves) & set(theirs) if not winner_moves else set())
+                         set(our_moves) & set(theirs) if not ordered_winner else set())
 
 
 def _check_files(won: _Winner, actions: list[Action], read_set: ReadSet, isolation: str, our_removes: set[str],

@@ -98,7 +98,7 @@ class RowIdPlacement:
     """Where one input's rows went in a compaction that kept their row ids: wherever the
     outputs hold their ids. `dv` is the input's DV when the compaction read it."""
     path: str
-    size: int
+    size: int | None            # (optional in a remove: then looked up)
     base_row_id: int | None
     dv: dict[str, Any] | None
     outputs: _OutputIds
@@ -151,7 +151,7 @@ def placements(actions: list[Action], table_path: str = "", row_id_column: str |
         outputs = _OutputIds(table_path, [a for a in actions if isinstance(a, AddFile)], row_id_column)
         for a in actions:
             if isinstance(a, RemoveFile):
-                out[a.path] = RowIdPlacement(a.path, a.size or 0, a.baseRowId, a.deletionVector, outputs)
+                out[a.path] = RowIdPlacement(a.path, a.size, a.baseRowId, a.deletionVector, outputs)
     for a in actions:
         if not isinstance(a, AddFile) or a.dataChange or not a.tags or COMPACTED_FROM not in a.tags:
             continue
@@ -201,13 +201,13 @@ def _moved_rows(table_path: str, path: str, place: AnyPlacement, removed: Remove
     before = marked_rows(table_path, removed.deletionVector)
     if not np.isin(read, before).all():
         conflict(path, 0)  # a DV of the input that lacks marks the compaction saw
+    if added is not None:
+        new = np.setdiff1d(marked_rows(table_path, added.deletionVector), before)
+    else:
+        new = np.setdiff1d(np.arange(place.physical_rows(table_path, read), dtype=np.uint64), before)
     try:
-        if added is not None:
-            new = np.setdiff1d(marked_rows(table_path, added.deletionVector), before)
-        else:
-            new = np.setdiff1d(np.arange(place.physical_rows(table_path, read), dtype=np.uint64), before)
         return place.locate(table_path, read, new)
-    except (ValueError, OSError):
+    except ValueError:  # (a storage error is not a conflict: it goes up as it is)
         conflict(path, 0)
         raise
 
