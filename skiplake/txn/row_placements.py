@@ -54,7 +54,6 @@ class Placement:
     rows: int
     dv: dict[str, Any] | None
 
-
     def physical_rows(self, table_path: str, read: np.ndarray) -> int:
         """The input's physical rows (`read`: the rows its DV marked when the compaction read it)."""
         return self.rows + len(read)
@@ -71,10 +70,11 @@ class _OutputIds:
     def __init__(self, table_path: str, outputs: list[AddFile], column: str) -> None:
         self.table_path, self.outputs, self.column = table_path, outputs, column
         self._sorted: np.ndarray | None = None
+        self.inputs: dict[str, np.ndarray] = {}   # the inputs' row ids, as RowIdPlacement reads them
 
     def _load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self._sorted is None:
-            ids = [file_row_ids(self.table_path, f.path, f.size, f.baseRowId, self.column)[0] for f in self.outputs]
+            ids = [file_row_ids(self.table_path, f.path, f.size, f.baseRowId, self.column) for f in self.outputs]
             every = np.concatenate(ids) if ids else np.zeros(0, np.int64)
             self._order = np.argsort(every, kind="stable")
             self._sorted = every[self._order]
@@ -104,7 +104,11 @@ class RowIdPlacement:
     outputs: _OutputIds
 
     def _ids(self, table_path: str) -> np.ndarray:
-        return file_row_ids(table_path, self.path, self.size, self.base_row_id, self.outputs.column)[0]
+        # Read once: a removed input needs its row count and then its rows' ids.
+        if self.path not in self.outputs.inputs:
+            self.outputs.inputs[self.path] = file_row_ids(table_path, self.path, self.size, self.base_row_id,
+                                                          self.outputs.column)
+        return self.outputs.inputs[self.path]
 
     def physical_rows(self, table_path: str, read: np.ndarray) -> int:
         return len(self._ids(table_path))
@@ -118,17 +122,17 @@ class RowIdPlacement:
 
 
 def file_row_ids(table_path: str, path: str, size: int | None, base_row_id: int | None,
-                 column: str) -> tuple[np.ndarray, int]:
-    """(each row's id, the file's rows): the materialized id where the file holds one, else
-    `base_row_id` plus the row's index (-1, which no row has, without a base)."""
+                 column: str) -> np.ndarray:
+    """Each row's id: the materialized id where the file holds one, else `base_row_id` plus the
+    row's index (-1, which no row has, without a base)."""
     f = pq.ParquetFile(parquet_source(absolute_path(table_path, path), size))
     n = f.metadata.num_rows
     fallback = np.arange(n, dtype=np.int64) + base_row_id if base_row_id is not None else np.full(n, -1, np.int64)
     if column not in f.schema_arrow.names:
-        return fallback, n
+        return fallback
     own = f.read(columns=[column]).column(0).combine_chunks()
     values = pc.fill_null(own, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.where(own.is_null().to_numpy(zero_copy_only=False), fallback, values), n
+    return np.where(own.is_null().to_numpy(zero_copy_only=False), fallback, values)
 
 
 def compacted_tag(inputs: list[tuple[AddFile, int]]) -> str:
