@@ -22,6 +22,7 @@ from skiplake.log.paths import file_key
 from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.spark.constraints import with_generated
 from skiplake.spark.read import FILE_COLUMN, spark_file_key
+from skiplake.spark.row_ids import kept_ids
 from skiplake.spark.row_marks import counted_rows, logical_rows, mark_rows, matching_rows
 from skiplake.spark.types import conform, spark_type
 from skiplake.spark.write import WriteOptions
@@ -218,8 +219,7 @@ class _Updater:
         self.follow = [n for n, e in generated_columns(schema).items()
                        if n not in sets and set(referenced_columns(e, schema)) & set(sets)]
         self.ids = ids = txn.row_id_columns
-        self.id_cols = [F.col(_quote(ids[0])), F.when(cond, F.lit(None).cast("long"))
-                        .otherwise(F.col(_quote(ids[1]))).alias(ids[1])] if ids else []
+        self.id_cols = kept_ids(ids, cond) if ids else []
 
     def __call__(self, rows: DataFrame) -> DataFrame:
         kept = self.id_cols if set(self.ids) <= set(rows.columns) else []

@@ -23,7 +23,7 @@ from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, read_files, with_file_v
 from skiplake.txn.row_tracking import MATERIALIZED_ROW_COMMIT_VERSION, MATERIALIZED_ROW_ID, enabled
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 ROW_ID = "_row_id"
 ROW_COMMIT_VERSION = "_row_commit_version"
@@ -53,6 +53,19 @@ def read_with_row_ids(spark: "SparkSession", snapshot: Snapshot, files: Sequence
     return df.select(*[f"`{c}`" for c in columns]) if columns else df
 
 
+def hidden_id_fields(names: Sequence[str], column_mapping: str) -> tuple[Field, ...]:
+    """The materialized row id columns as the data files hold them: in no schema of the table,
+    so read and written as physical columns of their own name."""
+    return tuple(Field(n, "long", True, {PHYSICAL_NAME: n} if column_mapping != "none" else {}) for n in names)
+
+
+def kept_ids(names: Sequence[str], updated: "Column", qualifier: str = "") -> list["Column"]:
+    """A rewritten row's row id columns: its id kept, and its commit version kept unless the row
+    is `updated` (null then, which reads as the version of the commit that writes it)."""
+    version = F.when(updated, F.lit(None).cast("long")).otherwise(F.col(f"{qualifier}`{names[1]}`"))
+    return [F.col(f"{qualifier}`{names[0]}`").alias(names[0]), version.alias(names[1])]
+
+
 def read_keeping_ids(spark: "SparkSession", snapshot: Snapshot, files: Sequence[AddFile], names: tuple[str, str],
                      with_file_info: bool = False, deleted: Mapping[str, np.ndarray] | None = None) -> "DataFrame":
     """The table's columns of the rows of `files`, then each row's id and commit version under
@@ -61,9 +74,7 @@ def read_keeping_ids(spark: "SparkSession", snapshot: Snapshot, files: Sequence[
     path = snapshot.table_path
     # The materialized columns are in no schema: read as physical columns of their own name
     # (null in the files that lack them).
-    hidden = tuple(Field(n, "long", True, {PHYSICAL_NAME: n} if snapshot.column_mapping != "none" else {})
-                   for n in names)
-    df = read_files(spark, path, Schema(snapshot.schema.fields + hidden), snapshot.partition_columns, files,
+    df = read_files(spark, path, Schema(snapshot.schema.fields + hidden_id_fields(names, snapshot.column_mapping)), snapshot.partition_columns, files,
                     with_file_info=True, column_mapping=snapshot.column_mapping, deleted=deleted)
     bases = {f.path: (f.baseRowId, f.defaultRowCommitVersion) for f in files}
     df = with_file_values(df, path, bases, pa.schema([(_BASE, pa.int64()), (_VERSION, pa.int64())]))

@@ -20,7 +20,7 @@ from skiplake.expr.tree import Node
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.actions import Action, AddCDCFile, AddFile, Metadata, Protocol, RemoveFile, Txn, now_ms
 from skiplake.log.changes import CHANGE_DIR, CHANGE_TYPE
-from skiplake.log.column_mapping import PHYSICAL_NAME, extend, physical_names, physical_schema, without_mapping
+from skiplake.log.column_mapping import extend, physical_names, physical_schema, without_mapping
 from skiplake.log.location import join
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow, check_writable
@@ -28,7 +28,7 @@ from skiplake.log.stats import loose_bounds
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.constraints import enforced, raise_violation, with_generated, with_identities
 from skiplake.spark.read import read_files, read_planned
-from skiplake.spark.row_ids import read_keeping_ids
+from skiplake.spark.row_ids import hidden_id_fields, read_keeping_ids
 from skiplake.spark.types import conform, from_spark, schema_differences, spark_type
 from skiplake.spark.write import WriteOptions, with_table_stats, write_files
 from skiplake.txn import ReadSet, commit
@@ -187,8 +187,7 @@ class Transaction:
         names = self.row_id_columns
         if len(names) != 2 or not set(names) <= set(df.columns):
             return ()
-        mapped = self.snapshot.column_mapping != "none"
-        return tuple(Field(n, "long", True, {PHYSICAL_NAME: n} if mapped else {}) for n in names)
+        return hidden_id_fields(names, self.snapshot.column_mapping)
 
     def write_changes(self, df: "DataFrame") -> list[AddCDCFile]:
         """Write change data as `_change_data/` files of the commit: `df` holds the table's

@@ -43,6 +43,7 @@ from skiplake.spark.merge.pruning import target_filter
 from skiplake.spark.merge.resolve import ResolvedMerge, quoted
 from skiplake.spark.merge.result import FileChanges, MergeMetrics
 from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark, spark_file_key
+from skiplake.spark.row_ids import kept_ids
 from skiplake.spark.row_marks import counted_rows, mark_rows
 from skiplake.spark.settings import conf_bytes
 from skiplake.spark.types import conform, spark_type
@@ -123,8 +124,7 @@ class _Run:
         if NOT_MATCHED in kinds and len(kinds) == 1:  # no target side to name
             return [F.lit(None).cast("long").alias(n) for n in names]
         updated = self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",))
-        version = F.when(updated, F.lit(None).cast("long")).otherwise(F.col(f"{self.t}.`{names[1]}`"))
-        return [F.col(f"{self.t}.`{names[0]}`").alias(names[0]), version.alias(names[1])]
+        return kept_ids(names, updated, f"{self.t}.")
 
     def values(self, default: Sequence[Column], kinds: Sequence[str]) -> list[Column]:
         k = F.col(CLAUSE)
