@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import struct
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from skiplake.errors import CorruptPartitionValueError
@@ -85,32 +85,3 @@ def format_partition_value(value: Any, type_: Any) -> str | None:
     if isinstance(value, float):
         return repr(value)
     return str(value)
-
-
-def parse_stat_value(value: Any, type_: Any) -> Any:
-    """A min/max value from stats JSON to a typed value; None when it cannot be used for skipping."""
-    if value is None or not is_primitive(type_):
-        return None
-    try:
-        if type_ in INTEGER_TYPES:
-            return int(value)
-        if type_ in ("float", "double"):
-            f = float(value)
-            if math.isnan(f):
-                return None
-            # A float column's stat is printed as the shortest decimal of a float32; Spark compares
-            # the float32 widened to a double, so compare with that same value.
-            return float32(f) if type_ == "float" else f
-        if is_decimal(type_):
-            return Decimal(str(value))
-        if type_ == "string":
-            return value if isinstance(value, str) else None
-        if type_ == "date":
-            return dt.date.fromisoformat(str(value)[:10])
-        if type_ in TIMESTAMP_TYPES:
-            return parse_timestamp(str(value))
-        if type_ == "boolean":
-            return value if isinstance(value, bool) else None
-    except (ValueError, InvalidOperation):
-        return None
-    return None

@@ -2,8 +2,8 @@
 
 The same logic as `metrics.evaluate`, with each outcome set held as three boolean arrays
 (`t`, `f`, `n`: the predicate may be TRUE / FALSE / NULL on some row of file i). A file can be
-skipped where `t` is False. Leaves compare Arrow arrays of bounds with a literal; an IN list is
-matched against bounds by binary search, so 10,000 values cost about as much as one.
+skipped where `t` is False. Leaves compare Arrow arrays of bounds with a literal, by the rules
+of bounds.py.
 
 A leaf whose literal does not line up with the column's Arrow type (5.5 against an integer
 column, a value outside the type's range) is evaluated file by file with the scalar evaluator:
@@ -13,15 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import InvalidOperation
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.visitor import BooleanVisitor, columns_of, visit
-from skiplake.layout.sortable import sortable
+from skiplake.skipping.bounds import compare_arrays, in_list_arrays, starts_with_arrays
 from skiplake.skipping.literals import Mismatch, literal_array, literal_scalar
 from skiplake.skipping.metrics import ColumnRange, evaluate
 from skiplake.skipping.stats_table import ColumnStats, StatsTable
@@ -125,10 +123,6 @@ def _or(a: Masks, b: Masks) -> Masks:
 # ------------------------------------------------------------------ leaves
 
 
-def _np(mask: pa.Array | pa.ChunkedArray, fill: bool) -> np.ndarray:
-    return np.asarray(pc.fill_null(mask, fill), dtype=bool)
-
-
 def _leaf(node: Node, col: ColumnStats) -> Masks:
     if isinstance(node, IsNull):
         return Masks(col.may_null | col.all_null, ~col.all_null, np.zeros(len(col.min), bool))
@@ -142,73 +136,29 @@ def _leaf(node: Node, col: ColumnStats) -> Masks:
 
 
 def _cmp_leaf(node: Cmp, col: ColumnStats) -> Masks:
-    lo, hi = col.min, col.max
-    v = literal_scalar(node.value, col.type)
-    op = node.op
-    # "lo is unknown or lo <= v" is a comparison whose NULL is filled with True.
-    if op in ("=", "<=>", "<>"):
-        inside = _np(pc.less_equal(lo, v), True) & _np(pc.less_equal(v, hi), True)
-        single = col.exact & _np(pc.equal(lo, v), False) & _np(pc.equal(hi, v), False)
-        can_t, can_f = (inside, ~single) if op != "<>" else (~single, inside)
-    elif op in _RANGE_TESTS:
-        true_if, false_if = _RANGE_TESTS[op]
-        can_t, can_f = true_if(lo, hi, v), false_if(lo, hi, v)
-    else:
+    decided = compare_arrays(node.op, col.min, col.max, col.exact, literal_scalar(node.value, col.type))
+    if decided is None:
         raise Mismatch
-    if op == "<=>":
-        return Masks(can_t, can_f | col.may_null, np.zeros(len(lo), bool))
+    can_t, can_f = decided
+    if node.op == "<=>":
+        return Masks(can_t, can_f | col.may_null, np.zeros(len(can_t), bool))
     return Masks(can_t, can_f, col.may_null.copy())
 
 
-# For x < v etc.: (whether some value in [lo, hi] makes it TRUE, whether some makes it FALSE);
-# an unknown bound answers "maybe".
-_RANGE_TESTS: dict[str, tuple[Any, Any]] = {
-    "<": (lambda lo, hi, v: _np(pc.less(lo, v), True), lambda lo, hi, v: _np(pc.greater_equal(hi, v), True)),
-    "<=": (lambda lo, hi, v: _np(pc.less_equal(lo, v), True), lambda lo, hi, v: _np(pc.greater(hi, v), True)),
-    ">": (lambda lo, hi, v: _np(pc.greater(hi, v), True), lambda lo, hi, v: _np(pc.less_equal(lo, v), True)),
-    ">=": (lambda lo, hi, v: _np(pc.greater_equal(hi, v), True), lambda lo, hi, v: _np(pc.less(lo, v), True)),
-}
-
-
 def _in_leaf(node: InList, col: ColumnStats) -> Masks:
-    lo, hi = col.min, col.max
+    lo = col.min
     value_set = literal_array(node.values, col.type) if node.values else pa.array([], lo.type)
-    can_t = _any_inside(lo, hi, value_set)
-    single = col.exact & _np(pc.equal(lo, hi), False) & _np(pc.is_in(lo, value_set=value_set), False)
+    can_t, can_f = in_list_arrays(lo, col.max, col.exact, value_set)
     if node.has_null:
-        return Masks(can_t, np.zeros(len(lo), bool), ~single | col.may_null)
-    return Masks(can_t, ~single, col.may_null.copy())
+        return Masks(can_t, np.zeros(len(lo), bool), can_f | col.may_null)
+    return Masks(can_t, can_f, col.may_null.copy())
 
 
 def _starts_with_leaf(node: StartsWith, col: ColumnStats) -> Masks:
     if col.type != "string":
         raise Mismatch
-    lo, hi, prefix = col.min, col.max, node.prefix
-    head = pc.utf8_slice_codeunits(lo, 0, len(prefix))
-    can_t = _np(pc.greater_equal(hi, prefix), True) & _np(pc.less_equal(head, prefix), True)
-    both = _np(pc.starts_with(lo, prefix), False) & _np(pc.starts_with(hi, prefix), False)
-    return Masks(can_t, ~both, col.may_null.copy())
-
-
-def _any_inside(lo: pa.Array, hi: pa.Array, values: pa.Array) -> np.ndarray:
-    """For each file, whether some value v has lo <= v <= hi (unknown bounds are open)."""
-    size = len(lo)
-    if not len(values):
-        return np.zeros(size, bool)
-    if len(values) <= 4:
-        out = np.zeros(size, bool)
-        for v in values:
-            out |= _np(pc.less_equal(lo, v), True) & _np(pc.less_equal(v, hi), True)
-        return out
-    keys = sortable(values.take(pc.sort_indices(values)))
-    lo_keys, hi_keys = sortable(lo), sortable(hi)
-    lo_known, hi_known = np.asarray(lo.is_valid()), np.asarray(hi.is_valid())
-    # The first value >= lo (or the smallest value when lo is unknown) must be <= hi.
-    start = np.where(lo_known, np.searchsorted(keys, np.where(lo_known, lo_keys, keys[0]), side="left"), 0)
-    found = start < len(keys)
-    candidate = keys[np.minimum(start, len(keys) - 1)]
-    within = np.where(hi_known, candidate <= np.where(hi_known, hi_keys, candidate), True)
-    return found & within
+    can_t, can_f = starts_with_arrays(col.min, col.max, node.prefix)
+    return Masks(can_t, can_f, col.may_null.copy())
 
 
 def _leaf_by_file(node: Node, col: ColumnStats) -> Masks:

@@ -7,10 +7,7 @@ row is known to satisfy x < 5, which a min/max range proves only when max < 5.
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
-import math
-import struct
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Callable, Mapping
@@ -18,9 +15,8 @@ from typing import Any, Callable, Mapping
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
 from skiplake.expr.visitor import BooleanVisitor, visit
 from skiplake.log.schema import Schema, is_primitive
-from skiplake.log.stats import MAX_CHAR, STRING_PREFIX_LENGTH
-from skiplake.log.type_widening import once_float
-from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
+from skiplake.log.values import parse_partition_value
+from skiplake.skipping.bounds import compare, file_bounds, in_list, is_no_bound, null_facts, starts_with, stat_value
 
 Outcomes = frozenset
 ALL: Outcomes = frozenset({True, False, None})
@@ -148,50 +144,19 @@ def _or(a: Outcomes, b: Outcomes) -> Outcomes:
 
 
 def _compare(op: str, r: ColumnRange, v: Any) -> Outcomes:
-    lo, hi = r.min, r.max
-    single = r.exact and lo is not None and hi is not None and lo == hi
-    if op in ("=", "<=>"):
-        can_t = (lo is None or lo <= v) and (hi is None or v <= hi)
-        can_f = not (single and lo == v)
-    elif op == "<>":
-        can_f = (lo is None or lo <= v) and (hi is None or v <= hi)
-        can_t = not (single and lo == v)
-    elif op == "<":
-        can_t = lo is None or lo < v
-        can_f = hi is None or hi >= v
-    elif op == "<=":
-        can_t = lo is None or lo <= v
-        can_f = hi is None or hi > v
-    elif op == ">":
-        can_t = hi is None or hi > v
-        can_f = lo is None or lo <= v
-    elif op == ">=":
-        can_t = hi is None or hi >= v
-        can_f = lo is None or lo < v
-    else:
-        return frozenset({T, F})
-    return frozenset(x for x, ok in ((T, can_t), (F, can_f)) if ok)
+    return _outcomes(*compare(op, r.min, r.max, r.exact, v))
 
 
 def _in_list(r: ColumnRange, node: InList) -> Outcomes:
-    lo, hi = r.min, r.max
-    can_t = any((lo is None or lo <= v) and (hi is None or v <= hi) for v in node.values)
-    single = r.exact and lo is not None and lo == hi
-    can_f = not (single and lo in node.values)
-    out = set()
-    if can_t:
-        out.add(T)
-    if can_f:
-        out.add(N if node.has_null else F)
-    return frozenset(out)
+    can_t, can_f = in_list(r.min, r.max, r.exact, node.values)
+    return frozenset(x for x, ok in ((T, can_t), (N if node.has_null else F, can_f)) if ok)
 
 
 def _starts_with(r: ColumnRange, prefix: str) -> Outcomes:
-    lo, hi = r.min, r.max
-    if not isinstance(lo, (str, type(None))) or not isinstance(hi, (str, type(None))):
-        return frozenset({T, F})
-    can_t = (hi is None or hi >= prefix) and (lo is None or lo[: len(prefix)] <= prefix)
-    can_f = not (lo is not None and hi is not None and lo.startswith(prefix) and hi.startswith(prefix))
+    return _outcomes(*starts_with(r.min, r.max, prefix))
+
+
+def _outcomes(can_t: bool, can_f: bool) -> Outcomes:
     return frozenset(x for x, ok in ((T, can_t), (F, can_f)) if ok)
 
 
@@ -207,21 +172,10 @@ def partition_lookup(schema: Schema, partition_values: Mapping[str, str | None])
         if key not in lowered:
             return UNKNOWN
         value = parse_partition_value(lowered[key], schema.field(name).type)
-        if isinstance(value, float) and math.isnan(value):
-            # Spark sorts NaN above every number; range tests here do not: claim nothing.
+        if is_no_bound(value):
             return ColumnRange(None, None, False, False, False)
         return exact_value(value)
     return lookup
-
-
-def _float_widened(value: Any, pick: Any) -> Any:
-    if not isinstance(value, float) or math.isnan(value) or math.isinf(value):
-        return value
-    try:
-        as_float = struct.unpack("f", struct.pack("f", value))[0]
-    except OverflowError:
-        return value
-    return pick(value, as_float)
 
 
 def file_lookup(schema: Schema, partition_values: Mapping[str, str | None], stats: str | dict | None) -> Lookup:
@@ -238,28 +192,10 @@ def file_lookup(schema: Schema, partition_values: Mapping[str, str | None], stat
             return parts(name)
         if num_records == 0:
             return ColumnRange(None, None, True, True, True)
-        type_ = schema.field(name).type
-        if not is_primitive(type_):
+        field = schema.field(name)
+        if not is_primitive(field.type):
             return UNKNOWN
-        null_count = nulls.get(name)
-        lo = parse_stat_value(mins.get(name), type_)
-        hi = parse_stat_value(maxs.get(name), type_)
-        exact = True
-        if type_ == "string" and isinstance(hi, str) and len(hi) >= STRING_PREFIX_LENGTH:
-            exact = False
-            if not hi.endswith(MAX_CHAR):
-                hi = None  # a bare truncated prefix is not an upper bound
-        if type_ in TIMESTAMP_TYPES and hi is not None:
-            # Delta stores timestamp stats at millisecond precision, truncated.
-            hi = hi + dt.timedelta(milliseconds=1)
-            exact = False
-        if type_ == "string" and isinstance(lo, str) and len(lo) >= STRING_PREFIX_LENGTH:
-            exact = False
-        if type_ == "double" and once_float(schema.field(name)):
-            # A file from before the column became a double holds the float its stat names.
-            lo, hi = _float_widened(lo, min), _float_widened(hi, max)
-            exact = False
-        may_null = null_count is None or null_count > 0
-        all_null = null_count is not None and num_records is not None and null_count >= num_records
-        return ColumnRange(lo, hi, may_null, all_null, exact and lo is not None and hi is not None)
+        lo, hi, exact = file_bounds(field, stat_value(mins.get(name), field.type),
+                                    stat_value(maxs.get(name), field.type))
+        return ColumnRange(lo, hi, *null_facts(nulls.get(name), num_records), exact)
     return lookup

@@ -1,18 +1,16 @@
 """A snapshot's per-file statistics as typed columns: one array per column over all files.
 
-Planning evaluates a predicate over every file at once (see `vector_eval`), so the stats JSON
+Planning evaluates a predicate over every file at once (see columnar.py), so the stats JSON
 of the log is parsed once per snapshot, by Arrow's JSON reader, only for the columns a predicate
 names, and kept. Partition values become columns too (a file's partition value is both its
 min and its max), so one evaluation covers partition and file pruning.
 
-The bounds follow the same rules as the per-file `file_lookup`: a string max cut at 32
-characters is an upper bound only when it ends in U+10FFFF, timestamp maxima are widened by the
-millisecond Delta truncates, and a NaN or unparseable bound is unknown.
+The stats become bounds by the rules of bounds.py, the same as the per-file `file_lookup`'s;
+an unparseable bound is unknown.
 """
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Sequence
@@ -26,9 +24,8 @@ from skiplake.log.arrow_schema import map_value
 from skiplake.log.checkpoint_read import TypedStats
 from skiplake.log.column_mapping import PHYSICAL_NAME
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
-from skiplake.log.stats import MAX_CHAR, STRING_PREFIX_LENGTH
-from skiplake.log.type_widening import once_float
-from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value, parse_stat_value
+from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value
+from skiplake.skipping.bounds import bound_arrays, is_no_bound, null_fact_arrays, stat_value
 from skiplake.skipping.buckets import file_bucket_ids
 
 _JSON_BLOCK = 8 << 20
@@ -140,9 +137,7 @@ class StatsTable:
         type_ = self.schema.field(name).type
         position = self.partition_columns.index(name)
         values = [parse_partition_value(k[position], type_) for k in self.partition_keys]
-        # Spark sorts NaN above every number, Arrow's comparisons say false: a NaN partition
-        # value gets unknown bounds (never skipped by a range test).
-        nan = [isinstance(v, float) and math.isnan(v) for v in values]
+        nan = [is_no_bound(v) for v in values]
         at = arrow_type(type_)
         n = self.num_files
         ids = pa.array(self.partition_ids)
@@ -334,8 +329,8 @@ class StatsTable:
             for name in names:
                 t = self.schema.field(name).type
                 lo_l, hi_l, nc_l = cols[name]
-                lo_l.append(parse_stat_value(mins.get(name), t))
-                hi_l.append(parse_stat_value(maxs.get(name), t))
+                lo_l.append(stat_value(mins.get(name), t))
+                hi_l.append(stat_value(maxs.get(name), t))
                 nc = nulls.get(name)
                 nc_l.append(nc if isinstance(nc, int) else None)
         out = {}
@@ -345,39 +340,11 @@ class StatsTable:
         return np.asarray(records, dtype=np.float64), out
 
     def _finish(self, name: str, lo: pa.Array, hi: pa.Array, null_count: pa.Array, records: np.ndarray) -> ColumnStats:
-        type_ = self.schema.field(name).type
-        n = self.num_files
-        exact = np.ones(n, dtype=bool)
-        if type_ == "string":
-            long_hi = np.asarray(pc.fill_null(pc.greater_equal(pc.utf8_length(hi), STRING_PREFIX_LENGTH), False))
-            long_lo = np.asarray(pc.fill_null(pc.greater_equal(pc.utf8_length(lo), STRING_PREFIX_LENGTH), False))
-            # A max cut without the U+10FFFF marker is a bare prefix, not an upper bound.
-            marked = np.asarray(pc.fill_null(pc.ends_with(hi, MAX_CHAR), False))
-            hi = pc.if_else(pa.array(long_hi & ~marked), pa.scalar(None, pa.string()), hi)
-            exact &= ~long_hi & ~long_lo
-        if type_ in TIMESTAMP_TYPES:
-            # Delta truncates timestamp stats to milliseconds: the true max may be up to 999 us more.
-            hi = pc.add(hi, pa.scalar(1000, pa.duration("us")))
-            exact[:] = False
-        if type_ in ("float", "double"):
-            lo, hi = _no_nan(lo), _no_nan(hi)
-            if type_ == "float":
-                lo, hi = _as_float32(lo), _as_float32(hi)
-            elif once_float(self.schema.field(name)):
-                # Files from before the column became a double hold the float the stat names.
-                lo, hi = pc.min_element_wise(lo, _as_float32(lo)), pc.max_element_wise(hi, _as_float32(hi))
-                exact[:] = False
-        nc = null_count.to_numpy(zero_copy_only=False).astype(np.float64) if n else np.zeros(0)
-        nc_known = ~np.isnan(nc)
-        rec_known = ~np.isnan(records)
-        may_null = ~nc_known | (np.nan_to_num(nc, nan=1.0) > 0)
-        all_null = nc_known & rec_known & (np.nan_to_num(nc) >= np.nan_to_num(records))
-        empty = rec_known & (np.nan_to_num(records, nan=1.0) == 0)
-        all_null |= empty
-        may_null |= empty
-        exact &= np.asarray(lo.is_valid()) & np.asarray(hi.is_valid())
-        exact |= empty
-        return ColumnStats(type_, lo, hi, may_null, all_null, exact)
+        field = self.schema.field(name)
+        lo, hi, exact = bound_arrays(field, lo, hi)
+        nc = null_count.to_numpy(zero_copy_only=False).astype(np.float64) if self.num_files else np.zeros(0)
+        may_null, all_null, empty = null_fact_arrays(nc, records)
+        return ColumnStats(field.type, lo, hi, may_null, all_null, exact | empty)
 
 
 def _span(chunk: pa.Array) -> slice:
@@ -406,15 +373,6 @@ def _typed(values: pa.Array, type_: Any) -> pa.Array:
         # falls back to parsing file by file.
         return pc.cast(pc.cast(values, pa.timestamp("us", "UTC")), pa.timestamp("us"))
     return pc.cast(values, target)
-
-
-def _no_nan(values: pa.Array) -> pa.Array:
-    return pc.if_else(pc.fill_null(pc.is_nan(values), False), pa.scalar(None, values.type), values)
-
-
-def _as_float32(values: pa.Array) -> pa.Array:
-    # The stat is the shortest decimal of a float32; Spark compares the float32 widened to double.
-    return pc.cast(pc.cast(values, pa.float32(), safe=False), pa.float64())
 
 
 def _safe_array(values: list, type_: pa.DataType | None) -> pa.Array:
