@@ -39,10 +39,10 @@ from benchmarks.common import (
     median,
     rmtree,
     rotated,
-    setup_java,
     timed,
     workdir,
 )
+from testing_support.paths import setup_java
 
 PHASES = ["snapshot load", "schema check", "spark write", "move", "footer stats", "log commit"]
 VARIANTS = {

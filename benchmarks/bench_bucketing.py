@@ -59,19 +59,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import (
-    DEFAULT_BASE,
-    Progress,
-    Report,
-    base_parser,
-    command_line,
-    finish,
-    fmt_s,
-    median,
-    rotated,
-    setup_java,
-    timed,
-)
+from benchmarks.common import Progress, Report, base_parser, command_line, finish, fmt_s, median, rotated, timed
+from testing_support.paths import DEFAULT_BASE, setup_java
 
 A_SCHEMA = "k BIGINT, v BIGINT, s STRING"
 B_SCHEMA = "k BIGINT, w BIGINT"

@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from benchmarks.bench_catalog import KEYS, fill, partitions
-from benchmarks.common import DEFAULT_BASE, REPO, Progress, Report, base_parser, finish, rotated, workdir
+from benchmarks.common import Progress, Report, base_parser, finish, rotated, workdir
+from testing_support.paths import DEFAULT_BASE, REPO
 
 BASELINE = "00f9f7a"  # the last commit whose catalog server is the standard library's
 SELECTIVE = "country = 'C07' AND category = 'cat11' AND year = '2019' AND month = 2"

@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = args.rows or (100_000 if args.quick else 5_000_000)
     reps = args.reps if args.reps is not None else (1 if args.quick else 5)
     progress = Progress("bench_changes")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
     spark = skiplake.local_spark(app_name="bench-changes", shuffle_partitions=args.partitions,

@@ -35,7 +35,7 @@ from typing import Any, Callable
 from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts, race
 from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated
 from benchmarks.delta_runner import DELTA_PACKAGE, DeltaRunner
-from benchmarks.tpcds_lake import raw_root
+from testing_support.tpcds_lake import raw_root
 
 KEYS = ["ss_sold_date_sk", "ss_item_sk"]
 NEW_ROWS = "ss_ticket_number % 20 = 0"      # the 5% appended after the layout
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     files = args.files if args.files is not None else (32 if args.quick else 512)
     reps = args.reps if args.reps is not None else (1 if args.quick else 2)
     progress = Progress("bench_clustering")
-    from benchmarks.common import DEFAULT_BASE, setup_java
+    from testing_support.paths import DEFAULT_BASE, setup_java
     setup_java()
     import skiplake
     spark = skiplake.local_spark(app_name="bench-clustering", shuffle_partitions=8, driver_memory="8g")

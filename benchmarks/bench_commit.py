@@ -25,19 +25,9 @@ import shutil
 import sys
 import time
 
-from benchmarks.common import (
-    Progress,
-    Report,
-    base_parser,
-    command_line,
-    finish,
-    median,
-    rotated,
-    setup_java,
-    timed,
-    workdir,
-)
+from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated, timed, workdir
 from benchmarks.synthetic import PARTITION_COLUMNS, FileFactory, LogWriter
+from testing_support.paths import setup_java
 
 LOG = "skiplake log API"
 TXN = "skiplake Transaction"

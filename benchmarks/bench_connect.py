@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Report, base_parser, command_line, finish
-from benchmarks.tpcds_lake import add_lake_arguments, build_lake, lake_scale
+from testing_support.tpcds_lake import add_lake_arguments, build_lake, lake_scale
 
 MODES = ("classic", "connect")
 
@@ -37,9 +37,9 @@ def _worker(args: argparse.Namespace) -> int:
     """One mode's run: every query planned and run `reps` times after a warm-up; JSON to --out."""
     import skiplake
     from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts
-    from benchmarks.tpcds_answers import canonical
     from skiplake.spark import connect_server
     from skiplake.spark.session import spark_conf
+    from testing_support.tpcds_answers import canonical
 
     server = None
     conf = {"shuffle_partitions": 4, "driver_memory": "6g"}

@@ -34,18 +34,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import (
-    DEFAULT_BASE,
-    Progress,
-    Report,
-    alternate,
-    base_parser,
-    command_line,
-    finish,
-    median,
-    setup_java,
-)
-from benchmarks.tpcds_lake import generated
+from benchmarks.common import Progress, Report, alternate, base_parser, command_line, finish, median
+from testing_support.paths import DEFAULT_BASE, setup_java
+from testing_support.tpcds_lake import generated
 
 LAYOUTS = {"flat": [], "by_date": ["ss_sold_date_sk"]}
 QUERY_WHERE = "ss_item_sk IN (40, 41, 42)"

@@ -3,7 +3,7 @@
 TPC-DS at --sf (default 10; --quick: 1, and only the item star join and queries 1-10) from
 DuckDB's dsdgen, as a skiplake lake whose fact tables are Z-ordered by (date key, item key) into
 files of one size (store_sales in --files files), each file's rows sorted by item key in small
-Parquet pages (benchmarks.tpcds_lake). Four contenders, the first three over the very same files:
+Parquet pages (testing_support.tpcds_lake). Four contenders, the first three over the very same files:
 
   spark       plain Spark SQL over each table's folder (which holds exactly its live files)
   static      lake.sql with dynamic file pruning switched off (literal predicates only)
@@ -42,10 +42,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, plot_path, rotated
-from benchmarks.tpcds_answers import FACTS, canonical, spark_queries
-from benchmarks.tpcds_lake import FACT_KEYS, LAYOUT_VERSION, add_lake_arguments, lake_scale
 from skiplake.errors import InvalidArgumentError
 from testing_support.query_tools import renamed, scan_metrics
+from testing_support.tpcds_answers import FACTS, canonical, spark_queries
+from testing_support.tpcds_lake import FACT_KEYS, LAYOUT_VERSION, add_lake_arguments, lake_scale
 
 CONTENDERS = ("spark", "static", "dynamic", "spark_dpp", "delta_spark")
 DEFAULT_CONTENDERS = ("spark", "static", "dynamic", "spark_dpp")
@@ -277,11 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     if "spark" not in contenders or "dynamic" not in contenders or set(args.contenders.split(",")) - set(CONTENDERS):
         parser.error(f"--contenders: a subset of {','.join(CONTENDERS)} with spark and dynamic among them")
     progress = Progress("bench_dfp")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
-    from benchmarks.tpcds_lake import build_lake, build_partitioned
     from skiplake.tpcds import TPCDS_TABLES
+    from testing_support.tpcds_lake import build_lake, build_partitioned
     delta = None
     if "delta_spark" in contenders:  # its JVM starts while the lake is built or opened
         from benchmarks.delta_runner import DeltaRunner

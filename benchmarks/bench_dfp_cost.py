@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated, timed
-from benchmarks.tpcds_lake import add_lake_arguments, build_lake, lake_scale
+from testing_support.tpcds_lake import add_lake_arguments, build_lake, lake_scale
 
 DFP = "spark.skiplake.optimizer.dynamicFilePruning"
 SCAN_COLUMNS = ("ss_sold_date_sk", "ss_item_sk", "ss_quantity", "ss_net_paid")

@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts, race
 from benchmarks.common import Progress, Report, base_parser, command_line, finish, median
-from benchmarks.tpcds_lake import PAGE_ROWS, add_lake_arguments, build_lake, lake_scale, partitioned_root
 from testing_support.query_tools import renamed
+from testing_support.tpcds_lake import PAGE_ROWS, add_lake_arguments, build_lake, lake_scale, partitioned_root
 
 LAYOUTS = ("zorder", "datemajor")
 # The item star join (item filter) and the store_sales-only queries of benchmark 9 where Spark's
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     sf, files = lake_scale(args)
     reps = args.reps if args.reps is not None else 3
     progress = Progress("bench_dfp_layout")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
     from skiplake.tpcds import TPCDS_TABLES

@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     updates = args.updates or (2 if args.quick else 5)
     reps = args.reps if args.reps is not None else (1 if args.quick else 3)
     progress = Progress("bench_dv")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
     spark = skiplake.local_spark(app_name="bench-dv", shuffle_partitions=8, driver_memory="6g")

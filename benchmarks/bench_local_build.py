@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated
-from benchmarks.tpcds_lake import add_lake_arguments, lake_scale
+from testing_support.tpcds_lake import add_lake_arguments, lake_scale
 
 # (table, filter, key): build sides of TPC-DS queries (the item star join, q3, q98, q13, q48, q6, q34),
 # then two larger ones.
@@ -85,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     args.sf, args.files = lake_scale(args)
     reps = args.reps if args.reps is not None else (2 if args.quick else 5)
     progress = Progress("bench_local_build")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
-    from benchmarks.tpcds_lake import build_lake
+    from testing_support.tpcds_lake import build_lake
     spark = skiplake.local_spark(app_name="bench-local-build", shuffle_partitions=8, driver_memory="4g")
     root = build_lake(spark, Path(args.data), args.sf, args.files, progress=progress)
     lake = skiplake.Lake(spark, str(root))

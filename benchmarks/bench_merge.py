@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     files = args.files or (4 if args.quick else 32)
     reps = args.reps if args.reps is not None else (1 if args.quick else 3)
     progress = Progress("bench_merge")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
     spark = skiplake.local_spark(app_name="bench-merge", shuffle_partitions=args.partitions,

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, plot_path, rotated
-from benchmarks.tpcds_answers import spark_queries
-from benchmarks.tpcds_lake import add_lake_arguments, lake_scale
+from testing_support.tpcds_answers import spark_queries
+from testing_support.tpcds_lake import add_lake_arguments, lake_scale
 
 CONTENDERS = ("spark", "static", "dynamic")
 DFP = "spark.skiplake.optimizer.dynamicFilePruning"
@@ -111,12 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     args.sf, args.files = lake_scale(args)
     reps = args.reps if args.reps is not None else (1 if args.quick else 5)
     progress = Progress("bench_overhead")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
-    from benchmarks.tpcds_lake import build_lake
     from skiplake.tpcds import TPCDS_TABLES
     from testing_support.query_tools import renamed
+    from testing_support.tpcds_lake import build_lake
     spark = skiplake.local_spark(app_name="bench-overhead", shuffle_partitions=8, driver_memory="4g")
     root = build_lake(spark, Path(args.data), args.sf, args.files, progress=progress)
     for t in TPCDS_TABLES:

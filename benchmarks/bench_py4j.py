@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = base_parser(__doc__.splitlines()[0]).parse_args(argv)
     reps = args.reps or (5 if args.quick else 15)
     progress = Progress("py4j")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
     from skiplake.spark.gateway import set_nodelay

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from benchmarks.common import Progress, Report, alternate, base_parser, command_line, finish, median
-from benchmarks.tpcds_lake import add_lake_arguments, lake_scale
+from testing_support.tpcds_lake import add_lake_arguments, lake_scale
 
 SETTINGS = ("on", "off")
 
@@ -34,9 +34,9 @@ def row_filters(lake: Any, text: str) -> list[str]:
 
 
 def measure(spark: Any, lake: Any, text: str, reps: int) -> dict[str, Any]:
-    from benchmarks.tpcds_answers import canonical
     from skiplake.spark.settings import UNCLUSTERED_ROW_FILTER
     from testing_support.query_tools import scan_metrics
+    from testing_support.tpcds_answers import canonical
     rows: dict[str, int] = {}
     answers: dict[str, Any] = {}
 
@@ -65,12 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     args.sf, args.files = lake_scale(args)
     reps = args.reps if args.reps is not None else (1 if args.quick else 3)
     progress = Progress("bench_row_filter")
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
     from benchmarks.bench_dfp import ITEM_JOIN, ITEM_JOIN_NAME, query_texts
     from benchmarks.bench_dfp_layout import build_datemajor
-    from benchmarks.tpcds_lake import build_lake
+    from testing_support.tpcds_lake import build_lake
     spark = skiplake.local_spark(app_name="bench-row-filter", shuffle_partitions=8, driver_memory="4g")
     root = build_lake(spark, Path(args.data), args.sf, args.files, progress=progress)
     datemajor = build_datemajor(spark, root, progress)

@@ -42,7 +42,7 @@ SKIPLAKE, DELTA = "skiplake", "delta-rs"
 # ------------------------------------------------------------------------------------ the store
 
 def start_store():
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     from testing_support.s3_server import start
     return start()
@@ -344,7 +344,7 @@ POINT = "SELECT sum(ss_quantity) AS q FROM {t} WHERE ss_item_sk IN (40, 41, 42)"
 
 def point_query(report: Report, server, bucket: str, sf: float, reps: int, progress: Progress) -> None:
     import skiplake
-    from benchmarks.tpcds_lake import generated
+    from testing_support.tpcds_lake import generated
     spark = skiplake.local_spark(app_name="bench-s3", s3=True)
     lake = skiplake.Lake(spark, f"s3://{bucket}/tpcds", storage_options=server.options)
     gen = generated(sf, progress)

@@ -36,18 +36,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import (
-    DEFAULT_BASE,
-    Progress,
-    Report,
-    base_parser,
-    command_line,
-    finish,
-    median,
-    rotated,
-    setup_java,
-    timed,
-)
+from benchmarks.common import Progress, Report, base_parser, command_line, finish, median, rotated, timed
+from testing_support.paths import DEFAULT_BASE, setup_java
 
 POINT = "SELECT sum(ss_quantity) AS q FROM {t} WHERE ss_item_sk IN (40, 41, 42)"
 POINT_SECTION = "point query ss_item_sk IN (40, 41, 42)"
@@ -136,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     reps = args.reps or (5 if args.quick else 7)
     progress = Progress("skipping")
     setup_java()
-    from benchmarks.tpcds_lake import generated
+    from testing_support.tpcds_lake import generated
     gen = generated(sf, progress)
     data = Path(args.data or Path(DEFAULT_BASE) / f"skipping-sf{sf:g}")
     if args.rebuild:

@@ -25,31 +25,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-REPO = Path(__file__).resolve().parent.parent
-# Working data and cached layouts (gitignored); the suite (`python -m benchmarks`) points its
-# benchmarks at a folder of its own through this variable.
-DATA_ENV = "SKIPLAKE_BENCH_DATA"
-DEFAULT_BASE = Path(os.environ.get(DATA_ENV) or REPO / "bench-data")
+from testing_support.paths import DEFAULT_BASE, REPO
+
 # Where the suite's run folders go: git_state leaves them out, since a run writes them.
 RUNS_DIR = REPO / "benchmarks" / "results" / "runs"
-DEFAULT_JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 
 
 # ---------------------------------------------------------------------------------------- setup
-
-def setup_java() -> str | None:
-    """Point JAVA_HOME at a Java 17 if it is not set: the Makefile's `.java_home`, else the usual path."""
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    marker = REPO / ".java_home"
-    candidates = [marker.read_text().strip()] if marker.exists() else []
-    candidates.append(DEFAULT_JAVA_HOME)
-    for home in candidates:
-        if home and os.path.exists(os.path.join(home, "bin", "java")):
-            os.environ["JAVA_HOME"] = home
-            return home
-    return None
-
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)

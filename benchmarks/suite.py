@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from benchmarks.common import DATA_ENV, REPO, RUNS_DIR, git_state, machine_info
+from benchmarks.common import RUNS_DIR, git_state, machine_info
 from skiplake.errors import InvalidArgumentError
+from testing_support.paths import DATA_ENV, REPO
 
 RUN_FILE = "run.json"
 FINISHED = ("ok", "checks failed", "failed")

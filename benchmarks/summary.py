@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import REPO, fmt_value
+from benchmarks.common import fmt_value
 from benchmarks.render_md import render
 from benchmarks.suite import Run, Step, duration
 from skiplake.errors import InvalidArgumentError
+from testing_support.paths import REPO
 
 PAGE = REPO / "docs" / "benchmarks.md"
 DETAILS = REPO / "docs" / "benchmark-run.md"

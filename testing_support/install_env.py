@@ -15,7 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from testing_support.paths import REPO, setup_java
+
 README = REPO / "README.md"
 QUICKSTART_BEGIN = "<!-- quickstart:begin -->"
 QUICKSTART_END = "<!-- quickstart:end -->"
@@ -39,12 +40,10 @@ def uv() -> str:
 
 def java_home() -> str:
     """JAVA_HOME, else the Java that `make` found (.java_home)."""
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    marker = REPO / ".java_home"
-    if marker.exists():
-        return marker.read_text().strip()
-    raise RuntimeError("no Java: set JAVA_HOME or run `make java`")
+    home = setup_java()
+    if home is None:
+        raise RuntimeError("no Java: set JAVA_HOME or run `make java`")
+    return home
 
 
 def clean_env(venv: Path | None = None, **extra: str) -> dict[str, str]:

@@ -20,16 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from testing_support.net import free_port
+from testing_support.paths import REPO
 
 S3PROXY = "org.gaul:s3proxy:4.0.0:jar:jar-with-dependencies"
 ACCESS_KEY = "skiplake-test"
 SECRET_KEY = "skiplake-test-secret"
-_REPO = Path(__file__).resolve().parent.parent
 
 
 def s3proxy_jar() -> str:
     """The s3proxy jar: from .tools/ (make s3-jars), the local Maven repository, or Maven Central."""
-    for pattern in (str(_REPO / ".tools" / "s3proxy-*-jar-with-dependencies.jar"),
+    for pattern in (str(REPO / ".tools" / "s3proxy-*-jar-with-dependencies.jar"),
                     os.path.expanduser("~/.m2/repository/org/gaul/s3proxy/4.0.0/s3proxy-4.0.0-jar-with-dependencies.jar")):
         found = sorted(glob.glob(pattern))
         if found:

@@ -6,25 +6,10 @@ session starts (its own JVM on loopback, skiplake.spark.connect_server), and tes
 suites of CONNECT_TESTS (Makefile) that way after the classic run."""
 from __future__ import annotations
 
-import os
-import subprocess
-from pathlib import Path
-
 import pytest
 
-
-def _java_home() -> str | None:
-    if os.environ.get("JAVA_HOME"):
-        return os.environ["JAVA_HOME"]
-    marker = Path(__file__).resolve().parent.parent / ".java_home"
-    if marker.exists():
-        return marker.read_text().strip()
-    script = Path(__file__).resolve().parent.parent / "scripts" / "ensure_java.sh"
-    out = subprocess.run([str(script)], capture_output=True, text=True)
-    return out.stdout.strip() or None
-
-
-from tests.modes import CONNECT  # noqa: E402
+from testing_support.paths import setup_java
+from tests.modes import CONNECT
 
 
 def pytest_configure(config):
@@ -56,9 +41,7 @@ def connect_server():
 
 @pytest.fixture(scope="session")
 def spark(request):
-    home = _java_home()
-    if home:
-        os.environ["JAVA_HOME"] = home
+    setup_java(install=True)
     import skiplake
     if CONNECT:
         server = request.getfixturevalue("connect_server")
@@ -81,9 +64,7 @@ def lake(spark, tmp_path):
 @pytest.fixture(scope="session")
 def s3_server():
     """An S3-compatible server on loopback (s3proxy, SigV4, atomic conditional PUT)."""
-    home = _java_home()
-    if home:
-        os.environ["JAVA_HOME"] = home
+    setup_java(install=True)
     from testing_support.s3_server import start
     server = start()
     yield server

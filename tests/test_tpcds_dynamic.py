@@ -4,7 +4,7 @@ A subset of the 99 queries that between them exercise every join shape the rule 
 joins, a build side that is a join or an aggregate or holds a scalar subquery, UNION ALL probes
 fed by one build, CTEs used several times, IN subqueries as left semi joins, outer joins): each
 answer must equal DuckDB's over the same generated data, and dynamic pruning must have applied.
-`python -m benchmarks.tpcds_answers` runs all 99 at a larger scale.
+`python -m testing_support.tpcds_answers` runs all 99 at a larger scale.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import skiplake
-from benchmarks.tpcds_answers import check
-from benchmarks.tpcds_lake import build_lake, raw_root
 from skiplake.spark import settings as dfp
+from testing_support.tpcds_answers import check
+from testing_support.tpcds_lake import build_lake, raw_root
 from tests.modes import CONNECT
 from tests.pruning_conf import SMALL_TABLES
 
@@ -75,11 +75,11 @@ def test_answers_equal_duckdbs_with_dynamic_pruning(spark, tpcds):
 def _filters_over_relations(spark, lake, prefix: str):
     """(query, optimized plan (py4j), table schema, Filter node) for each Filter directly above a
     table's relation in Spark's optimized plans of the subset's queries, over plain reads."""
-    from benchmarks.tpcds_answers import spark_queries
     from skiplake.spark.query.catalyst import optimized_plan, tree_text
     from skiplake.spark.query.plan_text import parse_plan
     from skiplake.tpcds import TPCDS_TABLES
     from testing_support.query_tools import renamed
+    from testing_support.tpcds_answers import spark_queries
 
     schemas = {}
     for name in TPCDS_TABLES:

@@ -15,7 +15,7 @@ files still cover small ranges of every Z-order column, and the file's row group
 cover small ranges of the sort column, which Spark's reader skips by their min/max (row group
 statistics, and the column index for pages). Smaller pages (`page_rows`) or row groups
 (`row_group_size`) make that finer; pages cost full scans far less. TPC-DS's fact tables
-(benchmarks.tpcds_lake) are files by (date key, item key), rows within a file by item key, in
+(testing_support.tpcds_lake) are files by (date key, item key), rows within a file by item key, in
 pages of 1,000 rows.
 
 The files are tagged ZCUBE_ID / ZCUBE_ZORDER_BY / ZCUBE_ZORDER_CURVE; a later OPTIMIZE with the

@@ -25,8 +25,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from benchmarks.common import DEFAULT_BASE
 from skiplake.tpcds import TPCDS_TABLES, GeneratedTables, generate
+from testing_support.paths import DEFAULT_BASE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

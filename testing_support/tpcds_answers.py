@@ -1,12 +1,12 @@
 """TPC-DS answers: every query through lake.sql (dynamic file pruning on), checked against DuckDB.
 
 DuckDB's tpcds extension generates the data and holds the 99 queries; the lake is built from the
-very same generated files (benchmarks.tpcds_lake: fact tables Z-ordered by date and item key), so
+very same generated files (testing_support.tpcds_lake: fact tables Z-ordered by date and item key), so
 DuckDB's answer over the generated Parquet is the expected answer. Queries are DuckDB's text
 transpiled to Spark SQL by sqlglot. Answers are compared as sorted rows, numbers rounded to two
 decimals (DuckDB and Spark sum doubles in different orders).
 
-    .venv/bin/python -m benchmarks.tpcds_answers [--sf 1] [--files 64] [--queries 3,5,42] [--json]
+    .venv/bin/python -m testing_support.tpcds_answers [--sf 1] [--files 64] [--queries 3,5,42] [--json]
 
 Prints a line per query (same answer or not, fact files read, dynamic pruning applied) and exits
 non-zero when an answer differs or a query fails.
@@ -22,6 +22,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
+
+from testing_support.paths import DEFAULT_BASE
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -119,13 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-DS scale factor (default 1)")
     parser.add_argument("--files", type=int, default=64, help="files of store_sales (default 64)")
     parser.add_argument("--queries", default=None, help="comma-separated query numbers (default all 99)")
-    parser.add_argument("--data", default="bench-data", help="where generated data and the lake go")
+    parser.add_argument("--data", default=str(DEFAULT_BASE), help="where generated data and the lake go")
     parser.add_argument("--json", action="store_true", help="one JSON document on stdout")
     args = parser.parse_args(argv)
-    from benchmarks.common import setup_java
+    from testing_support.paths import setup_java
     setup_java()
     import skiplake
-    from benchmarks.tpcds_lake import build_lake, raw_root
+    from testing_support.tpcds_lake import build_lake, raw_root
     say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else (lambda m: print(m, flush=True))
     spark = skiplake.local_spark(app_name="tpcds-answers", shuffle_partitions=8)
     base = Path(args.data)

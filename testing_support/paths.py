@@ -1,0 +1,31 @@
+"""Where tests and benchmarks find the checkout, its Java and their working data."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# Working data and cached layouts (gitignored); the benchmark suite (`python -m benchmarks`)
+# points its benchmarks at a folder of its own through this variable.
+DATA_ENV = "SKIPLAKE_BENCH_DATA"
+DEFAULT_BASE = Path(os.environ.get(DATA_ENV) or REPO / "bench-data")
+DEFAULT_JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+
+
+def setup_java(install: bool = False) -> str | None:
+    """Point JAVA_HOME at a Java 17 if it is not set: the Makefile's `.java_home`, else the usual
+    path, else (with `install`) the one scripts/ensure_java.sh finds or installs."""
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    marker = REPO / ".java_home"
+    candidates = [marker.read_text().strip()] if marker.exists() else []
+    candidates.append(DEFAULT_JAVA_HOME)
+    if install:
+        found = subprocess.run([str(REPO / "scripts" / "ensure_java.sh")], capture_output=True, text=True)
+        candidates.append(found.stdout.strip())
+    for home in candidates:
+        if home and os.path.exists(os.path.join(home, "bin", "java")):
+            os.environ["JAVA_HOME"] = home
+            return home
+    return None
