@@ -100,6 +100,18 @@ def list_data_files(root: str) -> DirectoryListing:
     return DirectoryListing(root, files, sorted(skipped))
 
 
+def _check_unpartitioned(listing: DirectoryListing, found: list[str]) -> None:
+    """No partition columns were given: no data file may sit in a partition folder."""
+    if not any(f.folders for f in listing.files):
+        return
+    raise ConversionPartitionError(
+        listing.root, f"the data files are in partition folders ({', '.join(found) or '?'}) but no partition "
+                      "columns were given", sorted({f.folder for f in listing.files if f.folders}),
+        f"Name them: partition_by=[{', '.join(repr(c) for c in found)}] (types inferred as Spark infers "
+        "them), or typed by a DDL string such as \"" + ", ".join(f"{c} STRING" for c in found)
+        + "\" (--partition-by on the command line).")
+
+
 def partition_columns_of(listing: DirectoryListing, names: Sequence[str]) -> list[str]:
     """The partition columns `names` as the directory's folders spell them, after checking that
     every data file sits exactly one `column=value` folder per column below the root, in the
@@ -114,14 +126,7 @@ def partition_columns_of(listing: DirectoryListing, names: Sequence[str]) -> lis
             "Move those files out (or into partition folders), or convert each such folder on its own.")
     found = [d.column for d in listing.files[0].folders] if listing.files else []
     if not names:
-        if any(f.folders for f in listing.files):
-            shown = ", ".join(found) or "?"
-            raise ConversionPartitionError(
-                root, f"the data files are in partition folders ({shown}) but no partition columns were given",
-                sorted({f.folder for f in listing.files if f.folders}),
-                f"Name them: partition_by=[{', '.join(repr(c) for c in found)}] (types inferred as Spark infers "
-                "them), or typed by a DDL string such as \"" + ", ".join(f"{c} STRING" for c in found)
-                + "\" (--partition-by on the command line).")
+        _check_unpartitioned(listing, found)
         return []
     wanted = [n.lower() for n in names]
     wrong = sorted({f.folder or "(the directory itself)" for f in listing.files

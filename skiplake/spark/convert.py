@@ -136,17 +136,7 @@ def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionB
     started = time.perf_counter()
     say = progress or (lambda _line: None)
     # 1. the target
-    parts_given = _partition_spec(spark, partition_by)
-    table = session_table(spark, catalog_table) if catalog_table is not None else None
-    if table is not None:
-        path = _catalog_path(path, table.location, catalog_table)
-        parts_given = _catalog_partitions(catalog_table, parts_given, table.partition_columns)
-        bucket_by = bucket_by if bucket_by is not None else table.bucket_spec
-        if table.bucket_spec is not None and bucket_by != table.bucket_spec:
-            raise InvalidArgumentError(f"bucket_by={bucket_by} differs from the catalog's spec of {catalog_table} "
-                                       f"({table.bucket_spec}); leave it out to take the catalog's")
-    if path is None:
-        raise InvalidArgumentError("give the directory to convert, or catalog_table= for a table of the session's catalog")
+    path, parts_given, bucket_by = _target(spark, path, catalog_table, partition_by, bucket_by)
     root = use_location(spark, path, storage_options)
     _check_directory(root)
     existing = _existing_table(root)
@@ -169,37 +159,61 @@ def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionB
     schema, config = with_column_mapping(root, schema, config, "none", new_table=False, bucketed=bucket_by is not None)
     # 5. buckets
     adds = _adds(listing, columns, part_types, stats, bucketed=bucket_by is not None)
-    spec = bucket_by.resolved(root, schema, columns) if bucket_by is not None else None
-    checked = ""
-    if spec is not None:
-        checked = "names"
-        if verify_buckets:
-            say(f"checking every row's bucket of {len(adds):,} files (a Spark job over the bucket columns)")
-            _check_rows(spark, root, schema, columns, adds, spec)
-            checked = "rows"
+    spec, checked = None, ""
+    if bucket_by is not None:
+        spec = bucket_by.resolved(root, schema, columns)
+        checked = _check_buckets(spark, root, schema, columns, adds, spec, verify_buckets, say)
         config.update(spec.to_configuration())
     # 6. the commit
     metadata = Metadata.new(schema, columns, config, name=name, description=description)
     params: dict[str, Any] = {"numFiles": len(adds), "partitionedBy": columns, "collectStats": True,
-                              "sourceFormat": "parquet"}
-    if catalog_table is not None:
-        params["catalogTable"] = catalog_table
+                              "sourceFormat": "parquet", **({"catalogTable": catalog_table} if catalog_table else {})}
     snapshot = _commit(root, metadata, required_protocol(Protocol(1, 2), config), adds, params)
     say(f"committed version {snapshot.version}")
-    rows = [f.num_records for f in adds]
     report = ConversionReport(
         path=root, version=snapshot.version, converted=True, files=len(adds), bytes=listing.total_bytes,
-        rows=None if any(r is None for r in rows) else sum(r or 0 for r in rows),
+        rows=_row_count(adds),
         partition_columns=[f"{c} {type_name(t)}" for c, t in zip(columns, part_types)],
-        partitions=len({tuple(d.raw_value for d in f.folders) for f in listing.files}) if columns else 0,
-        bucket_spec=None if spec is None else {"num_buckets": spec.num_buckets, "columns": list(spec.columns),
-                                               "sort_by": list(spec.sort_by)},
-        buckets_checked=checked, footers_read_by="spark job" if use_job else "driver", schema_merged=schema_merged,
+        partitions=_partition_count(listing, columns), bucket_spec=_spec_summary(spec), buckets_checked=checked,
+        footers_read_by="spark job" if use_job else "driver", schema_merged=schema_merged,
         skipped_files=len(listing.skipped), seconds=round(time.perf_counter() - started, 3))
     return Conversion(snapshot, report)
 
 
+def _row_count(adds: Sequence[AddFile]) -> int | None:
+    rows = [f.num_records for f in adds]
+    return None if None in rows else sum(r or 0 for r in rows)
+
+
+def _partition_count(listing: DirectoryListing, columns: Sequence[str]) -> int:
+    return len({tuple(d.raw_value for d in f.folders) for f in listing.files}) if columns else 0
+
+
+def _spec_summary(spec: BucketSpec | None) -> dict[str, Any] | None:
+    if spec is None:
+        return None
+    return {"num_buckets": spec.num_buckets, "columns": list(spec.columns), "sort_by": list(spec.sort_by)}
+
+
 # ---------------------------------------------------------------- 1. the target
+
+
+def _target(spark: "SparkSession", path: str | None, catalog_table: str | None, partition_by: PartitionBy,
+            bucket_by: BucketSpec | None) -> tuple[str, list[tuple[str, str | None]], BucketSpec | None]:
+    """(directory, partition columns as given, bucket spec): from the arguments, and for a table of
+    the session's catalog from its definition, which the arguments may repeat but not contradict."""
+    parts_given = _partition_spec(spark, partition_by)
+    table = session_table(spark, catalog_table) if catalog_table is not None else None
+    if table is not None:
+        path = _catalog_path(path, table.location, catalog_table)
+        parts_given = _catalog_partitions(catalog_table, parts_given, table.partition_columns)
+        bucket_by = bucket_by if bucket_by is not None else table.bucket_spec
+        if table.bucket_spec is not None and bucket_by != table.bucket_spec:
+            raise InvalidArgumentError(f"bucket_by={bucket_by} differs from the catalog's spec of {catalog_table} "
+                                       f"({table.bucket_spec}); leave it out to take the catalog's")
+    if path is None:
+        raise InvalidArgumentError("give the directory to convert, or catalog_table= for a table of the session's catalog")
+    return path, parts_given, bucket_by
 
 
 def _partition_spec(spark: "SparkSession", partition_by: "PartitionBy | StructType") -> list[tuple[str, str | None]]:
@@ -488,6 +502,17 @@ def _check_bucket_ids(listing: DirectoryListing, spec: BucketSpec) -> None:
             listing.root, f"files whose names carry no bucket id of {spec.num_buckets} buckets (Spark's bucketed "
                           "files end in _<bucket>.c000...parquet)", wrong,
             "Check the bucket count, or move the files that bucketBy did not write out of the directory.")
+
+
+def _check_buckets(spark: "SparkSession", root: str, schema: Schema, columns: list[str], adds: list[AddFile],
+                   spec: BucketSpec, verify: bool, say: Callable[[str], None]) -> str:
+    """How the files' buckets were checked: by their names (done before any footer was read), and
+    unless `verify` is off by every row's bucket."""
+    if not verify:
+        return "names"
+    say(f"checking every row's bucket of {len(adds):,} files (a Spark job over the bucket columns)")
+    _check_rows(spark, root, schema, columns, adds, spec)
+    return "rows"
 
 
 def _check_rows(spark: "SparkSession", root: str, schema: Schema, columns: list[str], adds: list[AddFile],

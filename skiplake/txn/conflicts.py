@@ -212,34 +212,44 @@ def _check_domains(won: _Winner, actions: list[Action], read_set: ReadSet) -> No
 _DOMAIN_MEANING = {"delta.clustering": "the clustering columns", "delta.rowTracking": "the row id high-water mark"}
 
 
+_BLIND_APPEND_HINT = " Under WriteSerializable (the default) a blind append like this one would not conflict."
+
+
 def _check_added_files(won: _Winner, actions: list[Action], read_set: ReadSet, isolation: str,
                        marked: set[str], new_files_conflict: bool = True) -> None:
     """Files the winner added that this transaction's reads would have seen (not the files it
     logged again with more rows marked: they hold no new rows)."""
     winner_blind = bool(won.info and won.info.isBlindAppend)
-    if is_rearrangement(actions) or (isolation == WRITE_SERIALIZABLE and winner_blind) or not new_files_conflict:
+    # A rearrangement adds no rows; WriteSerializable orders a blind append after this transaction.
+    exempt = is_rearrangement(actions) or (isolation == WRITE_SERIALIZABLE and winner_blind)
+    if exempt or not new_files_conflict:
         return
-    schema, mode = won.snapshot.schema, won.snapshot.column_mapping
-    seen: list[AddFile] = []  # added files whose stats cannot rule out this transaction's reads
-    for a in won.actions:
-        if not (isinstance(a, AddFile) and a.dataChange) or a.path in marked:
-            continue
-        values, stats = _logical_values(won.snapshot, a.partitionValues), a.stats
-        if mode != "none" and stats:  # the log keys stats by physical names; reads name logical columns
-            # Parsed with Decimal (as file_lookup parses): a float would round a decimal's bounds.
-            stats = logical_stats(json.loads(stats, parse_float=Decimal), schema, mode)
-        lookup = file_lookup(schema, values, stats)
-        if read_set.whole_table or any(may_match(p, lookup) for p in read_set.predicates):
-            seen.append(a)
-    if not seen or (not read_set.whole_table and _no_row_matches(won.snapshot, seen, read_set.predicates)):
+    seen = _maybe_seen(won, read_set, marked)
+    if not seen or _no_row_matches(won.snapshot, seen, read_set):
         return
-    hint = (" Under WriteSerializable (the default) a blind append like this one would not "
-            "conflict." if winner_blind and isolation == SERIALIZABLE else "")
+    hint = _BLIND_APPEND_HINT if winner_blind and isolation == SERIALIZABLE else ""
     won.raise_(ConcurrentAppendException,
                f"and added files to {won.where(seen[0])} that this transaction's read (isolation level "
                f"{isolation}) would have seen. Make the two operations touch disjoint partitions, or "
                "state the partition explicitly in the operation's condition (in MERGE, in the ON "
                f"clause).{hint}")
+
+
+def _maybe_seen(won: _Winner, read_set: ReadSet, marked: set[str]) -> list[AddFile]:
+    """The files the winner added whose partition values and stats cannot rule out this
+    transaction's reads."""
+    return [a for a in won.actions if isinstance(a, AddFile) and a.dataChange and a.path not in marked
+            and (read_set.whole_table or _may_be_read(won.snapshot, a, read_set))]
+
+
+def _may_be_read(snapshot: Snapshot, added: AddFile, read_set: ReadSet) -> bool:
+    """Whether the added file's partition values and stats allow a row some read predicate matches."""
+    schema, mode, stats = snapshot.schema, snapshot.column_mapping, added.stats
+    if mode != "none" and stats:  # the log keys stats by physical names; reads name logical columns
+        # Parsed with Decimal (as file_lookup parses): a float would round a decimal's bounds.
+        stats = logical_stats(json.loads(stats, parse_float=Decimal), schema, mode)
+    lookup = file_lookup(schema, _logical_values(snapshot, added.partitionValues), stats)
+    return any(may_match(p, lookup) for p in read_set.predicates)
 
 
 def _logical_values(snapshot: Snapshot, values: dict[str, str | None]) -> dict[str, str | None]:
@@ -251,19 +261,19 @@ def _logical_values(snapshot: Snapshot, values: dict[str, str | None]) -> dict[s
     return logical_partition_values(values, snapshot.schema, snapshot.partition_columns, mode)
 
 
-def _no_row_matches(snapshot: Snapshot, files: list[AddFile], predicates: list) -> bool:
+def _no_row_matches(snapshot: Snapshot, files: list[AddFile], read_set: ReadSet) -> bool:
     """Whether no row of the winner's added files satisfies any of this transaction's read
-    predicates, read exactly (skiplake.skipping.rows): then its reads would have seen nothing
+    predicates (a read of the whole table is matched by any row), read exactly (skiplake.skipping.rows): then its reads would have seen nothing
     new, whatever the files' min/max said. False whenever that cannot be known cheaply and
     exactly: files past EXACT_CHECK_BYTES in all, with deletion vectors, under column mapping
     (physical names in the files), not local, or a predicate the row evaluator cannot evaluate
     as Spark does."""
-    if snapshot.column_mapping != "none" or any(f.deletionVector for f in files) or \
+    if read_set.whole_table or snapshot.column_mapping != "none" or any(f.deletionVector for f in files) or \
             sum(f.size for f in files) > EXACT_CHECK_BYTES:
         return False
     try:
         return not any(any_row(snapshot.table_path, files, snapshot.schema, snapshot.partition_columns, p)
-                       for p in predicates)
+                       for p in read_set.predicates)
     except (NotExact, OSError, pa.ArrowException, ValueError, ArithmeticError):
         return False  # (ValueError, ArithmeticError: a partition value another writer logged badly)
 

@@ -266,38 +266,56 @@ class _Run:
         come from an anti join (only the keys of the target shuffled); a larger one takes one
         outer join of the two."""
         inserts = bool(self.spec.not_matched)
-        updates = any(found.rows.get(i) for i in self.merge.ids(KINDS, ("update",)))
-        by_source_updates = any(found.rows.get(i) for i in self.merge.ids((NOT_MATCHED_BY_SOURCE,), ("update",)))
-        read = [f for f in files if f.path in found.changed or (inserts and f.path in found.matched)]
-        from_target = bool(changed) and (keep_unchanged or updates)
-        kept = (~self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("delete",)) if keep_unchanged else
-                self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",)))
-        whole_files = keep_unchanged or by_source_updates   # target rows no source row matches too
+        # Inserts must not match a target row: every file holding a matched row is read then.
+        touched = found.changed | found.matched if inserts else found.changed
+        read = [f for f in files if f.path in touched]
+        from_target = bool(changed) and (keep_unchanged or self._acted(found, KINDS, "update"))
+        # Which target rows are written: those no clause deletes, or only the updated ones.
+        kept = ~self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("delete",)) if keep_unchanged else \
+            self.among((MATCHED, NOT_MATCHED_BY_SOURCE), ("update",))
+        # Whether target rows no source row matches are written too.
+        whole_files = keep_unchanged or self._acted(found, (NOT_MATCHED_BY_SOURCE,), "update")
         if not read or broadcastable(self.source):
-            parts = []
-            if from_target:
-                source, target = self.sides(changed, self.source, file_info=False, broadcast=True, row_ids=True)
-                joined = target.join(source, F.expr(self.spec.on), "left" if whole_files else "inner")
-                parts.append(joined.withColumn(CLAUSE, self.clause()).filter(kept).select(*self.row(self.merge.copy)))
-            if inserts:
-                source = self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
-                if read:
-                    source = source.join(self.matchable(read), F.expr(self.spec.on), "left_anti")
-                parts.append(self.inserted(source))
-            return _union(parts)
+            return self._written_beside_target(changed, read, kept, from_target, whole_files)
         if not (from_target or inserts):
             return None
         extra = keep_unchanged and len(read) > len(changed)
-        source, target = self.sides(read, self.source, file_info=extra, row_ids=True)
+        if extra:
+            kept = kept & F.col(f"{self.t}.{FILE_COLUMN}").isin([found.spark_paths[f.path] for f in changed])
+        return self._written_by_one_join(read, kept, whole_files, extra)
+
+    def _acted(self, found: Found, kinds: Sequence[str], action: str) -> bool:
+        """Whether a clause of `kinds` doing `action` matched some row in the first job."""
+        return any(found.rows.get(i) for i in self.merge.ids(kinds, (action,)))
+
+    def _written_beside_target(self, changed: Sequence[AddFile], read: Sequence[AddFile], kept: Column,
+                               from_target: bool, whole_files: bool) -> DataFrame | None:
+        """`written` for a source Spark broadcasts: the target's changed files joined with it
+        where they lie, and the inserts from an anti join with the files `read`."""
+        parts = []
+        if from_target:
+            source, target = self.sides(changed, self.source, file_info=False, broadcast=True, row_ids=True)
+            joined = target.join(source, F.expr(self.spec.on), "left" if whole_files else "inner")
+            parts.append(joined.withColumn(CLAUSE, self.clause()).filter(kept).select(*self.row(self.merge.copy)))
+        if self.spec.not_matched:
+            source = self.source.withColumn(SOURCE_FLAG, F.lit(True)).alias(self.s)
+            if read:
+                source = source.join(self.matchable(read), F.expr(self.spec.on), "left_anti")
+            parts.append(self.inserted(source))
+        return _union(parts)
+
+    def _written_by_one_join(self, read: Sequence[AddFile], kept: Column, whole_files: bool,
+                             file_info: bool) -> DataFrame:
+        """`written` for a larger source: one join of the source with the files `read`, outer
+        on the side(s) whose unmatched rows are written too."""
+        inserts = bool(self.spec.not_matched)
+        source, target = self.sides(read, self.source, file_info=file_info, row_ids=True)
         how = {(True, True): "full", (True, False): "left", (False, True): "right"}[(inserts, whole_files)] \
             if inserts or whole_files else "inner"
         joined = source.join(target, F.expr(self.spec.on), how).withColumn(CLAUSE, self.clause())
         has_target = F.col(f"{self.t}.{TARGET_FLAG}").isNotNull()
-        if extra:
-            kept = kept & F.col(f"{self.t}.{FILE_COLUMN}").isin([found.spark_paths[f.path] for f in changed])
         keep = (has_target & kept) | (~has_target & self.among((NOT_MATCHED,), ("insert",)))
         return joined.filter(keep).select(*self.row(self.merge.copy))
-
 
     def record_changes(self, files: Sequence[AddFile], found: Found) -> None:
         """Change files for the rows as they were: each target row a clause updates or deletes

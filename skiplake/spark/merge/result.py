@@ -8,6 +8,7 @@ are `numTargetDeletionVectorsAdded` (no vector before) or `...Updated` (a new on
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, fields
 from typing import Sequence
 
@@ -96,13 +97,18 @@ class FileChanges:
         removes = {a.path: a for a in actions if isinstance(a, RemoveFile)}
         adds = [a for a in actions if isinstance(a, AddFile)]
         relogged = {a.path: a for a in adds if a.path in removes}
-        dv_added = sum(1 for p, a in relogged.items() if a.deletionVector and not removes[p].deletionVector)
-        dv_updated = sum(1 for p, a in relogged.items() if a.deletionVector and removes[p].deletionVector)
+        dv = Counter(_vector_change(removes[p], a) for p, a in relogged.items())
         gone = tuple(r for p, r in removes.items() if p not in relogged)
-        dv_removed = sum(1 for r in gone if r.deletionVector) + sum(
-            1 for p, a in relogged.items() if not a.deletionVector and removes[p].deletionVector)
-        return FileChanges(tuple(a for a in adds if a.path not in removes), gone, dv_added, dv_updated, dv_removed)
+        dv_removed = dv["removed"] + sum(1 for r in gone if r.deletionVector)
+        return FileChanges(tuple(a for a in adds if a.path not in removes), gone, dv["added"], dv["updated"], dv_removed)
 
     @property
     def rows_added(self) -> int:
         return sum(a.num_records or 0 for a in self.added)
+
+
+def _vector_change(before: RemoveFile, after: AddFile) -> str:
+    """What re-logging a file did to its deletion vector: added, updated, removed, or nothing."""
+    if after.deletionVector:
+        return "updated" if before.deletionVector else "added"
+    return "removed" if before.deletionVector else ""

@@ -100,26 +100,7 @@ def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver
     settings = plan.settings
     if not settings.enabled or plan.root is None:
         return plan
-    occurrences = {occ.node.number: (ref, occ) for ref in plan.references for occ in ref.occurrences
-                   if ref.snapshot is not None}
-    candidates: list[Candidate] = []
-    for join in (n for n in plan.root.walk() if n.kind == "Join"):
-        verdicts = [_consider(plan, join, sides, occurrences) for sides in _sides(join)]
-        chosen = [v.candidate for v in verdicts if v.candidate is not None]
-        reported = [v for v in verdicts if v.report_fields]
-        if not reported:
-            continue
-        best = max(reported, key=lambda v: v.probe_bytes)
-        if join.join_type not in _SIDES:
-            plan.dynamic.append(DynamicPruningReport(applied=False, reason=_never(join), **best.report_fields))
-        elif join.join_type not in settings.join_types:
-            plan.dynamic.append(DynamicPruningReport(
-                applied=False, reason=f"{join.join_type} is not among {JOIN_TYPES} ({', '.join(settings.join_types)})",
-                **best.report_fields))
-        elif chosen:
-            candidates.extend(chosen)
-        else:
-            plan.dynamic.append(DynamicPruningReport(applied=False, reason=best.reason, **best.report_fields))
+    candidates = _candidates(plan)
     groups = _groups(plan, candidates)
     if plan.optimized is None:
         groups = _driver_builds(plan, groups)
@@ -131,6 +112,37 @@ def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver
         _apply(plan, [c for group in groups.values() for c in group], model)
     plan.dynamic = _alike_once(plan.dynamic)
     return plan
+
+
+def _candidates(plan: QueryPlan) -> list[Candidate]:
+    """Every join's candidates, each probe traced to the reads of skiplake tables below it."""
+    assert plan.root is not None
+    occurrences = {occ.node.number: (ref, occ) for ref in plan.references for occ in ref.occurrences
+                   if ref.snapshot is not None}
+    return [c for join in plan.root.walk() if join.kind == "Join" for c in _join_candidates(plan, join, occurrences)]
+
+
+def _join_candidates(plan: QueryPlan, join: PlanNode,
+                     occurrences: dict[int, tuple[TableReference, Occurrence]]) -> list[Candidate]:
+    """The candidates of one join, in the directions its type allows; when there are none, the
+    report of why (for the direction whose probe reads most) goes to the plan."""
+    verdicts = [_consider(plan, join, sides, occurrences) for sides in _sides(join)]
+    chosen = [v.candidate for v in verdicts if v.candidate is not None]
+    reported = [v for v in verdicts if v.report_fields]
+    if not reported:
+        return []
+    best = max(reported, key=lambda v: v.probe_bytes)
+    settings = plan.settings
+    if join.join_type not in _SIDES:
+        reason = _never(join)
+    elif join.join_type not in settings.join_types:
+        reason = f"{join.join_type} is not among {JOIN_TYPES} ({', '.join(settings.join_types)})"
+    elif chosen:
+        return chosen
+    else:
+        reason = best.reason
+    plan.dynamic.append(DynamicPruningReport(applied=False, reason=reason, **best.report_fields))
+    return []
 
 
 def _alike_once(reports: list[DynamicPruningReport]) -> list[DynamicPruningReport]:
@@ -552,16 +564,26 @@ def _chain_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[Pl
         return None
     ref = hit[0]
     columns = {a.id: a.name for a in node.output or []}
-    # A Project that computes something gives its result a new id: only pass-through ones here.
-    if any(n.kind == "Project" and (n.output is None or any(a.id not in columns for a in n.output)) for n in chain):
+    if not _passes_through(chain, columns):
         return None
-    keys = []
-    for _targets, b in c.pairs:
-        field_ = ref.schema.find(columns[b.attr.id]) if b.attr.id in columns else None
-        if field_ is None or (b.cast is not None and b.cast not in _WIDER.get(field_.type, ())):
-            return None
-        keys.append(field_.name)
-    return ref, chain, keys
+    keys = [_key_column(ref, columns, b) for _targets, b in c.pairs]
+    return None if None in keys else (ref, chain, keys)  # type: ignore[return-value]
+
+
+def _passes_through(chain: list[PlanNode], columns: dict[int, str]) -> bool:
+    """Whether every Project of the chain only passes the relation's columns on: one that
+    computes something gives its result a new id."""
+    return not any(n.kind == "Project" and (n.output is None or any(a.id not in columns for a in n.output))
+                   for n in chain)
+
+
+def _key_column(ref: TableReference, columns: dict[int, str], b: Operand) -> str | None:
+    """The table's column a build key reads, or None when it is no column of the relation or
+    its cast is not a widening of the column's type."""
+    field_ = ref.schema.find(columns[b.attr.id]) if b.attr.id in columns else None
+    if field_ is None or (b.cast is not None and b.cast not in _WIDER.get(field_.type, ())):
+        return None
+    return field_.name
 
 
 def _bound_filter(plan: QueryPlan, ref: TableReference, node: PlanNode) -> Node | None:
