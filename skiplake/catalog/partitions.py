@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import orjson
 from sqlalchemy import Select, and_, bindparam, delete, insert, select, update
@@ -119,37 +119,49 @@ class PartitionOperations(CatalogCore):
             table_row = self._table_row(conn, DatabaseName, TableName)
             indexes = self._live_indexes(conn, table_row.id)
             # Check every item first (per-item errors), then write the good ones in bulk.
-            good: dict[str, tuple[list[str], dict]] = {}
-            for p in PartitionInputList:
-                values = [str(v) for v in p.get("Values") or []]
-                try:
-                    self._partition_values_ok(table_row, values, indexes)
-                except CatalogError as e:
-                    refuse(p, e)
-                    continue
-                key = json.dumps(values)
-                if key in good:
-                    refuse(p, AlreadyExistsError(f"Partition {values} is in the request twice."))
-                    continue
-                good[key] = (values, p)
+            good = self._new_partitions(conn, table_row, indexes, PartitionInputList, refuse)
             if good:
-                taken = {r.values_key for r in conn.execute(select(store.partitions.c.values_key).where(and_(
-                    store.partitions.c.table_id == table_row.id, store.partitions.c.values_key.in_(list(good)))))}
-                for key in taken:
-                    values, p = good.pop(key)
-                    refuse(p, AlreadyExistsError(f"Partition {values} already exists."))
-            if good:
-                now = now_seconds()
-                rows = [{"table_id": table_row.id, "values_key": key, "create_time": now,
-                         "body": json.dumps({k: v for k, v in p.items() if k != "Values"}, default=str)}
-                        for key, (_, p) in good.items()]
-                ids = conn.execute(insert(store.partitions).returning(store.partitions.c.id,
-                                                                     store.partitions.c.values_key), rows).all()
-                keys = key_types(json.loads(table_row.body))
-                entries = [e for pid, key in ids for e in index_entries(indexes, keys, pid, json.loads(key))]
-                if entries:
-                    conn.execute(insert(store.index_entries), entries)
+                self._insert_partitions(conn, table_row, indexes, good)
         return {"Errors": [e for _, e in sorted(errors, key=lambda x: x[0])]} if errors else {}
+
+    def _new_partitions(self, conn: Connection, table_row: Any, indexes: list, items: list,
+                        refuse: Callable[[dict, CatalogError], None]) -> dict[str, tuple[list[str], dict]]:
+        """The items to create, by their values' key: each checked, neither twice in the request
+        nor already in the table (those are refused)."""
+        good: dict[str, tuple[list[str], dict]] = {}
+        for p in items:
+            values = [str(v) for v in p.get("Values") or []]
+            try:
+                self._partition_values_ok(table_row, values, indexes)
+            except CatalogError as e:
+                refuse(p, e)
+                continue
+            key = json.dumps(values)
+            if key in good:
+                refuse(p, AlreadyExistsError(f"Partition {values} is in the request twice."))
+                continue
+            good[key] = (values, p)
+        if good:
+            taken = {r.values_key for r in conn.execute(select(store.partitions.c.values_key).where(and_(
+                store.partitions.c.table_id == table_row.id, store.partitions.c.values_key.in_(list(good)))))}
+            for key in taken:
+                values, p = good.pop(key)
+                refuse(p, AlreadyExistsError(f"Partition {values} already exists."))
+        return good
+
+    def _insert_partitions(self, conn: Connection, table_row: Any, indexes: list,
+                           good: dict[str, tuple[list[str], dict]]) -> None:
+        """Insert the partitions and their entries in the table's live indexes."""
+        now = now_seconds()
+        rows = [{"table_id": table_row.id, "values_key": key, "create_time": now,
+                 "body": json.dumps({k: v for k, v in p.items() if k != "Values"}, default=str)}
+                for key, (_, p) in good.items()]
+        ids = conn.execute(insert(store.partitions).returning(store.partitions.c.id,
+                                                             store.partitions.c.values_key), rows).all()
+        keys = key_types(json.loads(table_row.body))
+        entries = [e for pid, key in ids for e in index_entries(indexes, keys, pid, json.loads(key))]
+        if entries:
+            conn.execute(insert(store.index_entries), entries)
 
     def _partition_out(self, table_row: Any, row: Any, exclude_columns: bool = False) -> dict:
         body = orjson.loads(row.body)   # GetPartitions' hot path: orjson parses these several times faster
@@ -240,23 +252,12 @@ class PartitionOperations(CatalogCore):
             t = rows[0]
             keys = key_types(json.loads(t.body))
             expr = parse(Expression, list(keys.items())) if Expression and Expression.strip() else None
-            indexes = [r for r in rows if r.index_id is not None]
-            chosen = choose_index(indexes, keys, expr) if expr is not None else None
-            after = read_token(NextToken)
-            out_rows: list[Any] = []
-            scanned = 0
+            chosen = choose_index([r for r in rows if r.index_id is not None], keys, expr) if expr is not None else None
             if chosen is not None and expr is not None:
                 expr = residual(expr, chosen[1].covered)
             test = matcher(expr) if expr is not None else None
-            for cursor, row in self._candidates(conn, t, chosen, after):
-                scanned += 1
-                if total > 1 and row.id % total != segment:
-                    continue
-                if test is not None and not test(dict(zip(keys, orjson.loads(row.values_key)))):
-                    continue
-                out_rows.append((cursor, row))
-                if len(out_rows) > limit:
-                    break
+            out_rows, scanned = _page(self._candidates(conn, t, chosen, read_token(NextToken)), list(keys), test,
+                                      (segment, total), limit)
             self.last_plan = {"index": chosen[0] if chosen else None,
                               "keys_used": list(chosen[1].keys_used) if chosen else [],
                               "rows_scanned": scanned}
@@ -320,3 +321,21 @@ def index_entries(indexes: list[Any], keys: dict[str, str], pid: int, values: Se
         out.append({"index_id": idx.id, "partition_id": pid,
                     "key": encode([typed_value(by_name[n], k) for n, k in zip(names, kinds)], kinds)})
     return out
+
+
+def _page(candidates: Iterable[tuple[Any, Any]], keys: list[str], test: Callable[[dict], bool] | None,
+          segment: tuple[int, int], limit: int) -> tuple[list[tuple[Any, Any]], int]:
+    """(the first `limit` + 1 (cursor, row) of the segment that pass `test`, rows scanned)."""
+    part, total = segment
+    out: list[tuple[Any, Any]] = []
+    scanned = 0
+    for cursor, row in candidates:
+        scanned += 1
+        if total > 1 and row.id % total != part:
+            continue
+        if test is not None and not test(dict(zip(keys, orjson.loads(row.values_key)))):
+            continue
+        out.append((cursor, row))
+        if len(out) > limit:
+            break
+    return out, scanned
