@@ -153,21 +153,25 @@ def plan_changes(table_path: str, starting_version: int | None = None, ending_ve
     return ChangePlan(snapshot.metadata, snapshot.column_mapping, start, end, versions)
 
 
+def _first_given(*versions: int | None) -> int:
+    return next(v for v in versions if v is not None)
+
+
 def _version_range(table_path: str, listing: LogListing, starting_version: int | None, ending_version: int | None,
                    starting_timestamp: str | dt.datetime | None,
                    ending_timestamp: str | dt.datetime | None) -> tuple[int, int]:
     """The first and last version of a change read, checked to be in the log."""
-    if starting_version is not None and starting_timestamp is not None:
-        raise InvalidArgumentError("give starting_version or starting_timestamp, not both")
-    if ending_version is not None and ending_timestamp is not None:
-        raise InvalidArgumentError("give ending_version or ending_timestamp, not both")
+    for side, version, timestamp in (("starting", starting_version, starting_timestamp),
+                                     ("ending", ending_version, ending_timestamp)):
+        if version is not None and timestamp is not None:
+            raise InvalidArgumentError(f"give {side}_version or {side}_timestamp, not both")
     latest = listing.latest
     if latest is None or not listing.commits:
         raise NotATableError(table_path)
     by_start, by_end = versions_between(table_path, starting_timestamp, ending_timestamp, listing)
     oldest = min(listing.commits)
-    start = starting_version if starting_version is not None else (by_start if by_start is not None else oldest)
-    end = ending_version if ending_version is not None else (by_end if by_end is not None else latest)
+    start = _first_given(starting_version, by_start, oldest)
+    end = _first_given(ending_version, by_end, latest)
     for v in (start, end):
         if v < oldest or v > latest or v not in listing.commits:
             raise VersionNotFoundError(table_path, v, oldest, latest)
@@ -180,29 +184,31 @@ def _version_range(table_path: str, listing: LogListing, starting_version: int |
     return start, end
 
 
+def _remarked(table_path: str, add: AddFile, remove: RemoveFile, out: VersionChanges) -> None:
+    """The same file logged again with another deletion vector: rows it now marks were deleted,
+    rows it no longer marks (a RESTORE) were inserted."""
+    now, before = marked_rows(table_path, add.deletionVector), marked_rows(table_path, remove.deletionVector)
+    plain = AddFile(add.path, dict(add.partitionValues), add.size, add.modificationTime, True, add.stats, add.tags)
+    gone, back = np.setdiff1d(now, before), np.setdiff1d(before, now)
+    if len(gone):
+        out.rows_deleted.append((plain, gone.astype(np.uint64)))
+    if len(back):
+        out.rows_inserted.append((plain, back.astype(np.uint64)))
+
+
 def _version_changes(table_path: str, version: int, timestamp_ms: int, actions: list) -> VersionChanges:
     out = VersionChanges(version, timestamp_ms)
     out.change_files = [a for a in actions if isinstance(a, AddCDCFile)]
     if out.change_files:
         return out
-    adds = {a.path: a for a in actions if isinstance(a, AddFile) and a.dataChange}
-    removes = {r.path: r for r in actions if isinstance(r, RemoveFile) and r.dataChange}
+    adds: dict[str, AddFile] = {a.path: a for a in actions if isinstance(a, AddFile) and a.dataChange}
+    removes: dict[str, RemoveFile] = {r.path: r for r in actions if isinstance(r, RemoveFile) and r.dataChange}
     for path, add in adds.items():
         remove = removes.pop(path, None)
         if remove is None:
             out.inserted.append(add)
-            continue
-        if unique_id(add.deletionVector) == unique_id(remove.deletionVector):
-            continue  # the same rows removed and added again: no change
-        # The same file logged again with another deletion vector: rows it now marks were
-        # deleted, rows it no longer marks (a RESTORE) were inserted.
-        now, before = marked_rows(table_path, add.deletionVector), marked_rows(table_path, remove.deletionVector)
-        plain = AddFile(add.path, dict(add.partitionValues), add.size, add.modificationTime, True, add.stats, add.tags)
-        gone, back = np.setdiff1d(now, before), np.setdiff1d(before, now)
-        if len(gone):
-            out.rows_deleted.append((plain, gone.astype(np.uint64)))
-        if len(back):
-            out.rows_inserted.append((plain, back.astype(np.uint64)))
+        elif unique_id(add.deletionVector) != unique_id(remove.deletionVector):
+            _remarked(table_path, add, remove, out)  # (the same vector again: the same rows, no change)
     for r in removes.values():
         out.deleted.append(AddFile(r.path, dict(r.partitionValues or {}), r.size or 0, 0, True, None, r.tags,
                                    r.deletionVector))

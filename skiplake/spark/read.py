@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of, files_without_bucket_ids
@@ -203,30 +203,35 @@ def _read_exactly(spark: SparkSession, request: ReadRequest, files: Sequence[Add
         extra += [F.col("_metadata.file_path").alias(DV_PATH_COLUMN), F.col("_metadata.row_index").alias(DV_ROW_COLUMN),
                   F.col("_metadata.file_size").alias(DV_SIZE_COLUMN)]
     if not files:
-        df = spark.createDataFrame([], full_schema)
-        # The same columns as a read of some files: a caller selects them whatever it read.
-        if request.with_file_info:
-            df = df.withColumn(FILE_COLUMN, F.lit(None).cast("string")).withColumn(ROW_COLUMN, F.lit(None).cast("long"))
-        if request.file_column:
-            df = df.withColumn(request.file_column, F.lit(None).cast("string"))
-        return df
+        return _read_nothing(spark, request)
     root = resolve(request.table_path)
     paths = [absolute_path(root, f.path) for f in files]
     if not hive_layout(root, partition_columns, files):
         return _read_by_partition(spark, schema, partition_columns, files, paths, extra, request.tag)
-    reader = spark.read.schema(full_schema)
-    if partition_columns:
-        reader = reader.option("basePath", root)
-    if request.tag is not None:
-        reader = reader.option(*request.tag)
-    df = reader.parquet(*paths)
+    options = ({"basePath": root} if partition_columns else {}) | (dict([request.tag]) if request.tag else {})
+    df = spark.read.schema(full_schema).options(**options).parquet(*paths)
     if request.bucket_spec is not None:
         df = bucketed_relation(df, request.bucket_spec)
+    return _in_table_order(df, schema, partition_columns, extra)
+
+
+def _in_table_order(df: DataFrame, schema: Schema, partition_columns: list[str], extra: list[Column]) -> DataFrame:
+    """The table's columns in its order, then `extra`. Spark puts partition columns last; a
+    select that changes nothing still costs an analysis, so it is left out then."""
     lowered = {c.lower() for c in partition_columns}
     natural = [n for n in schema.names if n.lower() not in lowered] + partition_columns
-    # Spark puts partition columns last; a select that changes nothing still costs an analysis.
     if natural != list(schema.names) or extra:
         df = df.select(*[f"`{n}`" for n in schema.names], *extra)
+    return df
+
+
+def _read_nothing(spark: SparkSession, request: ReadRequest) -> DataFrame:
+    """No rows, with the columns of a read of some files: a caller selects them whatever it read."""
+    df = spark.createDataFrame([], to_spark(request.schema))
+    if request.with_file_info:
+        df = df.withColumn(FILE_COLUMN, F.lit(None).cast("string")).withColumn(ROW_COLUMN, F.lit(None).cast("long"))
+    if request.file_column:
+        df = df.withColumn(request.file_column, F.lit(None).cast("string"))
     return df
 
 
