@@ -87,30 +87,39 @@ def _strict(text: str, types: Mapping[str, str], strings: frozenset[str]) -> str
     if m is not None:
         column = _column(m.group(2), types)
         return None if column is None else f"{sql_name(column[0])} IS {'NOT ' if m.group(1) else ''}NULL"
-    listed, inset = _IN.match(text), _INSET.match(text)
-    m = listed or inset
-    if m is not None:
-        column = _column(m.group(1), types)
-        if column is None:
-            return None
-        # `a IN (1,2,3)`; the optimizer's `a INSET 1, 2, 3` for lists over ten values.
-        items = split_top(m.group(2), ",") if listed is not None else m.group(2).split(", ")
-        values = [_literal(i.strip(), column[1], strings) for i in items]
-        if not values or any(v is None for v in values):
-            return None
-        return f"{sql_name(column[0])} IN ({', '.join(values)})"  # type: ignore[arg-type]
+    if _IN.match(text) or _INSET.match(text):
+        return _in_list(text, types, strings)
     for op in _COMPARISONS:
         pieces = _binary(text, f" {op} ")
-        if pieces is None:
-            continue
-        left, right = _column(pieces[0], types), _column(pieces[1], types)
-        if (left is None) == (right is None):
-            return None  # two columns, or none: not a filter on one column's values
-        column, literal, sign = (left, pieces[1], op) if left is not None else (right, pieces[0], _FLIPPED[op])
-        assert column is not None
-        value = _literal(literal, column[1], strings)
-        return None if value is None else f"{sql_name(column[0])} {sign} {value}"
+        if pieces is not None:
+            return _comparison(pieces, op, types, strings)
     return None
+
+
+def _in_list(text: str, types: Mapping[str, str], strings: frozenset[str]) -> str | None:
+    """SQL of `a IN (1,2,3)`, or of the optimizer's `a INSET 1, 2, 3` for lists over ten values."""
+    listed = _IN.match(text)
+    m = listed or _INSET.match(text)
+    assert m is not None
+    column = _column(m.group(1), types)
+    if column is None:
+        return None
+    items = split_top(m.group(2), ",") if listed is not None else m.group(2).split(", ")
+    values = [_literal(i.strip(), column[1], strings) for i in items]
+    if not values or any(v is None for v in values):
+        return None
+    return f"{sql_name(column[0])} IN ({', '.join(values)})"  # type: ignore[arg-type]
+
+
+def _comparison(pieces: tuple[str, str], op: str, types: Mapping[str, str], strings: frozenset[str]) -> str | None:
+    """SQL of a comparison of one column with a literal, either way round."""
+    left, right = _column(pieces[0], types), _column(pieces[1], types)
+    if (left is None) == (right is None):
+        return None  # two columns, or none: not a filter on one column's values
+    column, literal, sign = (left, pieces[1], op) if left is not None else (right, pieces[0], _FLIPPED[op])
+    assert column is not None
+    value = _literal(literal, column[1], strings)
+    return None if value is None else f"{sql_name(column[0])} {sign} {value}"
 
 
 def _column(text: str, types: Mapping[str, str]) -> tuple[str, str] | None:

@@ -95,33 +95,49 @@ def _nothing_to_prune(spark: "SparkSession", plan: QueryPlan) -> str:
 
 def _find_occurrences(plan: QueryPlan, root: PlanNode) -> None:
     """Match each relation of the optimized plan to the reference it reads, with its filters."""
-    by_first_id = {ref.view.first_id: ref for ref in plan.references if ref.view and ref.view.first_id is not None}
-    by_view = {ref.view.local: ref for ref in plan.references if ref.view}
-    by_columns: dict[frozenset[str], list[TableReference]] = {}
-    for ref in plan.references:
-        if ref.view:
-            by_columns.setdefault(frozenset(ref.view.columns), []).append(ref)
+    index = _References(plan)
     for node in root.walk():
         if node.kind != "Relation":
             continue
-        out = node.output
-        ref = by_first_id.get(out[0].id) if out else None
-        refs = [ref] if ref is not None else []
-        if ref is None:
-            # A copy of a relation (a CTE inlined twice) has new expression ids. When one reference
-            # alone has its columns, it is that one's. Else the JVM names the view it reads (a few
-            # round trips), which says only which table version: the slot views of one version
-            # share their relations. Where even that cannot be known (Spark Connect), the copy
-            # belongs to one of the references with its columns. Either way it becomes an
-            # occurrence of each candidate: one too many only widens what a reference reads (the
-            # OR of its occurrences), where one too few would lose the copy's rows.
-            alike = by_columns.get(frozenset(a.name for a in out), []) if out else []
-            tagged = by_view.get(_tag(plan, node)) if len(alike) != 1 else None
-            refs = alike if tagged is None else [
-                r for r in plan.references if r.view and _identity(r) == _identity(tagged)]
+        refs = index.of(node)
         sure = len({_identity(r) for r in refs}) == 1
         for r in refs:
             r.occurrences.append(Occurrence(node, filters_above(plan, r, node), sure=sure))
+
+
+class _References:
+    """The plan's table references, found by what a relation node shows of them."""
+
+    def __init__(self, plan: QueryPlan) -> None:
+        self.plan = plan
+        views = [ref for ref in plan.references if ref.view]
+        self.by_first_id = {ref.view.first_id: ref for ref in views if ref.view.first_id is not None}
+        self.by_view = {ref.view.local: ref for ref in views}
+        self.by_columns: dict[frozenset[str], list[TableReference]] = {}
+        for ref in views:
+            self.by_columns.setdefault(frozenset(ref.view.columns), []).append(ref)
+
+    def of(self, node: PlanNode) -> list[TableReference]:
+        """The references a relation node may read: the one whose first column it outputs, else
+        those of a copy (see `_copy_of`)."""
+        out = node.output
+        ref = self.by_first_id.get(out[0].id) if out else None
+        return [ref] if ref is not None else self._copy_of(node)
+
+    def _copy_of(self, node: PlanNode) -> list[TableReference]:
+        """A copy of a relation (a CTE inlined twice) has new expression ids. When one reference
+        alone has its columns, it is that one's. Else the JVM names the view it reads (a few
+        round trips), which says only which table version: the slot views of one version share
+        their relations. Where even that cannot be known (Spark Connect), the copy belongs to
+        one of the references with its columns. Either way it becomes an occurrence of each
+        candidate: one too many only widens what a reference reads (the OR of its occurrences),
+        where one too few would lose the copy's rows."""
+        out = node.output
+        alike = self.by_columns.get(frozenset(a.name for a in out), []) if out else []
+        tagged = self.by_view.get(_tag(self.plan, node)) if len(alike) != 1 else None
+        if tagged is None:
+            return alike
+        return [r for r in self.plan.references if r.view and _identity(r) == _identity(tagged)]
 
 
 def _identity(ref: TableReference) -> tuple:
