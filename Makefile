@@ -41,20 +41,27 @@ s3-jars: $(S3_JARS_STAMP)
 demo: venv java
 	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(VENV)/bin/skiplake demo --sf $(SF)
 
-# The layout cannot drift: pyflakes, import order and a complexity bound (ruff), and the
-# import contracts of pyproject.toml (layers, pyspark only in skiplake.spark, no circles).
+# The layout cannot drift: pyflakes and import order (ruff), the import contracts of
+# pyproject.toml (layers, pyspark only in skiplake.spark, no circles), and the complexity bar
+# (radon, counting boolean operators; its short allowlist is in pyproject.toml).
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/complexity.py
 
 # Then the suites below again, as a Spark Connect client of a server the run starts (its own JVM
 # on loopback); tests marked classic_only, and those that use no SparkSession, are skipped there.
 CONNECT_TESTS := tests/test_connect.py tests/test_table.py tests/test_skipping.py tests/test_dynamic_pruning.py \
 	tests/test_deletion_vectors.py tests/test_column_mapping_writes.py tests/test_tpcds_dynamic.py \
 	tests/test_bucketing.py tests/test_object_store.py tests/test_concurrency.py
+# WORKERS=n runs each pass in n pytest-xdist workers (a SparkSession, and servers, per worker; a
+# test file stays on one worker). The suite keeps two cores busy on its own, so it pays only on a
+# machine with more (docs/testing.md).
+WORKERS ?= 1
+PARALLEL = $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 test: venv java s3-jars lint
-	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q tests
-	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" SKIPLAKE_TEST_SPARK=connect $(PY) -m pytest -q $(CONNECT_TESTS)
+	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q $(PARALLEL) tests
+	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" SKIPLAKE_TEST_SPARK=connect $(PY) -m pytest -q $(PARALLEL) $(CONNECT_TESTS)
 
 test-fast: venv lint
 	$(PY) -m pytest -q tests/unit
