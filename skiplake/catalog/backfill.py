@@ -24,23 +24,8 @@ def backfill_index(engine: Engine, table_id: int, index_id: int) -> None:
                 store.partition_indexes.c.id == index_id)).first()
             if t is None or idx is None:
                 return
-            keys = key_types(json.loads(t.body))
-            names = json.loads(idx.key_names)
-            kinds = [type_kind(keys[n]) for n in names]
-            positions = [list(keys).index(n) for n in names]
-            failures: dict[str, list[dict]] = {}
-            entries = []
-            for row in conn.execute(select(store.partitions.c.id, store.partitions.c.values_key).where(
-                    store.partitions.c.table_id == table_id)):
-                values = json.loads(row.values_key)
-                raw = [values[p] if p < len(values) else None for p in positions]
-                problems = [index_problem(v, k) for v, k in zip(raw, kinds)]
-                problem = next((x for x in problems if x), None)
-                if problem:
-                    failures.setdefault(problem, []).append({"Values": values})
-                    continue
-                entries.append({"index_id": index_id, "partition_id": row.id,
-                                "key": encode([typed_value(v, k) for v, k in zip(raw, kinds)], kinds)})
+            entries, failures = _entries(conn, table_id, index_id, key_types(json.loads(t.body)),
+                                         json.loads(idx.key_names))
             if failures:
                 errors = [{"Code": code, "Partitions": parts[:100]} for code, parts in failures.items()]
                 conn.execute(update(store.partition_indexes).where(store.partition_indexes.c.id == index_id)
@@ -57,6 +42,27 @@ def backfill_index(engine: Engine, table_id: int, index_id: int) -> None:
                 status="FAILED", errors=json.dumps([{"Code": "INTERNAL_ERROR", "Partitions": [],
                                                      "Message": str(e)[:500]}])))
             keep_last_failures(conn, table_id)
+
+
+def _entries(conn: Connection, table_id: int, index_id: int, keys: dict[str, str],
+             names: list[str]) -> tuple[list[dict], dict[str, list[dict]]]:
+    """The index entries of the table's partitions, and the partitions whose values cannot be
+    keys of the index, by the problem."""
+    kinds = [type_kind(keys[n]) for n in names]
+    positions = [list(keys).index(n) for n in names]
+    failures: dict[str, list[dict]] = {}
+    entries = []
+    for row in conn.execute(select(store.partitions.c.id, store.partitions.c.values_key).where(
+            store.partitions.c.table_id == table_id)):
+        values = json.loads(row.values_key)
+        raw = [values[p] if p < len(values) else None for p in positions]
+        problem = next((x for x in (index_problem(v, k) for v, k in zip(raw, kinds)) if x), None)
+        if problem:
+            failures.setdefault(problem, []).append({"Values": values})
+            continue
+        entries.append({"index_id": index_id, "partition_id": row.id,
+                        "key": encode([typed_value(v, k) for v, k in zip(raw, kinds)], kinds)})
+    return entries, failures
 
 
 def keep_last_failures(conn: Connection, table_id: int) -> None:

@@ -210,26 +210,10 @@ class StatsTable:
     def _from_typed(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]] | None:
         """The stats of the files the checkpoint's typed stats cover, read from them; the JSON of
         the others (files added since) parsed. None when the typed stats lack a column."""
-        assert self.typed is not None
-        n = self.num_files
-        keys = {}
-        for name in names:
-            field = self.schema.field(name)
-            key = next((k for k in (name, field.metadata.get(PHYSICAL_NAME)) if k and k in self.typed.fields), None)
-            if key is None or arrow_type(field.type) is None:
-                return None
-            keys[name] = key
-        side = self.typed.read(sorted(set(keys.values())))
-        typed = side.column("stats_parsed").combine_chunks()
-        at = self._positions(side.column("path").combine_chunks())
-        found = np.asarray(at.is_valid())
-        rows = at.filter(pa.array(found))
-        in_order = len(rows) == len(typed) and rows.equals(pa.array(np.arange(len(typed), dtype=rows.type.to_pandas_dtype())))
-        chosen = typed if in_order else typed.take(rows)
-        valid = np.asarray(chosen.is_valid())
-        if not valid.all():  # a file with typed stats of null: its JSON decides
-            found[np.flatnonzero(found)[~valid]] = False
-            rows, chosen = rows.filter(pa.array(valid)), chosen.filter(pa.array(valid))
+        keys = self._typed_keys(names)
+        if keys is None:
+            return None
+        found, chosen = self._typed_rows(sorted(set(keys.values())))
         if not found.any():
             return None
         columns: dict[str, tuple[pa.Array, pa.Array, pa.Array]] = {}
@@ -241,15 +225,51 @@ class StatsTable:
         records = pc.struct_field(chosen, "numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
         if found.all():
             return records, columns
-        # Files added after the checkpoint: their JSON, merged back into file order.
+        return self._with_the_rest(names, found, records, columns)
+
+    def _typed_keys(self, names: list[str]) -> dict[str, str] | None:
+        """Each column's key in the typed stats (its name, or its physical name), or None when
+        one is missing or of a type planning does not compare."""
+        assert self.typed is not None
+        keys = {}
+        for name in names:
+            field = self.schema.field(name)
+            key = next((k for k in (name, field.metadata.get(PHYSICAL_NAME)) if k and k in self.typed.fields), None)
+            if key is None or arrow_type(field.type) is None:
+                return None
+            keys[name] = key
+        return keys
+
+    def _typed_rows(self, keys: list[str]) -> tuple[np.ndarray, pa.Array]:
+        """(which files have typed stats, those stats in file order). A file whose typed stats
+        are null has none: its JSON decides."""
+        assert self.typed is not None
+        side = self.typed.read(keys)
+        typed = side.column("stats_parsed").combine_chunks()
+        at = self._positions(side.column("path").combine_chunks())
+        found = np.asarray(at.is_valid())
+        rows = at.filter(pa.array(found))
+        in_order = len(rows) == len(typed) and rows.equals(pa.array(np.arange(len(typed), dtype=rows.type.to_pandas_dtype())))
+        chosen = typed if in_order else typed.take(rows)
+        valid = np.asarray(chosen.is_valid())
+        if not valid.all():
+            found[np.flatnonzero(found)[~valid]] = False
+            chosen = chosen.filter(pa.array(valid))
+        return found, chosen
+
+    def _with_the_rest(self, names: list[str], found: np.ndarray, records: np.ndarray,
+                       columns: dict[str, tuple[pa.Array, pa.Array, pa.Array]]
+                       ) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
+        """The typed stats of the `found` files and the parsed JSON of the others (files added
+        after the checkpoint), merged back into file order."""
         rest = StatsTable(self.files.filter(pa.array(~found)), self.schema, self.partition_columns)
         rest_records, rest_columns = rest._parse_json(names)
         order = np.concatenate([np.flatnonzero(found), np.flatnonzero(~found)])
-        back = pa.array(np.argsort(order, kind="stable"))
-        merged = {name: tuple(pa.concat_arrays([a, b]).take(back) for a, b in zip(columns[name], rest_columns[name]))
-                  for name in names}
-        assert len(order) == n
-        return np.concatenate([records, rest_records])[np.argsort(order, kind="stable")], merged  # type: ignore[return-value]
+        assert len(order) == self.num_files
+        back = np.argsort(order, kind="stable")
+        merged = {name: tuple(pa.concat_arrays([a, b]).take(pa.array(back))
+                              for a, b in zip(columns[name], rest_columns[name])) for name in names}
+        return np.concatenate([records, rest_records])[back], merged  # type: ignore[misc]
 
     def _positions(self, typed_paths: pa.Array) -> pa.Array:
         """For each file, the row of its typed stats (null: none). A snapshot's files start with

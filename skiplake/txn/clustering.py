@@ -156,10 +156,23 @@ def files_to_cluster(files: Sequence[AddFile], columns: Sequence[str], min_cube_
     """The files an OPTIMIZE of a table clustered by `columns` rewrites (see the module doc);
     `full` rewrites them all (OPTIMIZE FULL). Nothing is rewritten when the only candidates are
     the files of one cube: it is as clustered as it gets."""
+    new, cubes, other = _by_cube(files, [c.lower() for c in columns])
+    if full:
+        return CubePlan(list(files), len(new), len(cubes), 0, 0) if files else CubePlan([], 0, 0, 0, 0)
+    small = {cube: fs for cube, fs in cubes.items() if sum(f.size for f in fs) < min_cube_size}
+    if not new and len(small) <= 1:
+        return CubePlan([], 0, 0, len(cubes), len(other))
+    chosen = new + [f for fs in small.values() for f in fs]
+    return CubePlan(chosen, len(new), len(small), len(cubes) - len(small), len(other))
+
+
+def _by_cube(files: Sequence[AddFile], wanted: list[str]
+             ) -> tuple[list[AddFile], dict[str, list[AddFile]], list[AddFile]]:
+    """(files in no cube, the files of each cube of these clustering columns, files clustered
+    otherwise: by another provider or other columns)."""
     new: list[AddFile] = []
     cubes: dict[str, list[AddFile]] = {}
     other: list[AddFile] = []
-    wanted = [c.lower() for c in columns]
     for f in files:
         tags = f.tags or {}
         if f.clusteringProvider is None or ZCUBE_ID not in tags:
@@ -168,13 +181,7 @@ def files_to_cluster(files: Sequence[AddFile], columns: Sequence[str], min_cube_
             other.append(f)
         else:
             cubes.setdefault(str(tags[ZCUBE_ID]), []).append(f)
-    if full:
-        return CubePlan(list(files), len(new), len(cubes), 0, 0) if files else CubePlan([], 0, 0, 0, 0)
-    small = {cube: fs for cube, fs in cubes.items() if sum(f.size for f in fs) < min_cube_size}
-    if not new and len(small) <= 1:
-        return CubePlan([], 0, 0, len(cubes), len(other))
-    chosen = new + [f for fs in small.values() for f in fs]
-    return CubePlan(chosen, len(new), len(small), len(cubes) - len(small), len(other))
+    return new, cubes, other
 
 
 def _cube_columns(tags: dict[str, str | None]) -> list[str] | None:

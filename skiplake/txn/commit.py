@@ -35,11 +35,9 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
     config = next((a.configuration for a in actions if isinstance(a, Metadata)), snapshot.configuration)
     level = SERIALIZABLE if exclusive else isolation or (
         SNAPSHOT_ISOLATION if is_rearrangement(actions) else isolation_level(config))
-    blind = not exclusive and read_set.empty and not any(
-        isinstance(a, (RemoveFile, Metadata, Protocol, DomainMetadata)) for a in actions)
     info = CommitInfo(
         timestamp=0, operation=operation, operationParameters=dict(operation_parameters or {}),
-        readVersion=snapshot.version, isolationLevel=level, isBlindAppend=blind,
+        readVersion=snapshot.version, isolationLevel=level, isBlindAppend=not exclusive and _blind(actions, read_set),
         operationMetrics=operation_metrics, engineInfo=ENGINE_INFO, txnId=str(uuid.uuid4()),
     )
 
@@ -64,6 +62,11 @@ def commit(snapshot: Snapshot, actions: list[Action], operation: str,
         return current
 
     return put_commit(snapshot, info, actions, check, max_attempts, rows.assign if rows is not None else None)
+
+
+def _blind(actions: list[Action], read_set: ReadSet) -> bool:
+    """A blind append read nothing and only adds files."""
+    return read_set.empty and not any(isinstance(a, (RemoveFile, Metadata, Protocol, DomainMetadata)) for a in actions)
 
 
 def _check_writable_by(snapshot: Snapshot, actions: list[Action], operation: str) -> None:
