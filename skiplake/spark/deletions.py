@@ -66,6 +66,26 @@ def without_deleted(spark: SparkSession, df: DataFrame, spark_paths: Sequence[st
     return kept.drop(PATH_COLUMN, ROW_COLUMN, SIZE_COLUMN, _KEY, _BLOCK, _BITS, _SIZES, _PATHS, _WORD)
 
 
+def _layout(size_of: np.ndarray, shared: np.ndarray, slots: int, words: list[np.ndarray],
+            spark_paths: Sequence[str]) -> tuple[list[np.ndarray | None], np.ndarray, dict[str, int]]:
+    """(the bitmaps' entries, each slot's logged size, the entry of each file that shares its
+    size, by path). Entries are one per slot (the file whose size alone falls there), then one
+    per file that shares its size; a slot's logged size says which: the size, or -1 - size."""
+    n = len(size_of)
+    entries: list[np.ndarray | None] = [None] * (slots + len(shared))
+    logged = np.full(slots, np.iinfo(np.int64).min, np.int64)
+    for i in range(n):
+        logged[size_of[i] % slots] = size_of[i]
+    by_path = {}
+    for j, i in enumerate(shared.tolist()):
+        logged[size_of[i] % slots] = -1 - size_of[i]
+        by_path[spark_paths[i]] = slots + j
+        entries[slots + j] = words[i]
+    for i in np.setdiff1d(np.arange(n), shared).tolist():
+        entries[size_of[i] % slots] = words[i]
+    return entries, logged, by_path
+
+
 def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
              deleted: Sequence[np.ndarray]) -> DataFrame | None:
     """The rows `deleted` does not mark, a row's bitmap found by its file's size (by its path
@@ -82,19 +102,7 @@ def _by_size(df: DataFrame, spark_paths: Sequence[str], sizes: Sequence[int],
     words = [_whole_bitmap(np.asarray(rows, np.uint64)) for rows in deleted]
     if sum(len(w) for w in words) > MAX_WORDS:
         return None
-    # Entries of the bitmaps: one per slot (the file whose size alone falls there), then one per
-    # file that shares its size. A slot's logged size says which: the size, or -1 - size.
-    entries: list[np.ndarray | None] = [None] * (slots + len(shared))
-    logged = np.full(slots, np.iinfo(np.int64).min, np.int64)
-    for i in range(n):
-        logged[size_of[i] % slots] = size_of[i]
-    by_path = {}
-    for j, i in enumerate(shared.tolist()):
-        logged[size_of[i] % slots] = -1 - size_of[i]
-        by_path[spark_paths[i]] = slots + j
-        entries[slots + j] = words[i]
-    for i in np.setdiff1d(np.arange(n), shared).tolist():
-        entries[size_of[i] % slots] = words[i]
+    entries, logged, by_path = _layout(size_of, shared, slots, words, spark_paths)
     # Scalar subqueries: the query holds the arrays as values (its plan prints them by name
     # only), and a row finds its word by array lookups, with no join and no hash. One apiece,
     # not one struct of the three: a field of a struct would be taken out again for every row.

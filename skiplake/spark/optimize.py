@@ -68,6 +68,14 @@ def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[s
             raise InvalidArgumentError(f"{txn.path}: sort_within, row_group_size and page_rows shape the files of "
                                        "a Z-order rewrite; give zorder_by=[...] too, or leave them out to bin-pack")
         return _bin_pack(txn, where, target_file_size, min_files, spec)
+    return _zorder(txn, where, zorder_by, target_file_size, progress, sort_within, row_group_size, page_rows, full)
+
+
+def _zorder(txn: "Transaction", where: str | None, zorder_by: Sequence[str] | str, target_file_size: int,
+            progress: Callable[[str], None] | None, sort_within: Sequence[str] | str | None,
+            row_group_size: int | None, page_rows: int | None, full: bool) -> Compaction:
+    """The Z-order rewrite, refused on a bucketed table."""
+    spec = bucket_spec_of(txn.snapshot.configuration)
     if spec is not None:
         raise InvalidArgumentError(
             f"{txn.path} is bucketed by {list(spec.columns)}: its files are one per bucket, so Z-ordering "
@@ -99,27 +107,33 @@ def _bin_pack(txn: "Transaction", where: str | None, target_file_size: int, min_
     chosen, single, multi = _bins(plan.files, target_file_size, min_files, spec)
     if not chosen:
         return Compaction(None)
-    adds = []
+    adds = _write_bins(txn, chosen, single, multi, spec, target_file_size)
+    txn.remove(chosen, data_change=False)
+    txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
+    return Compaction(txn, chosen, adds)
+
+
+def _write_bins(txn: "Transaction", chosen: list[AddFile], single: list[list[AddFile]],
+                multi: list[tuple[list[AddFile], int]], spec: BucketSpec | None, target_file_size: int) -> list[AddFile]:
+    """Write the bins: `single` ones to one file each, `multi` ones of n files to n."""
     # (With column mapping the writer renames columns, and on a partitioned table may sort again
     # by partition only, which need not keep the order the tag records.)
     if spec is None and deletion_vectors_enabled(txn.snapshot.configuration) and (
             txn.snapshot.column_mapping == "none" or not txn.partition_columns):
-        adds += _write_in_order(txn, single + [g for files, n in multi for g in _split(files, n)])
-    elif spec is not None:
+        return _write_in_order(txn, single + [g for files, n in multi for g in _split(files, n)])
+    if spec is not None:
         # The bucketed writer lays out one file per (partition, bucket), split past the target size.
-        adds += txn.write(txn.read_files(chosen, keep_row_ids=True), data_change=False,
-                          options=WriteOptions(target_file_size=target_file_size))
-    else:
-        parts = [F.col(f"`{p}`") for p in txn.partition_columns]
-        if single:
-            df = txn.read_files([f for group in single for f in group], keep_row_ids=True)
-            df = df.repartition(len(single), *parts) if parts else df.repartition(1)
-            adds += txn.write(df, data_change=False)
-        for files, n in multi:
-            adds += txn.write(txn.read_files(files, keep_row_ids=True).repartition(n), data_change=False)
-    txn.remove(chosen, data_change=False)
-    txn.stage("OPTIMIZE", {"predicate": [where] if where else [], "targetFileSize": target_file_size})
-    return Compaction(txn, chosen, adds)
+        return txn.write(txn.read_files(chosen, keep_row_ids=True), data_change=False,
+                         options=WriteOptions(target_file_size=target_file_size))
+    adds = []
+    parts = [F.col(f"`{p}`") for p in txn.partition_columns]
+    if single:
+        df = txn.read_files([f for group in single for f in group], keep_row_ids=True)
+        df = df.repartition(len(single), *parts) if parts else df.repartition(1)
+        adds += txn.write(df, data_change=False)
+    for files, n in multi:
+        adds += txn.write(txn.read_files(files, keep_row_ids=True).repartition(n), data_change=False)
+    return adds
 
 
 def _split(files: list[AddFile], n: int) -> list[list[AddFile]]:
