@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from skiplake.console import esc, human_bytes, metrics_text, params_text, to_json
 from skiplake.errors import InvalidArgumentError
@@ -441,6 +441,20 @@ def _cost_verdict(lake: Any, query: str) -> str:
     return ("applied" if d.applied else d.reason) + (f" ({d.cost.text()})" if d.cost is not None else "")
 
 
+def _race(contenders: list[tuple[str, Callable[[], Any]]]) -> tuple[dict[str, float], dict[str, Any]]:
+    """(each contender's median seconds, its answer): the first round warms both up (code
+    generation); then they take turns going first."""
+    times: dict[str, list[float]] = {name: [] for name, _ in contenders}
+    answers: dict[str, Any] = {}
+    for rep in range(4):
+        for name, run in (contenders if rep % 2 == 0 else contenders[::-1]):
+            t0 = time.perf_counter()
+            answers[name] = _scalar(run())
+            if rep:
+                times[name].append(time.perf_counter() - t0)
+    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}, answers
+
+
 def _timed_q2(spark: "SparkSession", lake: Any, tables: dict[str, Any], progress: _Progress,
               q2: str) -> dict[str, Any]:
     progress.line(f"probe-size triggers lowered for the demo's small tables (deltaTableSizeThreshold 0, "
@@ -453,16 +467,7 @@ def _timed_q2(spark: "SparkSession", lake: Any, tables: dict[str, Any], progress
     for name in ("store_sales", "item"):
         tables[name].read().createOrReplaceTempView(f"plain_{name}")
     plain_q2 = q2.replace("store_sales", "plain_store_sales").replace("JOIN item", "JOIN plain_item")
-    times: dict[str, list[float]] = {"skiplake": [], "spark": []}
-    answers: dict[str, Any] = {}
-    contenders = [("skiplake", lambda: lake.sql(q2)), ("spark", lambda: spark.sql(plain_q2))]
-    for rep in range(4):  # the first round warms both up (code generation); then they take turns going first
-        for name, run in (contenders if rep % 2 == 0 else contenders[::-1]):
-            t0 = time.perf_counter()
-            answers[name] = _scalar(run())
-            if rep:
-                times[name].append(time.perf_counter() - t0)
-    med = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    med, answers = _race([("skiplake", lambda: lake.sql(q2)), ("spark", lambda: spark.sql(plain_q2))])
     rows_skipped = 1 - (scan.rows_selected or 0) / max(1, scan.rows_total or 1)
     out = {"query": q2, "files_selected": scan.files_selected, "files_total": scan.files_total,
            "rows_selected": scan.rows_selected, "rows_total": scan.rows_total, "rows_skipped": round(rows_skipped, 4),

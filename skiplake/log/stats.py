@@ -207,19 +207,25 @@ def stats_from_metadata(meta: pq.FileMetaData, schema: Schema, partition_columns
     maxs: dict[str, Any] = {}
     nulls: dict[str, Any] = {}
     for acc, (path, type_, _, _) in zip(accs, columns.columns):
-        if acc is None:
-            # A column the file does not have (added later): every row is null.
-            _put(nulls, path, meta.num_rows)
-            continue
-        if acc.nulls_ok:
-            _put(nulls, path, acc.nulls)
-        if acc.minmax_ok:
-            lo, hi = _stat_json(acc.min, type_, False), _stat_json(acc.max, type_, True)
-            if lo is not None and hi is not None:
-                _put(mins, path, lo)
-                _put(maxs, path, hi)
+        _put_column(acc, path, type_, meta.num_rows, mins, maxs, nulls)
     return json.dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs,
                        "nullCount": nulls}, separators=(",", ":"), ensure_ascii=False)
+
+
+def _put_column(acc: "_Acc | None", path: tuple[str, ...], type_: Any, num_rows: int,
+                mins: dict[str, Any], maxs: dict[str, Any], nulls: dict[str, Any]) -> None:
+    """One column's stats into the stats JSON's three maps, as far as they are known."""
+    if acc is None:
+        # A column the file does not have (added later): every row is null.
+        _put(nulls, path, num_rows)
+        return
+    if acc.nulls_ok:
+        _put(nulls, path, acc.nulls)
+    if acc.minmax_ok:
+        lo, hi = _stat_json(acc.min, type_, False), _stat_json(acc.max, type_, True)
+        if lo is not None and hi is not None:
+            _put(mins, path, lo)
+            _put(maxs, path, hi)
 
 
 def _put(target: dict[str, Any], path: tuple[str, ...], value: Any) -> None:

@@ -23,7 +23,7 @@ from skiplake.skipping.dfp_cost import CostEstimate, CostModel, combined_share
 from skiplake.skipping.key_filters import key_filter, probe_value
 from skiplake.skipping.plan import plan_scan, stats_table
 from skiplake.spark.gateway import is_connect
-from skiplake.spark.query.model import QueryPlan
+from skiplake.spark.query.model import QueryPlan, TableReference
 from skiplake.spark.query.plan_text import Operand, PlanNode, trace
 
 if TYPE_CHECKING:
@@ -113,9 +113,8 @@ def _static(t: "Target") -> tuple[int, int]:
     return report.files_selected, report.bytes_selected
 
 
-def _build_key_range(plan: QueryPlan, build: PlanNode, op: Operand) -> tuple[Any, Any] | None:
-    """[min, max] of the build's key over its lake table's selected files, from stats; None when
-    the key is not one lake table's column unchanged, or a file's bounds are unknown."""
+def _key_column(plan: QueryPlan, build: PlanNode, op: Operand) -> tuple[TableReference, str] | None:
+    """(the lake table's reference, its column) the build's key reads unchanged, or None."""
     if op.cast is not None:
         return None
     sources = trace(build, op.attr.id)
@@ -125,14 +124,21 @@ def _build_key_range(plan: QueryPlan, build: PlanNode, op: Operand) -> tuple[Any
     hit = plan.occurrence(relation)
     if hit is None or hit[0].snapshot is None or hit[0].static is None:
         return None
-    ref = hit[0]
     name = next((a.name for a in relation.output or [] if a.id == attr_id), None)
-    field_ = ref.schema.find(name) if name else None
-    if field_ is None:
+    field_ = hit[0].schema.find(name) if name else None
+    return None if field_ is None else (hit[0], field_.name)
+
+
+def _build_key_range(plan: QueryPlan, build: PlanNode, op: Operand) -> tuple[Any, Any] | None:
+    """[min, max] of the build's key over its lake table's selected files, from stats; None when
+    the key is not one lake table's column unchanged, or a file's bounds are unknown."""
+    found = _key_column(plan, build, op)
+    if found is None:
         return None
+    ref, column = found
     snapshot = ref.snapshot
     assert snapshot is not None and ref.static is not None
-    stats = stats_table(snapshot).column(field_.name)  # parsed once per snapshot
+    stats = stats_table(snapshot).column(column)  # parsed once per snapshot
     selected = ref.static.mask if ref.static.mask is not None else np.ones(snapshot.num_files, dtype=bool)
     some = selected & ~np.asarray(stats.all_null, dtype=bool)
     if not some.any():
