@@ -196,13 +196,19 @@ def _remarked(table_path: str, add: AddFile, remove: RemoveFile, out: VersionCha
         out.rows_inserted.append((plain, back.astype(np.uint64)))
 
 
+def _data_changes(actions: list) -> tuple[dict[str, AddFile], dict[str, RemoveFile]]:
+    """The files a version adds and removes with a change of data, by path."""
+    adds = {a.path: a for a in actions if isinstance(a, AddFile) and a.dataChange}
+    removes = {r.path: r for r in actions if isinstance(r, RemoveFile) and r.dataChange}
+    return adds, removes
+
+
 def _version_changes(table_path: str, version: int, timestamp_ms: int, actions: list) -> VersionChanges:
     out = VersionChanges(version, timestamp_ms)
     out.change_files = [a for a in actions if isinstance(a, AddCDCFile)]
     if out.change_files:
         return out
-    adds: dict[str, AddFile] = {a.path: a for a in actions if isinstance(a, AddFile) and a.dataChange}
-    removes: dict[str, RemoveFile] = {r.path: r for r in actions if isinstance(r, RemoveFile) and r.dataChange}
+    adds, removes = _data_changes(actions)
     for path, add in adds.items():
         remove = removes.pop(path, None)
         if remove is None:

@@ -152,11 +152,9 @@ class _Resolver:
         columns when a MATCHED or NOT MATCHED clause is a `*`, else those an assignment names."""
         if not self.spec.schema_evolution:
             return ()
-        acting = [c for c in self.spec.clauses if c.kind in (MATCHED, NOT_MATCHED) and c.action != "delete"]
-        star = any(c.star for c in acting)
-        named = {column_path_parts(self.key(k))[0].lower() for c in acting if not c.star for k in (c.assignments or {})}
+        named = self._named_by_clauses()
         new = [f for f in self.source_fields
-               if self.target.find(f.name) is None and (star or f.name.lower() in named)]
+               if self.target.find(f.name) is None and (named is None or f.name.lower() in named)]
         for f in new:
             if f.type == "void":
                 raise MergeClauseError(
@@ -164,6 +162,14 @@ class _Resolver:
                     f"schema evolution would add the source column {f.name!r}, whose type is void (an untyped NULL)",
                     f"Cast it in the source, e.g. CAST(NULL AS STRING) AS {f.name}")
         return tuple(Field(f.name, f.type, True) for f in new)
+
+    def _named_by_clauses(self) -> set[str] | None:
+        """The top-level columns the MATCHED and NOT MATCHED clauses assign (lowercase), or None
+        when one of them is a `*` (it names every source column)."""
+        acting = [c for c in self.spec.clauses if c.kind in (MATCHED, NOT_MATCHED) and c.action != "delete"]
+        if any(c.star for c in acting):
+            return None
+        return {column_path_parts(self.key(k))[0].lower() for c in acting for k in (c.assignments or {})}
 
     def key(self, raw: str) -> str:
         """An assignment's column without the target's alias."""
