@@ -269,144 +269,157 @@ def _run_with_spark(spark: "SparkSession", sf: float, warehouse: str, generated:
                     summary: dict[str, Any]) -> None:
     import skiplake
 
-    # ---- 3. load
     lake = skiplake.Lake(spark, warehouse)
-    tables: dict[str, Any] = {}
-    loaded: dict[str, dict[str, Any]] = {}
-    n_files = _store_sales_files(sf)
     with progress.stage(3, f"loading {', '.join(TABLES)} into skiplake tables under {warehouse}"):
-        for name in TABLES:
-            t0 = time.perf_counter()
-            replaced = _reset_table_dir(lake.path_of(name))
-            df = spark.read.parquet(str(generated.files[name]))
-            how = ""
-            if name == "store_sales":
-                # Range-partition on the item key, as the seed's tables are Z-ordered on item and date:
-                # each file then covers a narrow ss_item_sk range and min/max stats can skip it.
-                df = df.repartitionByRange(n_files, "ss_item_sk").sortWithinPartitions("ss_item_sk")
-                how = f", clustered on ss_item_sk into {n_files} range partitions"
-            t = lake.create_table(name, df.schema, description=f"TPC-DS {name}, sf={sf:g}")
-            version = t.append(df)
-            tables[name] = t
-            state = _table_state(t.path)
-            loaded[name] = {**state, "seconds": round(time.perf_counter() - t0, 3)}
-            progress.line(f"{name}: {state['rows']:,} rows in {_n(state['files'], 'file')} "
-                          f"({_bytes(state['bytes'])}), version {version}{how}"
-                          f"{' (replaced the previous demo table)' if replaced else ''}, "
-                          f"{time.perf_counter() - t0:.1f}s")
+        tables, loaded = _load_stage(spark, lake, sf, generated, progress)
     summary["loaded"] = loaded
-
-    # ---- 4. queries
-    results: list[dict[str, Any]] = []
     with progress.stage(4, "querying through lake.sql (Spark SQL over skiplake tables)"):
-        for key, label, title, sql in QUERIES:
-            t0 = time.perf_counter()
-            rows = [{k: _plain(v) for k, v in r.asDict().items()} for r in lake.sql(sql).collect()]
-            seconds = time.perf_counter() - t0
-            results.append({"name": key, "label": label, "title": title, "sql": sql, "seconds": round(seconds, 3),
-                            "rows": len(rows), "result": rows})
-            if len(rows) == 1 and len(rows[0]) == 1:
-                progress.line(f"{title}: {_cell(next(iter(rows[0].values())))}  ({seconds:.2f}s)")
-            else:
-                progress.line(f"{title}: {len(rows)} rows ({seconds:.2f}s)")
-                progress.show(_rows_table(rows))
-        plan = tables["store_sales"].scan(Q1_PREDICATE)
-        report = plan.report
-        progress.line(f"file skipping for the point query, table.scan({Q1_PREDICATE!r}).report:")
-        for text_line in report.text().splitlines():
-            progress.line("  " + text_line)
-    summary["queries"] = results
+        summary["queries"], report = _queries_stage(lake, tables, progress)
     summary["q1_scan"] = {**report.to_dict(), "files_skipped": report.files_skipped}
-
-    # ---- 5. dynamic file pruning
     with progress.stage(5, "dynamic file pruning: the star join with item, whose filter prunes store_sales at run time"):
         summary["dynamic_pruning"] = _dynamic_pruning_stage(spark, lake, tables, progress)
-
-    # ---- 6. bucketing
     with progress.stage(6, "bucketing: store_sales and item bucketed by the item key; bucket pruning, bucket join"):
         summary["bucketing"] = _bucketing_stage(spark, lake, tables, progress)
-
-    # ---- 7. maintenance
-    maintenance: dict[str, Any] = {}
-    ss = tables["store_sales"]
     with progress.stage(7, "maintenance on store_sales: DELETE, UPDATE, time travel, OPTIMIZE ZORDER BY, history"):
-        before_version = ss.version
-        before_rows = _table_state(ss.path)["rows"]
-
-        t0 = time.perf_counter()
-        v_delete = ss.delete("ss_item_sk = 42")
-        deleted = _metric(ss.history(limit=1)[0], "numDeletedRows")
-        after_delete_rows = _table_state(ss.path)["rows"]
-        maintenance["delete"] = {"where": "ss_item_sk = 42", "version": v_delete, "rows_deleted": deleted,
-                                 "rows_before": before_rows, "rows_after": after_delete_rows,
-                                 "seconds": round(time.perf_counter() - t0, 3)}
-        progress.line(f"DELETE WHERE ss_item_sk = 42 -> version {v_delete}: {deleted:,} rows deleted, "
-                      f"{_files_touched(ss.history(limit=1)[0])} ({time.perf_counter() - t0:.1f}s)")
-
-        t0 = time.perf_counter()
-        q1_before = _scalar(lake.sql(Q1))
-        v_update = ss.update("ss_item_sk = 41", set={"ss_quantity": "ss_quantity + 1"})
-        updated = ss.read("ss_item_sk = 41").count()
-        q1_after = _scalar(lake.sql(Q1))
-        maintenance["update"] = {"where": "ss_item_sk = 41", "set": {"ss_quantity": "ss_quantity + 1"},
-                                 "version": v_update, "rows_matched": updated,
-                                 "q1_before": q1_before, "q1_after": q1_after,
-                                 "seconds": round(time.perf_counter() - t0, 3)}
-        progress.line(f"UPDATE SET ss_quantity = ss_quantity + 1 WHERE ss_item_sk = 41 -> version {v_update}: "
-                      f"{updated:,} rows, the point query's total {q1_before:,} -> {q1_after:,}, "
-                      f"{_files_touched(ss.history(limit=1)[0])} ({time.perf_counter() - t0:.1f}s)")
-
-        t0 = time.perf_counter()
-        current_rows = ss.read().count()
-        old_rows = ss.read(version=before_version).count()
-        old_q1 = _scalar(ss.read(Q1_PREDICATE, version=before_version).selectExpr("sum(ss_quantity)"))
-        maintenance["time_travel"] = {"version": before_version, "rows_then": old_rows,
-                                      "current_version": ss.version, "rows_now": current_rows,
-                                      "q1_then": old_q1, "q1_now": q1_after,
-                                      "seconds": round(time.perf_counter() - t0, 3)}
-        progress.line(f"time travel: version {before_version} has {old_rows:,} rows (point query {old_q1:,}), "
-                      f"version {ss.version} has {current_rows:,} rows (point query {q1_after:,}) "
-                      f"({time.perf_counter() - t0:.1f}s)")
-
-        t0 = time.perf_counter()
-        files_before = ss.snapshot.num_files
-        q1_before_optimize = ss.scan(Q1_PREDICATE).report
-        total_bytes = int(sum(f.size for f in ss.snapshot.add_files))
-        # Small files on purpose, so that a demo-sized table still has files to skip.
-        result = ss.optimize(zorder_by=["ss_item_sk"], target_file_size=max(1 << 20, total_bytes // 32),
-                             progress=progress.line)
-        files_after = ss.refresh().snapshot.num_files
-        rows_after_optimize = _table_state(ss.path)["rows"]
-        maintenance["optimize"] = {**result.to_dict(), "zorder_by": ["ss_item_sk"], "files_before": files_before,
-                                   "files_after": files_after, "rows_after": rows_after_optimize,
-                                   "seconds": round(time.perf_counter() - t0, 3)}
-        if result.version is None:
-            progress.line(f"OPTIMIZE ZORDER BY (ss_item_sk): nothing to rewrite ({files_before} files)")
-        else:
-            progress.line(f"OPTIMIZE ZORDER BY (ss_item_sk) -> version {result.version}: "
-                          f"{_n(result.files_removed, 'file')} ({_bytes(result.bytes_removed)}) rewritten into "
-                          f"{result.files_added} ({_bytes(result.bytes_added)}), {rows_after_optimize:,} rows "
-                          f"unchanged ({time.perf_counter() - t0:.1f}s)")
-            [after_report] = lake.explain(Q1)
-            maintenance["optimize"]["q1_files_selected"] = after_report.files_selected
-            maintenance["optimize"]["q1_files_total"] = after_report.files_total
-            progress.line(f"the point query now reads {after_report.files_selected} of {_n(after_report.files_total, 'file')} "
-                          f"(before Z-ordering: {q1_before_optimize.files_selected} of "
-                          f"{q1_before_optimize.files_total}); lake.explain of it:")
-            for text_line in after_report.text().splitlines():
-                progress.line("  " + text_line)
-
-        history = table_history(ss.path)
-        maintenance["history"] = history
-        progress.line(f"history of store_sales ({len(history)} versions, newest first):")
-        progress.show(_history_table(history))
-    summary["maintenance"] = maintenance
-
-    # ---- 8. summary numbers (printing happens after the stage timings are complete)
+        summary["maintenance"] = _maintenance_stage(lake, tables["store_sales"], progress)
+    # (printing happens after the stage timings are complete)
     with progress.stage(8, "summary"):
         summary["tables"] = {name: _table_state(lake.path_of(name)) for name in TABLES}
         for name in TABLES:
             summary["tables"][name]["rows_loaded"] = loaded[name]["rows"]
+
+
+def _load_stage(spark: "SparkSession", lake: Any, sf: float, generated: Any,
+                progress: _Progress) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The generated tables as skiplake tables (store_sales clustered on the item key): the tables,
+    and what each load wrote."""
+    tables: dict[str, Any] = {}
+    loaded: dict[str, dict[str, Any]] = {}
+    n_files = _store_sales_files(sf)
+    for name in TABLES:
+        t0 = time.perf_counter()
+        replaced = _reset_table_dir(lake.path_of(name))
+        df = spark.read.parquet(str(generated.files[name]))
+        how = ""
+        if name == "store_sales":
+            # Range-partition on the item key, as the seed's tables are Z-ordered on item and date:
+            # each file then covers a narrow ss_item_sk range and min/max stats can skip it.
+            df = df.repartitionByRange(n_files, "ss_item_sk").sortWithinPartitions("ss_item_sk")
+            how = f", clustered on ss_item_sk into {n_files} range partitions"
+        t = lake.create_table(name, df.schema, description=f"TPC-DS {name}, sf={sf:g}")
+        version = t.append(df)
+        tables[name] = t
+        state = _table_state(t.path)
+        loaded[name] = {**state, "seconds": round(time.perf_counter() - t0, 3)}
+        progress.line(f"{name}: {state['rows']:,} rows in {_n(state['files'], 'file')} "
+                      f"({_bytes(state['bytes'])}), version {version}{how}"
+                      f"{' (replaced the previous demo table)' if replaced else ''}, "
+                      f"{time.perf_counter() - t0:.1f}s")
+    return tables, loaded
+
+
+def _queries_stage(lake: Any, tables: dict[str, Any], progress: _Progress) -> tuple[list[dict[str, Any]], Any]:
+    """The demo's queries through lake.sql, and the point query's scan report."""
+    results: list[dict[str, Any]] = []
+    for key, label, title, sql in QUERIES:
+        t0 = time.perf_counter()
+        rows = [{k: _plain(v) for k, v in r.asDict().items()} for r in lake.sql(sql).collect()]
+        seconds = time.perf_counter() - t0
+        results.append({"name": key, "label": label, "title": title, "sql": sql, "seconds": round(seconds, 3),
+                        "rows": len(rows), "result": rows})
+        if len(rows) == 1 and len(rows[0]) == 1:
+            progress.line(f"{title}: {_cell(next(iter(rows[0].values())))}  ({seconds:.2f}s)")
+        else:
+            progress.line(f"{title}: {len(rows)} rows ({seconds:.2f}s)")
+            progress.show(_rows_table(rows))
+    plan = tables["store_sales"].scan(Q1_PREDICATE)
+    report = plan.report
+    progress.line(f"file skipping for the point query, table.scan({Q1_PREDICATE!r}).report:")
+    for text_line in report.text().splitlines():
+        progress.line("  " + text_line)
+    return results, report
+
+
+def _maintenance_stage(lake: Any, ss: Any, progress: _Progress) -> dict[str, Any]:
+    """DELETE, UPDATE, time travel, OPTIMIZE ZORDER BY and the history of store_sales."""
+    maintenance: dict[str, Any] = {}
+    before_version = ss.version
+    before_rows = _table_state(ss.path)["rows"]
+
+    t0 = time.perf_counter()
+    v_delete = ss.delete("ss_item_sk = 42")
+    deleted = _metric(ss.history(limit=1)[0], "numDeletedRows")
+    after_delete_rows = _table_state(ss.path)["rows"]
+    maintenance["delete"] = {"where": "ss_item_sk = 42", "version": v_delete, "rows_deleted": deleted,
+                             "rows_before": before_rows, "rows_after": after_delete_rows,
+                             "seconds": round(time.perf_counter() - t0, 3)}
+    progress.line(f"DELETE WHERE ss_item_sk = 42 -> version {v_delete}: {deleted:,} rows deleted, "
+                  f"{_files_touched(ss.history(limit=1)[0])} ({time.perf_counter() - t0:.1f}s)")
+
+    t0 = time.perf_counter()
+    q1_before = _scalar(lake.sql(Q1))
+    v_update = ss.update("ss_item_sk = 41", set={"ss_quantity": "ss_quantity + 1"})
+    updated = ss.read("ss_item_sk = 41").count()
+    q1_after = _scalar(lake.sql(Q1))
+    maintenance["update"] = {"where": "ss_item_sk = 41", "set": {"ss_quantity": "ss_quantity + 1"},
+                             "version": v_update, "rows_matched": updated,
+                             "q1_before": q1_before, "q1_after": q1_after,
+                             "seconds": round(time.perf_counter() - t0, 3)}
+    progress.line(f"UPDATE SET ss_quantity = ss_quantity + 1 WHERE ss_item_sk = 41 -> version {v_update}: "
+                  f"{updated:,} rows, the point query's total {q1_before:,} -> {q1_after:,}, "
+                  f"{_files_touched(ss.history(limit=1)[0])} ({time.perf_counter() - t0:.1f}s)")
+
+    t0 = time.perf_counter()
+    current_rows = ss.read().count()
+    old_rows = ss.read(version=before_version).count()
+    old_q1 = _scalar(ss.read(Q1_PREDICATE, version=before_version).selectExpr("sum(ss_quantity)"))
+    maintenance["time_travel"] = {"version": before_version, "rows_then": old_rows,
+                                  "current_version": ss.version, "rows_now": current_rows,
+                                  "q1_then": old_q1, "q1_now": q1_after,
+                                  "seconds": round(time.perf_counter() - t0, 3)}
+    progress.line(f"time travel: version {before_version} has {old_rows:,} rows (point query {old_q1:,}), "
+                  f"version {ss.version} has {current_rows:,} rows (point query {q1_after:,}) "
+                  f"({time.perf_counter() - t0:.1f}s)")
+
+    maintenance["optimize"] = _optimize_step(lake, ss, progress)
+
+    history = table_history(ss.path)
+    maintenance["history"] = history
+    progress.line(f"history of store_sales ({len(history)} versions, newest first):")
+    progress.show(_history_table(history))
+    return maintenance
+
+
+def _optimize_step(lake: Any, ss: Any, progress: _Progress) -> dict[str, Any]:
+    """OPTIMIZE ZORDER BY the item key into small files, and what the point query reads after it."""
+    t0 = time.perf_counter()
+    files_before = ss.snapshot.num_files
+    q1_before_optimize = ss.scan(Q1_PREDICATE).report
+    total_bytes = int(sum(f.size for f in ss.snapshot.add_files))
+    # Small files on purpose, so that a demo-sized table still has files to skip.
+    result = ss.optimize(zorder_by=["ss_item_sk"], target_file_size=max(1 << 20, total_bytes // 32),
+                         progress=progress.line)
+    files_after = ss.refresh().snapshot.num_files
+    rows_after_optimize = _table_state(ss.path)["rows"]
+    out: dict[str, Any] = {**result.to_dict(), "zorder_by": ["ss_item_sk"], "files_before": files_before,
+                           "files_after": files_after, "rows_after": rows_after_optimize,
+                           "seconds": round(time.perf_counter() - t0, 3)}
+    if result.version is None:
+        progress.line(f"OPTIMIZE ZORDER BY (ss_item_sk): nothing to rewrite ({files_before} files)")
+    else:
+        progress.line(f"OPTIMIZE ZORDER BY (ss_item_sk) -> version {result.version}: "
+                      f"{_n(result.files_removed, 'file')} ({_bytes(result.bytes_removed)}) rewritten into "
+                      f"{result.files_added} ({_bytes(result.bytes_added)}), {rows_after_optimize:,} rows "
+                      f"unchanged ({time.perf_counter() - t0:.1f}s)")
+        [after_report] = lake.explain(Q1)
+        out["q1_files_selected"] = after_report.files_selected
+        out["q1_files_total"] = after_report.files_total
+        progress.line(f"the point query now reads {after_report.files_selected} of {_n(after_report.files_total, 'file')} "
+                      f"(before Z-ordering: {q1_before_optimize.files_selected} of "
+                      f"{q1_before_optimize.files_total}); lake.explain of it:")
+        for text_line in after_report.text().splitlines():
+            progress.line("  " + text_line)
+    return out
 
 
 def _dynamic_pruning_stage(spark: "SparkSession", lake: Any, tables: dict[str, Any],
