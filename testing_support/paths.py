@@ -15,17 +15,17 @@ DEFAULT_JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
 
 def setup_java(install: bool = False) -> str | None:
     """Point JAVA_HOME at a Java 17 if it is not set: the Makefile's `.java_home`, else the usual
-    path, else (with `install`) the one scripts/ensure_java.sh finds or installs."""
+    path, else (with `install`, and only then) the one scripts/ensure_java.sh finds or installs."""
     if os.environ.get("JAVA_HOME"):
         return os.environ["JAVA_HOME"]
     marker = REPO / ".java_home"
     candidates = [marker.read_text().strip()] if marker.exists() else []
     candidates.append(DEFAULT_JAVA_HOME)
-    if install:
-        found = subprocess.run([str(REPO / "scripts" / "ensure_java.sh")], capture_output=True, text=True)
-        candidates.append(found.stdout.strip())
-    for home in candidates:
-        if home and os.path.exists(os.path.join(home, "bin", "java")):
-            os.environ["JAVA_HOME"] = home
-            return home
-    return None
+    found = next((h for h in candidates if h and os.path.exists(os.path.join(h, "bin", "java"))), None)
+    if found is None and install:
+        # Only when no Java is known: the script may install one.
+        out = subprocess.run([str(REPO / "scripts" / "ensure_java.sh")], capture_output=True, text=True)
+        found = out.stdout.strip() or None
+    if found is not None:
+        os.environ["JAVA_HOME"] = found
+    return found
