@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from skiplake.spark.session import java_version
 from testing_support.paths import DEFAULT_BASE, REPO
 
 # Where the suite's run folders go: git_state leaves them out, since a run writes them.
@@ -182,16 +183,6 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
-
-
-def java_version() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    if not java or not os.path.exists(java):
-        return None
-    out = subprocess.run([java, "-version"], capture_output=True, text=True)
-    text = (out.stderr or out.stdout).strip().splitlines()
-    return text[0] if text else None
 
 
 @dataclass(frozen=True)

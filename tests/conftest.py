@@ -17,7 +17,16 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "connect_only: runs against Spark Connect only")
 
 
+# The files that take longest start first, so that parallel workers (make test WORKERS=n) end
+# together instead of one worker running a long file alone at the end. Only the order changes.
+LONGEST_FIRST = ("test_delta_spark_interop.py", "test_cluster.py", "test_stress.py", "test_bucketing.py",
+                 "test_merge_differential.py", "test_change_data_feed.py", "test_row_level_concurrency.py",
+                 "test_object_store.py", "test_tpcds_dynamic.py")
+
+
 def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
     skip = pytest.mark.skip(reason="classic PySpark only" if CONNECT else "Spark Connect only")
     # A test without a SparkSession is the same in both runs: the classic run has it.
     no_spark = pytest.mark.skip(reason="uses no SparkSession: run in the classic pass")

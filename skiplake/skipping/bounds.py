@@ -170,8 +170,8 @@ RANGE_TESTS: dict[str, tuple[tuple[str, str], tuple[str, str]]] = {
     ">=": (("max", ">="), ("min", "<")),
 }
 EQUALITIES = ("=", "<=>", "<>")
-_PYTHON = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq}
-_ARROW = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal, "=": pc.equal}
+_PYTHON = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_ARROW = {"<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
 
 
 def compare(op: str, lo: Any, hi: Any, exact: bool, v: Any) -> tuple[bool, bool]:

@@ -68,14 +68,14 @@ def optimize(txn: "Transaction", where: str | None = None, zorder_by: Sequence[s
             raise InvalidArgumentError(f"{txn.path}: sort_within, row_group_size and page_rows shape the files of "
                                        "a Z-order rewrite; give zorder_by=[...] too, or leave them out to bin-pack")
         return _bin_pack(txn, where, target_file_size, min_files, spec)
-    return _zorder(txn, where, zorder_by, target_file_size, progress, sort_within, row_group_size, page_rows, full)
+    return _zorder(txn, spec, where, zorder_by, target_file_size, progress, sort_within, row_group_size, page_rows,
+                   full)
 
 
-def _zorder(txn: "Transaction", where: str | None, zorder_by: Sequence[str] | str, target_file_size: int,
-            progress: Callable[[str], None] | None, sort_within: Sequence[str] | str | None,
+def _zorder(txn: "Transaction", spec: BucketSpec | None, where: str | None, zorder_by: Sequence[str] | str,
+            target_file_size: int, progress: Callable[[str], None] | None, sort_within: Sequence[str] | str | None,
             row_group_size: int | None, page_rows: int | None, full: bool) -> Compaction:
-    """The Z-order rewrite, refused on a bucketed table."""
-    spec = bucket_spec_of(txn.snapshot.configuration)
+    """The Z-order rewrite, refused on a bucketed table (`spec`: its bucketing, if any)."""
     if spec is not None:
         raise InvalidArgumentError(
             f"{txn.path} is bucketed by {list(spec.columns)}: its files are one per bucket, so Z-ordering "

@@ -33,10 +33,17 @@ def _check_java() -> None:
         "which find or install one (scripts/ensure_java.sh).")
 
 
-def java_version() -> str:
-    java = os.path.join(os.environ["JAVA_HOME"], "bin", "java") if os.environ.get("JAVA_HOME") else "java"
+def java_version() -> str | None:
+    """The first line `java -version` prints (JAVA_HOME's Java, else the one on PATH), or None
+    without a Java. Lines the JVM adds about JAVA_TOOL_OPTIONS or JDK_JAVA_OPTIONS are passed over."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.path.exists(java):
+        return None
     out = subprocess.run([java, "-version"], capture_output=True, text=True)
-    return (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else "unknown"
+    lines = [line for line in (out.stderr or out.stdout).strip().splitlines()
+             if "Picked up JAVA_TOOL_OPTIONS" not in line and "Picked up JDK_JAVA_OPTIONS" not in line]
+    return lines[0] if lines else None
 
 
 # Session settings of Spark SQL that skiplake sets on every session it creates; a Spark Connect

@@ -263,11 +263,11 @@ def _logical_values(snapshot: Snapshot, values: dict[str, str | None]) -> dict[s
 
 def _no_row_matches(snapshot: Snapshot, files: list[AddFile], read_set: ReadSet) -> bool:
     """Whether no row of the winner's added files satisfies any of this transaction's read
-    predicates (a read of the whole table is matched by any row), read exactly (skiplake.skipping.rows): then its reads would have seen nothing
-    new, whatever the files' min/max said. False whenever that cannot be known cheaply and
-    exactly: files past EXACT_CHECK_BYTES in all, with deletion vectors, under column mapping
-    (physical names in the files), not local, or a predicate the row evaluator cannot evaluate
-    as Spark does."""
+    predicates, the rows read exactly (skiplake.skipping.rows): then its reads would have seen
+    nothing new, whatever the files' min/max said. A read of the whole table is matched by any
+    row. False whenever that cannot be known cheaply and exactly: files past EXACT_CHECK_BYTES
+    in all, with deletion vectors, under column mapping (physical names in the files), not
+    local, or a predicate the row evaluator cannot evaluate as Spark does."""
     if read_set.whole_table or snapshot.column_mapping != "none" or any(f.deletionVector for f in files) or \
             sum(f.size for f in files) > EXACT_CHECK_BYTES:
         return False
