@@ -21,11 +21,15 @@ def setup_java(install: bool = False) -> str | None:
     marker = REPO / ".java_home"
     candidates = [marker.read_text().strip()] if marker.exists() else []
     candidates.append(DEFAULT_JAVA_HOME)
-    found = next((h for h in candidates if h and os.path.exists(os.path.join(h, "bin", "java"))), None)
-    if found is None and install:
+    if install and not any(_has_java(h) for h in candidates):
         # Only when no Java is known: the script may install one.
         out = subprocess.run([str(REPO / "scripts" / "ensure_java.sh")], capture_output=True, text=True)
-        found = out.stdout.strip() or None
+        candidates.append(out.stdout.strip())
+    found = next((h for h in candidates if _has_java(h)), None)
     if found is not None:
         os.environ["JAVA_HOME"] = found
     return found
+
+
+def _has_java(home: str) -> bool:
+    return bool(home) and os.path.exists(os.path.join(home, "bin", "java"))
