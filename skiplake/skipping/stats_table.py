@@ -143,18 +143,18 @@ class StatsTable:
         ids = pa.array(self.partition_ids)
         typed = _safe_array([None if b else v for v, b in zip(values, nan)], at) if at is not None else None
         if typed is None or (typed.null_count > sum(v is None or b for v, b in zip(values, nan))):
-            return self._nullness_only(type_, values, ids)
+            return self._nullness_only(type_, at, values, ids)
         value = typed.take(ids) if n else typed
         is_nan = np.asarray(pa.array(nan, pa.bool_()).take(ids)) if n else np.zeros(0, bool)
         is_null = np.asarray(value.is_null()) & ~is_nan if n else np.zeros(0, dtype=bool)
         return ColumnStats(type_, value, value, is_null, is_null.copy(), ~is_nan)
 
-    def _nullness_only(self, type_: Any, values: list[Any], ids: pa.Array) -> ColumnStats:
-        """A partition column of a type the evaluators cannot compare, or whose values would
-        not convert: only which files' value is NULL is known."""
+    def _nullness_only(self, type_: Any, at: pa.DataType | None, values: list[Any], ids: pa.Array) -> ColumnStats:
+        """A partition column of a type the evaluators cannot compare (`at`, its Arrow type, is
+        None), or whose values would not convert: only which files' value is NULL is known."""
         n = self.num_files
         is_null = np.asarray(pa.array([v is None for v in values], pa.bool_()).take(ids)) if n else np.zeros(0, bool)
-        nulls = pa.nulls(n, type=arrow_type(type_) or pa.null())
+        nulls = pa.nulls(n, type=at or pa.null())
         return ColumnStats(type_, nulls, nulls, is_null.copy(), is_null, np.zeros(n, bool))
 
     # ---------------------------------------------------------------- data columns
