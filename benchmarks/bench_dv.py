@@ -218,7 +218,7 @@ def _delta_spark_delete(work: Path, path: str, where: str, progress: Progress) -
     root.mkdir(exist_ok=True)
     ds = DeltaSpark(root)
     try:
-        out = ds.run([{"id": "delete", "op": "sql", "sql": f"DELETE FROM delta.`{path}` WHERE {where}"}])
+        out = ds.run_batch([{"id": "delete", "op": "sql", "sql": f"DELETE FROM delta.`{path}` WHERE {where}"}])
     finally:
         ds.close()
     if not out["jobs"]["delete"]["ok"]:

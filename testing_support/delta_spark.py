@@ -1,16 +1,18 @@
 """delta-spark (the reference Delta Lake implementation) in a subprocess with its own JVM.
 
-The suite's SparkSession has no Delta jars, so tests that compare with delta-spark hand a list of
-jobs to testing_support/delta_spark_reader.py. `DeltaSpark(root)` starts the subprocess at once (the JVM
-starts and Ivy resolves the package while the test builds its tables); `run(jobs)` then gives it
-its last jobs file and returns the results (or `submit(jobs)`, work on, then `results()`), and
-`run_batch(jobs)` one batch of several, between which skiplake acts on what delta-spark wrote.
+The suite's SparkSession has no Delta jars, so tests that compare with delta-spark hand lists of
+jobs to testing_support/delta_spark_reader.py. One such process serves the whole test session
+(the `delta_spark` fixture of tests/conftest.py): its JVM starts, Ivy resolves the packages and
+the JIT warms up once, not once per test module. `submit_batch(jobs)` hands it a batch and
+returns at once (delta-spark works while skiplake does); `.result()` waits for it, and
+`run_batch(jobs)` does both. Between batches skiplake can act on what delta-spark wrote.
 When the package cannot be resolved the test is skipped.
 
 The coordinate can be overridden with $SKIPLAKE_DELTA_SPARK_PACKAGE; Ivy's cache is Spark's
 default, or $SKIPLAKE_IVY_DIR. delta-spark 4.4.x publishes one artifact per Spark minor:
 `delta-spark_4.1_2.13` is built against Spark 4.1 (plain `delta-spark_2.13:4.4.0` is built against
-Spark 4.2), and 4.4.1 is on PyPI only, not on Maven Central.
+Spark 4.2), and 4.4.1 is on PyPI only, not on Maven Central. The session also has hadoop-aws, so
+that a batch can read tables on an object store through S3A (its settings go with the batch).
 """
 from __future__ import annotations
 
@@ -20,15 +22,20 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from skiplake.spark.object_stores import HADOOP_AWS
+
 HERE = Path(__file__).resolve().parent
 READER = HERE / "delta_spark_reader.py"
 DELTA_PACKAGE = os.environ.get("SKIPLAKE_DELTA_SPARK_PACKAGE", "io.delta:delta-spark_4.1_2.13:4.4.0")
+PACKAGES = f"{DELTA_PACKAGE},{HADOOP_AWS}"
 RESOLUTION_ERRORS = ("unresolved dependency", "could not resolve", "download failed",
                      "resolvemavencoordinates", "unknownhostexception")
+BATCH_TIMEOUT_S = 1800
 
 _spec = importlib.util.spec_from_file_location("delta_spark_reader", READER)
 assert _spec is not None and _spec.loader is not None
@@ -39,19 +46,18 @@ quote_path = reader._quote_path
 
 
 class DeltaSpark:
-    """The delta-spark subprocess: started at once (the JVM starts and Ivy resolves the package
-    while skiplake builds the tables), then given one jobs file."""
+    """The delta-spark subprocess: started at once (the JVM starts and Ivy resolves the packages
+    while the caller builds its tables), then given batches of jobs, one at a time, until closed."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, packages: str = PACKAGES) -> None:
         self.root = root
-        self.result_file = root / "result.json"
         self.out = open(root / "delta_spark.out", "w+")
         env = dict(os.environ)
         env.pop("PYSPARK_SUBMIT_ARGS", None)
         self.started = time.time()
         self._batches = 0
         self.proc = subprocess.Popen(
-            [sys.executable, str(READER), "-", str(self.result_file), DELTA_PACKAGE,
+            [sys.executable, str(READER), "-", str(root / "result.json"), packages,
              os.environ.get("SKIPLAKE_IVY_DIR", "")],
             stdin=subprocess.PIPE, stdout=self.out, stderr=subprocess.STDOUT, text=True, env=env)
 
@@ -60,46 +66,26 @@ class DeltaSpark:
         if self.proc.poll() is not None:
             self._give_up()
 
-    def run(self, jobs: list[dict]) -> dict:
-        """Run one last batch of jobs and return its results."""
-        self.submit(jobs)
-        return self.results()
+    def run_batch(self, jobs: list[dict], threads: int = 1, hadoop: dict[str, str] | None = None) -> dict:
+        """Run a batch of jobs and return its results."""
+        return self.submit_batch(jobs, threads, hadoop).result()
 
-    def run_batch(self, jobs: list[dict]) -> dict:
-        """Run a batch of jobs and return its results, the subprocess kept for more batches:
-        skiplake can then act on what delta-spark wrote, and delta-spark on what skiplake did."""
+    def submit_batch(self, jobs: list[dict], threads: int = 1,
+                     hadoop: dict[str, str] | None = None) -> Batch:
+        """Hand the subprocess a batch and return at once: it runs the jobs while the caller
+        works (`threads` at a time: only for jobs on distinct tables). `hadoop` settings (S3A's
+        endpoint and keys) apply to the file systems the batch opens first."""
         self._batches += 1
-        out = self.root / f"result-{self._batches}.json"
-        self._send(jobs, 1, f"\t{out}")
-        while not out.exists():
-            if self.proc.poll() is not None:
-                self._give_up()
-            time.sleep(0.2)
-        return json.loads(out.read_text())
-
-    def submit(self, jobs: list[dict], threads: int = 1) -> None:
-        """Hand the subprocess its last jobs and return at once: it runs them while the caller
-        works (`threads` at a time: only for jobs on distinct tables)."""
-        self._send(jobs, threads, "", last=True)
-
-    def _send(self, jobs: list[dict], threads: int, suffix: str, last: bool = False) -> None:
         jobs_file = self.root / f"jobs-{self._batches}.json"
-        jobs_file.write_text(json.dumps({"package": DELTA_PACKAGE, "jobs": jobs, "threads": threads}))
+        out = self.root / f"result-{self._batches}.json"
+        jobs_file.write_text(json.dumps({"jobs": jobs, "threads": threads, "hadoop": hadoop or {}}))
         try:
             assert self.proc.stdin is not None
-            self.proc.stdin.write(f"{jobs_file}{suffix}\n")
+            self.proc.stdin.write(f"{jobs_file}\t{out}\n")
             self.proc.stdin.flush()
-            if last:
-                self.proc.stdin.close()
         except (BrokenPipeError, OSError):
-            pass  # it died: results() reports why
-
-    def results(self) -> dict:
-        """Wait for the last submitted jobs' results."""
-        self.proc.wait(timeout=1800)
-        if self.proc.returncode != 0 or not self.result_file.exists():
-            self._give_up()
-        return json.loads(self.result_file.read_text())
+            pass  # it died: the batch's result() reports why
+        return Batch(self, out)
 
     def _give_up(self) -> None:
         self.out.flush()
@@ -112,7 +98,28 @@ class DeltaSpark:
         pytest.fail(f"the delta-spark subprocess failed (exit {self.proc.returncode}):\n{output[-6000:]}")
 
     def close(self) -> None:
+        """End the session (a blank line), or kill the process if it does not end soon."""
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
         self.out.close()
+
+
+@dataclass
+class Batch:
+    """A batch handed to the subprocess; its results are in `out` once written."""
+    owner: DeltaSpark
+    out: Path
+
+    def result(self) -> dict:
+        deadline = time.time() + BATCH_TIMEOUT_S
+        while not self.out.exists():
+            if self.owner.proc.poll() is not None or time.time() > deadline:
+                self.owner._give_up()
+            time.sleep(0.1)
+        return json.loads(self.out.read_text())

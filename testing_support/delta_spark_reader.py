@@ -1,19 +1,22 @@
 """Run delta-spark (the reference Delta Lake implementation) over tables in its own JVM.
 
-Used by tests/test_delta_spark_interop.py, which runs this file as a subprocess because the
-test suite's one SparkSession has no Delta jars. One invocation runs a list of jobs, so the JVM
-starts (and Ivy resolves the package) once:
+Used by the tests that compare with delta-spark (through testing_support/delta_spark.py), which
+run this file as a subprocess because the test suite's one SparkSession has no Delta jars. One
+invocation runs lists of jobs, so the JVM starts (and Ivy resolves the package) once:
 
     python testing_support/delta_spark_reader.py JOBS.json RESULT.json
     python testing_support/delta_spark_reader.py - RESULT.json PACKAGE [IVY_DIR]   # jobs path on stdin
 
-The second form starts the session (and resolves the package) at once, prints READY, then reads
-the path of the jobs file from stdin, so a caller can prepare tables while the JVM starts.
+The second form starts the session (and resolves the packages, comma-separated) at once, prints
+READY, then reads batches from stdin, one line each: a jobs file and, after a tab, the file its
+results go to (RESULT.json without one). A caller prepares tables while the JVM starts, and keeps
+the process for as many batches as it likes; a blank line or EOF ends it.
 
 Settings for the session beyond these can be given as a JSON object in DELTA_READER_CONF.
 
 JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional dir,
 "threads": optional int (jobs run that many at a time: only for jobs on distinct tables),
+"hadoop": optional {key: value} set in the Hadoop configuration before the jobs (fs.s3a.*),
 "jobs": [...]}, each job one of
 
     {"id": "...", "op": "read", "path": P, "version": optional int, "columns": optional [names]}
@@ -140,6 +143,11 @@ def _run(spark, job: dict) -> dict:
 
 
 def _run_batch(spark, spec: dict, startup: float) -> dict:
+    # Settings for the file systems this batch opens first (S3A's endpoint and keys of the
+    # object store its tables are on); a file system already open keeps its own.
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for key, value in (spec.get("hadoop") or {}).items():
+        hadoop.set(key, value)
     result: dict = {"delta_version": _delta_version(spark), "spark_version": spark.version,
                     "startup_seconds": round(startup, 1), "jobs": {}}
 

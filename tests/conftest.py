@@ -71,6 +71,18 @@ def lake(spark, tmp_path):
 
 
 @pytest.fixture(scope="session")
+def delta_spark(tmp_path_factory):
+    """delta-spark 4.4 in one JVM of its own for the whole session (testing_support/delta_spark.py):
+    the modules that compare with it hand it batches of jobs in turn. Started by the first test
+    that asks for it; that test builds its tables while the JVM starts."""
+    setup_java(install=True)
+    from testing_support.delta_spark import DeltaSpark
+    delta = DeltaSpark(tmp_path_factory.mktemp("delta_spark"))
+    yield delta
+    delta.close()
+
+
+@pytest.fixture(scope="session")
 def s3_server():
     """An S3-compatible server on loopback (s3proxy, SigV4, atomic conditional PUT)."""
     setup_java(install=True)

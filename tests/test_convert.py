@@ -625,20 +625,17 @@ def _adds_of(path: str) -> dict[str, tuple[dict, dict]]:
 
 @pytest.mark.slow
 def test_delta_spark_reads_converted_tables_and_agrees_with_its_own_convert(
-        spark: SparkSession, dirs: Dirs, plain: Table, parted: Table, bucketed: skiplake.Lake) -> None:
-    delta = DeltaSpark(dirs.root)
-    try:
-        copies = {name: str(dirs.pristine / name) for name in ("plain", "parted")}
-        bk = bucketed.table("bk_int")
-        assert isinstance(bk, Table)
-        ours = {"plain": plain, "parted": parted, "bk_int": bk}
-        jobs = [{"id": f"read_{n}", "op": "read", "path": t.path} for n, t in ours.items()]
-        jobs += [{"id": "convert_plain", "op": "sql", "sql": f"CONVERT TO DELTA parquet.`{copies['plain']}`"},
-                 {"id": "convert_parted", "op": "sql",
-                  "sql": f"CONVERT TO DELTA parquet.`{copies['parted']}` PARTITIONED BY (d DATE, region STRING)"}]
-        result = delta.run(jobs)
-    finally:
-        delta.close()
+        spark: SparkSession, delta_spark: DeltaSpark, dirs: Dirs, plain: Table, parted: Table,
+        bucketed: skiplake.Lake) -> None:
+    copies = {name: str(dirs.pristine / name) for name in ("plain", "parted")}
+    bk = bucketed.table("bk_int")
+    assert isinstance(bk, Table)
+    ours = {"plain": plain, "parted": parted, "bk_int": bk}
+    jobs = [{"id": f"read_{n}", "op": "read", "path": t.path} for n, t in ours.items()]
+    jobs += [{"id": "convert_plain", "op": "sql", "sql": f"CONVERT TO DELTA parquet.`{copies['plain']}`"},
+             {"id": "convert_parted", "op": "sql",
+              "sql": f"CONVERT TO DELTA parquet.`{copies['parted']}` PARTITIONED BY (d DATE, region STRING)"}]
+    result = delta_spark.run_batch(jobs)
     for name, t in ours.items():
         job = result["jobs"][f"read_{name}"]
         assert job["ok"], job.get("error")

@@ -1,9 +1,11 @@
 """delta-spark (the reference Delta Lake implementation) reads and writes skiplake tables.
 
 The suite's SparkSession has no Delta jars, so delta-spark runs in a subprocess with its own JVM
-(testing_support/delta_spark.py), started ONCE for the whole module: the module fixture builds every
-skiplake table first, hands delta-spark one list of jobs (reads at the latest version and at
-older versions, an append and a DELETE, the isolation-level probe) and the tests then compare.
+(testing_support/delta_spark.py), one for the whole test session. The module fixture builds every
+skiplake table first (while that JVM starts, if this module is its first user), hands delta-spark
+one batch of jobs (reads at the latest version and at older versions, an append and a DELETE,
+the isolation-level probe, ...), acts on what it wrote, hands it a second batch, and the tests
+then compare.
 
 The package comes from Maven Central through `spark.jars.packages` (Ivy cache: Spark's default,
 or $SKIPLAKE_IVY_DIR). When it cannot be resolved the module is skipped. The coordinate can be
@@ -75,7 +77,6 @@ def _select_sql(ids) -> str:
 class Interop:
     lake: object
     result: dict
-    seconds: float
     versions: dict[str, int] = field(default_factory=dict)   # main table: step -> version
     written_before: list = field(default_factory=list)         # "written" table rows before delta-spark
     written_ids: list = field(default_factory=list)
@@ -125,15 +126,11 @@ def _build_main(spark, lake) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def interop(spark, tmp_path_factory):
+def interop(spark, delta_spark, tmp_path_factory):
     import skiplake
     root = tmp_path_factory.mktemp("delta_spark_interop")
     lake = skiplake.Lake(spark, str(root / "warehouse"))
-    delta = DeltaSpark(root)
-    try:
-        yield _run_interop(spark, lake, delta)
-    finally:
-        delta.close()
+    return _run_interop(spark, lake, delta_spark)
 
 
 def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
@@ -214,12 +211,11 @@ def _run_interop(spark, lake, delta: DeltaSpark) -> Interop:
     result = delta.run_batch(jobs)
     # skiplake acts on what delta-spark wrote, then delta-spark reads and writes the result.
     clustering = {**_cluster_between_batches(spark, lake, result), **_row_ids_between_batches(spark, lake, result)}
-    second = delta.run(_second_clustering_jobs(lake) + _second_row_tracking_jobs(lake))
-    seconds = time.time() - delta.started
+    second = delta.run_batch(_second_clustering_jobs(lake) + _second_row_tracking_jobs(lake))
     print(f"\nskiplake tables built in {built:.1f}s; delta-spark {result.get('delta_version')} on Spark "
           f"{result.get('spark_version')}: session start {result.get('startup_seconds')}s, jobs "
           f"{time.time() - t1:.1f}s (" + ", ".join(f"{k} {j['seconds']}s" for k, j in result["jobs"].items()) + ")")
-    return Interop(lake, result, seconds, versions, written_before, written_ids, create_error, dv_expected,
+    return Interop(lake, result, versions, written_before, written_ids, create_error, dv_expected,
                    cm_expected, features_expected, cdf_expected, clustering, second)
 
 

@@ -262,33 +262,29 @@ def _write_source(case: Case, path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def outcomes(spark, tmp_path_factory):
+def outcomes(spark, delta_spark: DeltaSpark, tmp_path_factory):
     root = tmp_path_factory.mktemp("merge_diff")
-    delta = DeltaSpark(root)   # its JVM starts while the tables are built
-    try:
-        bases = _base_tables(spark, root)
-        cases = _cases()
-        jobs = []
-        for case in cases:
-            case.root = root / f"case{case.number}"
-            case.root.mkdir()
-            shutil.copytree(bases[case.shape], case.root / "skiplake")
-            shutil.copytree(bases[case.shape], case.root / "delta")
-            _write_source(case, case.root / "source.parquet")
-            theirs = str(case.root / "delta")
-            jobs.append({"id": str(case.number), "op": "sql_read", "path": theirs,
-                         "sql": case.sql(theirs, str(case.root / "source.parquet"))})
-        delta.check()
-        delta.submit(jobs, threads=2)   # delta-spark runs its MERGEs (two at a time) while skiplake runs its own
-        started = time.perf_counter()
-        ours = {case.number: _run_ours(spark, case, case.root / "skiplake", case.root / "source.parquet")
-                for case in cases}
-        ours["seconds"] = time.perf_counter() - started
-        (root / "skiplake.json").write_text(json.dumps(ours, default=str))   # for a failure's post-mortem
-        theirs_all = delta.results()["jobs"]
-    finally:
-        delta.close()
-    return cases, ours, theirs_all
+    bases = _base_tables(spark, root)
+    cases = _cases()
+    jobs = []
+    for case in cases:
+        case.root = root / f"case{case.number}"
+        case.root.mkdir()
+        shutil.copytree(bases[case.shape], case.root / "skiplake")
+        shutil.copytree(bases[case.shape], case.root / "delta")
+        _write_source(case, case.root / "source.parquet")
+        theirs = str(case.root / "delta")
+        jobs.append({"id": str(case.number), "op": "sql_read", "path": theirs,
+                     "sql": case.sql(theirs, str(case.root / "source.parquet"))})
+    delta_spark.check()
+    # delta-spark runs its MERGEs (two at a time) while skiplake runs its own
+    batch = delta_spark.submit_batch(jobs, threads=2)
+    started = time.perf_counter()
+    ours = {case.number: _run_ours(spark, case, case.root / "skiplake", case.root / "source.parquet")
+            for case in cases}
+    ours["seconds"] = time.perf_counter() - started
+    (root / "skiplake.json").write_text(json.dumps(ours, default=str))   # for a failure's post-mortem
+    return cases, ours, batch.result()["jobs"]
 
 
 def _run_ours(spark, case: Case, path: Path, source: Path) -> dict:

@@ -224,30 +224,22 @@ def test_environment_alone_configures_log_and_spark(s3_server, tmp_path):
     assert any("metaData" in json.loads(line) for line in body.splitlines())
 
 
-def test_delta_spark_reads_s3_tables_through_s3a(spark, s3_lake, s3_server, tmp_path):
+def test_delta_spark_reads_s3_tables_through_s3a(spark, delta_spark, s3_lake, s3_server):
     """delta-spark 4.4 (its own JVM, S3A from the same packages) reads a skiplake table on the
     store, partitioned, after DML with deletion vectors, with identical rows."""
-    from skiplake.spark.object_stores import HADOOP_AWS
-    from testing_support.delta_spark import DELTA_PACKAGE, READER, rows_as_strings
+    from testing_support.delta_spark import rows_as_strings
     t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
                              properties={"delta.enableDeletionVectors": "true"})
     t.append(spark.range(500).selectExpr("id", "concat('p', id % 4) p", "cast(id / 3 as double) v"))
     t.delete("id % 5 = 0")
     t.update("id = 7", set={"v": "-1.0"})
-    jobs = tmp_path / "jobs.json"
-    result = tmp_path / "result.json"
     s3a_path = t.path.replace("s3://", "s3a://", 1)  # delta-spark's S3 log store is keyed by scheme
-    jobs.write_text(json.dumps({"package": f"{DELTA_PACKAGE},{HADOOP_AWS}",
-                                "jobs": [{"id": "read", "op": "read", "path": s3a_path}]}))
-    conf = {"spark.hadoop.fs.s3a.endpoint": s3_server.endpoint, "spark.hadoop.fs.s3a.path.style.access": "true",
-            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false", "spark.hadoop.fs.s3a.endpoint.region": "us-east-1",
-            "spark.hadoop.fs.s3a.access.key": s3_server.options["AWS_ACCESS_KEY_ID"],
-            "spark.hadoop.fs.s3a.secret.key": s3_server.options["AWS_SECRET_ACCESS_KEY"]}
-    env = {**os.environ, "DELTA_READER_CONF": json.dumps(conf)}
-    out = subprocess.run([sys.executable, str(READER), str(jobs), str(result)], env=env, capture_output=True,
-                         text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(result.read_text())["jobs"]["read"]
+    hadoop = {"fs.s3a.endpoint": s3_server.endpoint, "fs.s3a.path.style.access": "true",
+              "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "us-east-1",
+              "fs.s3a.access.key": s3_server.options["AWS_ACCESS_KEY_ID"],
+              "fs.s3a.secret.key": s3_server.options["AWS_SECRET_ACCESS_KEY"]}
+    result = delta_spark.run_batch([{"id": "read", "op": "read", "path": s3a_path}], hadoop=hadoop)
+    got = result["jobs"]["read"]
     assert got["ok"], got
     assert got["version"] == t.version
     assert got["count"] == 400
