@@ -54,7 +54,6 @@ class DeltaSpark:
         self.out = open(root / "delta_spark.out", "w+")
         env = dict(os.environ)
         env.pop("PYSPARK_SUBMIT_ARGS", None)
-        self.started = time.time()
         self._batches = 0
         self.proc = subprocess.Popen(
             [sys.executable, str(READER), "-", str(root / "result.json"), packages,
