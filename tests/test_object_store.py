@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlparse
 
 import pytest
 
@@ -227,6 +228,7 @@ def test_environment_alone_configures_log_and_spark(s3_server, tmp_path):
 def test_delta_spark_reads_s3_tables_through_s3a(spark, delta_spark, s3_lake, s3_server):
     """delta-spark 4.4 (its own JVM, S3A from the same packages) reads a skiplake table on the
     store, partitioned, after DML with deletion vectors, with identical rows."""
+    from skiplake.spark.object_stores import bucket_hadoop_conf
     from testing_support.delta_spark import rows_as_strings
     t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
                              properties={"delta.enableDeletionVectors": "true"})
@@ -234,10 +236,8 @@ def test_delta_spark_reads_s3_tables_through_s3a(spark, delta_spark, s3_lake, s3
     t.delete("id % 5 = 0")
     t.update("id = 7", set={"v": "-1.0"})
     s3a_path = t.path.replace("s3://", "s3a://", 1)  # delta-spark's S3 log store is keyed by scheme
-    hadoop = {"fs.s3a.endpoint": s3_server.endpoint, "fs.s3a.path.style.access": "true",
-              "fs.s3a.connection.ssl.enabled": "false", "fs.s3a.endpoint.region": "us-east-1",
-              "fs.s3a.access.key": s3_server.options["AWS_ACCESS_KEY_ID"],
-              "fs.s3a.secret.key": s3_server.options["AWS_SECRET_ACCESS_KEY"]}
+    # S3A's per-bucket settings, as skiplake gives its own session for this bucket.
+    hadoop = bucket_hadoop_conf(urlparse(t.path).netloc, s3_server.options)
     result = delta_spark.run_batch([{"id": "read", "op": "read", "path": s3a_path}], hadoop=hadoop)
     got = result["jobs"]["read"]
     assert got["ok"], got
