@@ -12,8 +12,6 @@ READY, then reads batches from stdin, one line each: a jobs file and, after a ta
 results go to (RESULT.json without one). A caller prepares tables while the JVM starts, and keeps
 the process for as many batches as it likes; a blank line or EOF ends it.
 
-Settings for the session beyond these can be given as a JSON object in DELTA_READER_CONF.
-
 JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional dir,
 "threads": optional int (jobs run that many at a time: only for jobs on distinct tables),
 "hadoop": optional {key: value} set in the Hadoop configuration before the jobs (fs.s3a.*),
@@ -76,9 +74,6 @@ def _session(package: str, ivy: str | None):
          .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"))
     if ivy:
         b = b.config("spark.jars.ivy", ivy)
-    # Extra settings as JSON, e.g. S3A's endpoint and keys for tables on an object store.
-    for k, v in json.loads(os.environ.get("DELTA_READER_CONF") or "{}").items():
-        b = b.config(k, v)
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
