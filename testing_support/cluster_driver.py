@@ -3,9 +3,10 @@ connected to a standalone cluster, working on tables on the S3-compatible server
 
     python -m testing_support.cluster_driver SPEC.json RESULT.json
 
-SPEC: {"master": "spark://...", "options": storage options, "bucket": "...", "data_dir": "...",
-"writers": 3, "ops": 4}. RESULT: what the test asserts on (executors seen, the demo's summary,
-the stress run's acknowledged operations and the table's final rows).
+SPEC: {"master": "spark://...", "conf": the driver's settings (Cluster.driver_conf), "options":
+storage options, "bucket": "...", "data_dir": "...", "writers": 3, "ops": 4}. RESULT: what the
+test asserts on (executors seen, the demo's summary, the stress run's acknowledged operations and
+the table's final rows).
 """
 from __future__ import annotations
 
@@ -88,13 +89,8 @@ def main(spec_file: str, result_file: str) -> int:
     from skiplake import demo
     from skiplake.console import to_json
     result: dict = {}
-    conf = {"spark.executor.memory": "1g", "spark.executor.cores": "1", "spark.cores.max": "2",
-            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-            "spark.scheduler.maxRegisteredResourcesWaitingTime": "180s",
-            "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-            "spark.dynamicAllocation.enabled": "false", "spark.default.parallelism": "2"}
     spark = skiplake.local_spark(app_name="skiplake-cluster", master=spec["master"], driver_memory="1g",
-                                 shuffle_partitions=2, s3=True, conf=conf)
+                                 shuffle_partitions=2, s3=True, conf=spec["conf"])
     try:
         result["app_id"] = spark.sparkContext.applicationId
         result["master"] = spark.sparkContext.master

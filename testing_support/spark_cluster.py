@@ -2,6 +2,8 @@
 workers, each its own JVM (`bin/spark-class ...Master` / `...Worker`; pip's PySpark has no
 start-master.sh). Sized for a 2-core machine: one core and 1 GiB per worker, so each worker runs
 exactly one executor. Work and log folders live in a temporary directory, never in the venv.
+Every JVM of the cluster (daemons, executors and, through `driver_conf`, the driver) runs with the
+options of short-lived JVMs (testing_support/jvm.py).
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testing_support.jvm import SHORT_LIVED_JVM_OPTIONS
 from testing_support.net import free_port
 
 
@@ -43,10 +46,12 @@ class Cluster:
 
     def driver_conf(self, executor_memory: str = "1g") -> dict[str, str]:
         """Settings for a driver of this cluster (client mode, on this machine)."""
-        return {"spark.executor.memory": executor_memory, "spark.executor.cores": "1",
+        return {"spark.driver.extraJavaOptions": SHORT_LIVED_JVM_OPTIONS,
+                "spark.executor.extraJavaOptions": SHORT_LIVED_JVM_OPTIONS,
+                "spark.executor.memory": executor_memory, "spark.executor.cores": "1",
                 "spark.cores.max": str(len(self.processes) - 1),
                 "spark.scheduler.minRegisteredResourcesRatio": "1.0",
-                "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
+                "spark.scheduler.maxRegisteredResourcesWaitingTime": "180s",
                 "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                 "spark.dynamicAllocation.enabled": "false", "spark.default.parallelism": "2"}
 
@@ -65,7 +70,8 @@ def start(workers: int = 2, worker_memory: str = "1g", timeout: float = 120) -> 
     home = spark_home()
     root = tempfile.mkdtemp(prefix="skiplake-cluster-")
     env = {**os.environ, "SPARK_HOME": home, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "512m",
-           "SPARK_LOG_DIR": os.path.join(root, "logs"), "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false"}
+           "SPARK_LOG_DIR": os.path.join(root, "logs"), "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
+           "SPARK_DAEMON_JAVA_OPTS": SHORT_LIVED_JVM_OPTIONS}
     spark_class = os.path.join(home, "bin", "spark-class")
     port, ui_port = free_port(), free_port()
     cluster = Cluster(f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{ui_port}", root)

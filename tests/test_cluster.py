@@ -37,8 +37,9 @@ def test_demo_and_concurrent_writers_on_a_standalone_cluster_over_s3(s3_server, 
         bucket = s3_server.new_bucket()
         spec = tmp_path / "spec.json"
         result = tmp_path / "result.json"
-        spec.write_text(json.dumps({"master": cluster.url, "options": s3_server.options, "bucket": bucket,
-                                    "data_dir": str(tmp_path / "data"), "sf": 0.01, "writers": 3, "ops": 6}))
+        spec.write_text(json.dumps({"master": cluster.url, "conf": cluster.driver_conf(), "options": s3_server.options,
+                                    "bucket": bucket, "data_dir": str(tmp_path / "data"), "sf": 0.01, "writers": 3,
+                                    "ops": 6}))
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
         out = subprocess.run([sys.executable, "-m", "testing_support.cluster_driver", str(spec), str(result)], cwd=REPO,
                              env=env, capture_output=True, text=True, timeout=1800)
