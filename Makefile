@@ -14,8 +14,10 @@ all: test
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install --quiet -c constraints.txt uv
+	# uv fills its cache (pyspark built from its sdist once), which the install checks of the
+	# test suite then reuse for their clean virtualenvs.
+	$(VENV)/bin/uv pip install --quiet --python $(PY) -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
