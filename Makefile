@@ -12,11 +12,11 @@ SF ?= 0.1
 
 all: test
 
+# uv installs the pinned dependencies and fills its cache on the way (PySpark is built from its
+# source archive once), which the install checks of the test suite then reuse.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
-	# uv fills its cache (pyspark built from its sdist once), which the install checks of the
-	# test suite then reuse for their clean virtualenvs.
 	$(VENV)/bin/uv pip install --quiet --python $(PY) -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
