@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlparse
 
 import pytest
 
@@ -22,6 +21,7 @@ from skiplake.errors import (
     StorageAccessError,
     UnsupportedLocationError,
 )
+from skiplake.log.location import bucket_and_key
 from skiplake.log.s3 import S3Storage, set_bucket_options
 from skiplake.log.snapshot import list_log, log_storage
 
@@ -237,7 +237,7 @@ def test_delta_spark_reads_s3_tables_through_s3a(spark, delta_spark, s3_lake, s3
     t.update("id = 7", set={"v": "-1.0"})
     s3a_path = t.path.replace("s3://", "s3a://", 1)  # delta-spark's S3 log store is keyed by scheme
     # S3A's per-bucket settings, as skiplake gives its own session for this bucket.
-    hadoop = bucket_hadoop_conf(urlparse(t.path).netloc, s3_server.options)
+    hadoop = bucket_hadoop_conf(bucket_and_key(t.path)[0], s3_server.options)
     result = delta_spark.run_batch([{"id": "read", "op": "read", "path": s3a_path}], hadoop=hadoop)
     got = result["jobs"]["read"]
     assert got["ok"], got
