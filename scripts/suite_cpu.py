@@ -1,0 +1,153 @@
+"""Run a command and tell where its CPU went, process by process, grouped by role.
+
+    .venv/bin/python scripts/suite_cpu.py [--json] -- make test
+
+Reads /proc once a second and keeps every process's last user and system time, so processes
+that end between two readings lose at most a second. Each process of the command's tree is
+put in a group by its own command line and its ancestors' (the suite's JVM, delta-spark, the
+Spark Connect server, the standalone cluster, ...), per pytest run (`make test` has two: the
+classic pass and the Connect pass). The machine's busy time from /proc/stat is printed beside
+it, so what ran outside the command shows too. Linux only. docs/testing.md shows what it found.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+# First match wins: (group, any of these in the process's or an ancestor's command line).
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("s3proxy (S3-compatible server)", ("s3proxy",)),
+    ("PostgreSQL (catalog tests)", ("postgres",)),
+    ("delta-spark (its JVM and Python)", ("delta_spark_reader",)),
+    ("Spark Connect server JVM", ("SparkConnectServer", "connect_server")),
+    ("standalone cluster (6 JVMs, driver)", ("cluster_driver", "deploy.master", "deploy.worker",
+                                             "CoarseGrainedExecutorBackend")),
+    ("PySpark's Python workers", ("pyspark.daemon",)),
+    # The install checks' clean virtualenvs are `<tmp>/venv` (the checkout's is `.venv`).
+    ("install checks (clean virtualenvs, uv)", ("/venv/bin/", "/bin/uv ")),
+)
+
+
+@dataclass
+class Proc:
+    pid: int
+    ppid: int
+    comm: str
+    cmd: str
+    ticks: int
+
+
+def read_procs(seen: dict[tuple[int, int], Proc]) -> None:
+    """Update `seen` (keyed by pid and start time, so a reused pid is a new process)."""
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(")") + 2:].split()
+            key = (int(name), int(fields[19]))
+            ticks = int(fields[11]) + int(fields[12])
+            if key in seen:
+                seen[key].ticks = max(seen[key].ticks, ticks)
+                continue
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue  # it ended while being read
+        seen[key] = Proc(int(name), int(fields[1]), stat[stat.index("(") + 1:stat.rindex(")")], cmd, ticks)
+    # A process that exec'd (spark-submit's shell becoming java) keeps its pid and start time:
+    # refresh the command lines of the few that still look like shells.
+    for key, proc in seen.items():
+        if proc.comm in ("bash", "sh"):
+            try:
+                with open(f"/proc/{key[0]}/cmdline", "rb") as f:
+                    proc.cmd = f.read().replace(b"\0", b" ").decode(errors="replace") or proc.cmd
+                with open(f"/proc/{key[0]}/comm") as f:
+                    proc.comm = f.read().strip()
+            except OSError:
+                pass
+
+
+def busy_ticks() -> int:
+    with open("/proc/stat") as f:
+        values = [int(v) for v in f.readline().split()[1:]]
+    return sum(values) - values[3] - values[4]  # all but idle and iowait
+
+
+def is_pytest(proc: Proc) -> bool:
+    return proc.comm.startswith("python") and proc.cmd.split()[1:3] == ["-m", "pytest"]
+
+
+def group_of(proc: Proc, ancestors: list[Proc], runs: dict[int, int]) -> tuple[int, str]:
+    """(pytest run, group) of a process in the command's tree; run 0 is outside any pytest."""
+    run = next((runs[a.pid] for a in [proc, *ancestors] if a.pid in runs), 0)
+    lines = " ".join(p.cmd for p in [proc, *ancestors])
+    for group, markers in GROUPS:
+        if any(marker in lines for marker in markers):
+            return run, group
+    if proc.pid in runs:
+        return run, "pytest and the tests (Python)"
+    if proc.comm == "java" and ancestors and ancestors[0].pid in runs:
+        return run, "the suite's JVM (its SparkSession)"
+    return run, "other subprocesses (CLI runs, writers)" if run else "the command's own (make, lint)"
+
+
+def report(seen: dict[tuple[int, int], Proc], root: int) -> dict[str, object]:
+    """CPU-seconds per (pytest run, group) over the processes of `root`'s tree."""
+    by_pid = {proc.pid: proc for proc in seen.values()}
+    tree: list[tuple[int, Proc, list[Proc]]] = []  # (start time, process, its ancestors)
+    for (_, started), proc in seen.items():
+        ancestors, parent = [], by_pid.get(proc.ppid)
+        while parent is not None and len(ancestors) < 50:
+            ancestors.append(parent)
+            parent = by_pid.get(parent.ppid)
+        if proc.pid == root or root in (a.pid for a in ancestors):
+            tree.append((started, proc, ancestors))
+    runs: dict[int, int] = {}  # pid of each pytest run (not its forked workers) -> 1, 2, ...
+    for _, proc, ancestors in sorted(tree, key=lambda t: t[0]):
+        if is_pytest(proc) and not (ancestors and is_pytest(ancestors[0])):
+            runs[proc.pid] = len(runs) + 1
+    totals: Counter[tuple[int, str]] = Counter()
+    for _, proc, ancestors in tree:
+        totals[group_of(proc, ancestors, runs)] += proc.ticks
+    return {"runs": len(runs), "groups": [{"run": run, "group": group, "cpu_s": round(ticks / TICKS, 2)}
+                                          for (run, group), ticks in totals.most_common()]}
+
+
+def main(argv: list[str]) -> int:
+    as_json = argv[:1] == ["--json"]
+    argv = argv[1:] if as_json else argv
+    if not argv or argv[0] != "--" or len(argv) < 2:
+        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        return 2
+    seen: dict[tuple[int, int], Proc] = {}
+    busy0, started = busy_ticks(), time.time()
+    child = subprocess.Popen(argv[1:])
+    while child.poll() is None:
+        read_procs(seen)
+        time.sleep(1)
+    out = report(seen, child.pid)
+    out.update(exit=child.returncode, wall_s=round(time.time() - started, 1),
+               machine_busy_cpu_s=round((busy_ticks() - busy0) / TICKS, 1))
+    if as_json:
+        print(json.dumps(out, indent=1))
+        return child.returncode
+    total = sum(g["cpu_s"] for g in out["groups"])  # type: ignore[index,union-attr]
+    print(f"\nexit {child.returncode}; {out['wall_s']} s of wall time; the machine was busy "
+          f"{out['machine_busy_cpu_s']} CPU-seconds, {total:.1f} of them in the command's processes")
+    print(f"{'CPU-s':>9} {'share':>6}  pytest run  group")
+    for g in out["groups"]:  # type: ignore[union-attr]
+        print(f"{g['cpu_s']:9.1f} {100 * g['cpu_s'] / total:5.1f}%  {g['run'] or '-':>10}  {g['group']}")
+    return child.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
