@@ -2,16 +2,9 @@
 allowlist only shrinks."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
+from tests.unit.script_modules import load_script
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "complexity.py"
-_spec = importlib.util.spec_from_file_location("complexity", _PATH)
-assert _spec is not None and _spec.loader is not None
-complexity = importlib.util.module_from_spec(_spec)
-sys.modules["complexity"] = complexity  # its dataclass looks its module up there
-_spec.loader.exec_module(complexity)
+complexity = load_script("complexity")
 
 
 def test_boolean_operators_count_and_methods_are_named_by_class(tmp_path, monkeypatch):

@@ -1,17 +1,12 @@
 """scripts/suite_cpu.py: which group and pytest run each process's CPU goes to, and a real run."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
-_PATH = Path(__file__).resolve().parents[2] / "scripts" / "suite_cpu.py"
-_spec = importlib.util.spec_from_file_location("suite_cpu", _PATH)
-assert _spec is not None and _spec.loader is not None
-suite_cpu = importlib.util.module_from_spec(_spec)
-sys.modules["suite_cpu"] = suite_cpu  # its dataclass looks its module up there
-_spec.loader.exec_module(suite_cpu)
+from tests.unit.script_modules import load_script
+
+suite_cpu = load_script("suite_cpu")
 Proc = suite_cpu.Proc
 
 SPARK_SUBMIT = "/usr/bin/java -cp jars/* org.apache.spark.deploy.SparkSubmit"
