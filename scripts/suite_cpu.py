@@ -24,14 +24,16 @@ TICKS = os.sysconf("SC_CLK_TCK")
 # First match wins: (group, any of these in the process's or an ancestor's command line).
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("s3proxy (S3-compatible server)", ("s3proxy",)),
-    ("PostgreSQL (catalog tests)", ("postgres",)),
+    # The server's binary, and the titles its backends take (not a `postgresql://` URL).
+    ("PostgreSQL (catalog tests)", ("/bin/postgres ", "postgres: ")),
     ("delta-spark (its JVM and Python)", ("delta_spark_reader",)),
     ("Spark Connect server JVM", ("SparkConnectServer", "connect_server")),
     ("standalone cluster (6 JVMs, driver)", ("cluster_driver", "deploy.master", "deploy.worker",
                                              "CoarseGrainedExecutorBackend")),
     ("PySpark's Python workers", ("pyspark.daemon",)),
-    # The install checks' clean virtualenvs are `<tmp>/venv` (the checkout's is `.venv`).
-    ("install checks (clean virtualenvs, uv)", ("/venv/bin/", "/bin/uv ")),
+    # The install checks' clean virtualenvs are `<tmp>/venv` (the checkout's is `.venv`): their
+    # Python by path, or the jars of their PySpark on a JVM's class path; uv builds them.
+    ("install checks (clean virtualenvs, uv)", ("/venv/", "/bin/uv ")),
 )
 
 
@@ -45,35 +47,27 @@ class Proc:
 
 
 def read_procs(seen: dict[tuple[int, int], Proc]) -> None:
-    """Update `seen` (keyed by pid and start time, so a reused pid is a new process)."""
+    """Update `seen` (keyed by pid and start time, so a reused pid is a new process). A process
+    that exec'd (spark-submit's shell becoming java, a fork becoming postgres) keeps its pid and
+    start time, so its name and command line are read again each time; its parent stays the one
+    first seen, so an orphan stays in the tree it came from."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat") as f:
                 stat = f.read()
-            fields = stat[stat.rindex(")") + 2:].split()
-            key = (int(name), int(fields[19]))
-            ticks = int(fields[11]) + int(fields[12])
-            if key in seen:
-                seen[key].ticks = max(seen[key].ticks, ticks)
-                continue
             with open(f"/proc/{name}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, ValueError, IndexError):
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
             continue  # it ended while being read
-        seen[key] = Proc(int(name), int(fields[1]), stat[stat.index("(") + 1:stat.rindex(")")], cmd, ticks)
-    # A process that exec'd (spark-submit's shell becoming java) keeps its pid and start time:
-    # refresh the command lines of the few that still look like shells.
-    for key, proc in seen.items():
-        if proc.comm in ("bash", "sh"):
-            try:
-                with open(f"/proc/{key[0]}/cmdline", "rb") as f:
-                    proc.cmd = f.read().replace(b"\0", b" ").decode(errors="replace") or proc.cmd
-                with open(f"/proc/{key[0]}/comm") as f:
-                    proc.comm = f.read().strip()
-            except OSError:
-                pass
+        fields = stat[stat.rindex(")") + 2:].split()
+        key, comm = (int(name), int(fields[19])), stat[stat.index("(") + 1:stat.rindex(")")]
+        ticks = int(fields[11]) + int(fields[12])
+        proc = seen.setdefault(key, Proc(key[0], int(fields[1]), comm, cmd, ticks))
+        proc.ticks = max(proc.ticks, ticks)
+        if cmd:  # a zombie's is empty
+            proc.comm, proc.cmd = comm, cmd
 
 
 def busy_ticks() -> int:
@@ -105,11 +99,11 @@ def report(seen: dict[tuple[int, int], Proc], root: int) -> dict[str, object]:
     by_pid = {proc.pid: proc for proc in seen.values()}
     tree: list[tuple[int, Proc, list[Proc]]] = []  # (start time, process, its ancestors)
     for (_, started), proc in seen.items():
-        ancestors, parent = [], by_pid.get(proc.ppid)
+        ancestors, parent = [], by_pid.get(proc.ppid) if proc.pid != root else None
         while parent is not None and len(ancestors) < 50:
-            ancestors.append(parent)
-            parent = by_pid.get(parent.ppid)
-        if proc.pid == root or root in (a.pid for a in ancestors):
+            ancestors.append(parent)  # up to the root: what started the command is not its own
+            parent = by_pid.get(parent.ppid) if parent.pid != root else None
+        if proc.pid == root or (ancestors and ancestors[-1].pid == root):
             tree.append((started, proc, ancestors))
     runs: dict[int, int] = {}  # pid of each pytest run (not its forked workers) -> 1, 2, ...
     for _, proc, ancestors in sorted(tree, key=lambda t: t[0]):
