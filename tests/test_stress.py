@@ -12,6 +12,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -28,10 +29,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def start_worker(table: str, worker: int, seed: int, n_ops: int, ack: str, max_delay_ms: int,
-                 env: dict[str, str] | None = None) -> subprocess.Popen:
+                 env: dict[str, str] | None = None, stderr: int | IO[bytes] = subprocess.PIPE) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "testing_support.concurrency_worker", table, str(worker), str(seed), str(n_ops), ack,
-         str(max_delay_ms)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+         str(max_delay_ms)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr,
         env={**os.environ, **(env or {})})
 
 
@@ -128,6 +129,11 @@ def read_acks(files: list[str]) -> list[dict]:
     return out
 
 
+def committed_acks(files: list[str]) -> list[dict]:
+    """The acknowledgements of operations that committed (not those that raised a conflict)."""
+    return [a for a in read_acks(files) if a["version"] is not None]
+
+
 def check_exceptions(acks: list[dict], isolation: str, deletion_vectors: bool = False) -> Counter:
     """Every conflict raised is one the matrix allows for that pair of operations (with deletion
     vectors, OPTIMIZE and DELETE/UPDATE never conflict: each carries the other's rows over)."""
@@ -195,7 +201,9 @@ def test_writers_killed_with_sigkill(tmp_path, store, request):
         nonlocal next_id
         ack = str(tmp_path / f"ack{next_id}.jsonl")
         acks.append(ack)
-        running[next_id] = start_worker(table, next_id, 1000 + next_id, 10_000, ack, 5, env)
+        # A file, not a pipe: nobody drains these writers' stderr while they run.
+        with open(tmp_path / f"stderr{next_id}.txt", "wb") as err:
+            running[next_id] = start_worker(table, next_id, 1000 + next_id, 10_000, ack, 5, env, err)
         next_id += 1
 
     for _ in range(5):
@@ -208,11 +216,20 @@ def test_writers_killed_with_sigkill(tmp_path, store, request):
         running.pop(victim).send_signal(signal.SIGKILL)
         kills += 1
         spawn()
+    # On a slow machine every writer can die before its first commit (each lives about three
+    # seconds above); the last ones run on until some commits are acknowledged, then die too.
+    settle = time.time() + 120
+    while time.time() < settle and len(committed_acks(acks)) < 3 and any(p.poll() is None for p in running.values()):
+        time.sleep(0.2)
     for p in running.values():
         p.send_signal(signal.SIGKILL)
     for p in running.values():
         p.wait()
     assert kills >= 10
+    # The last writers had ten thousand operations to do: any that ended before the kill failed.
+    stderr = {w: (tmp_path / f"stderr{w}.txt").read_text() for w in running}
+    failed = [stderr[w] for w, p in running.items() if p.returncode != -signal.SIGKILL]
+    assert not failed, failed[0]
 
     # No partial commit is visible: every commit file parses and the table loads.
     storage = log_storage(table)
@@ -224,8 +241,9 @@ def test_writers_killed_with_sigkill(tmp_path, store, request):
     # Acknowledged commits are there once; the contents equal the replay of the log, which also
     # holds commits whose writer died before acknowledging them.
     model, where, _ = replay(table)
-    committed = [a for a in read_acks(acks) if a["version"] is not None]
-    assert committed and all(where[a["opid"]] == a["version"] for a in committed)
+    committed = committed_acks(acks)
+    assert len(committed) >= 3, f"{len(committed)} commits acknowledged; the last writer's stderr: {stderr[max(stderr)]}"
+    assert all(where[a["opid"]] == a["version"] for a in committed)
     assert physical(table) == model
     # Killed writers left files no commit names; vacuum removes exactly those.
     live = {absolute_path(table, f.path) for f in Snapshot.load(table).add_files}
@@ -234,7 +252,7 @@ def test_writers_killed_with_sigkill(tmp_path, store, request):
     assert result.files_deleted >= len(on_disk - live)
     assert data_files(table) == live
     assert physical(table) == model
-    print(f"\n{kills} writers killed, {len(versions)} versions, {len(on_disk - live)} orphan files vacuumed")
+    print(f"\n{kills} writers killed, {len(committed)} commits acknowledged, {len(versions)} versions, {len(on_disk - live)} orphan files vacuumed")
 
 
 SPARK_WRITER = """
