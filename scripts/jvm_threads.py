@@ -15,7 +15,7 @@ import sys
 import time
 from collections import Counter
 
-TICKS = os.sysconf("SC_CLK_TCK")
+from procfs import TICKS, Stat, read_stat
 
 
 def kind(name: str) -> str:
@@ -24,23 +24,17 @@ def kind(name: str) -> str:
     return re.sub(r"[-#]?\d+$", "", re.sub(r"\d+", "N", name)).strip()
 
 
-def sample(pid: int, threads: dict[str, tuple[str, int, int]]) -> tuple[int, int, int, int] | None:
-    """Update `threads` (tid -> name, user+system, system ticks); the process's own and its
-    waited-for children's ticks, or None once it is gone."""
+def sample(pid: int, threads: dict[str, tuple[str, int, int]]) -> Stat | None:
+    """Update `threads` (tid -> name, user+system, system ticks); the process's own stat, or None
+    once it is gone."""
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            try:
-                text = open(f"/proc/{pid}/task/{tid}/stat").read()
-            except OSError:
-                continue
-            fields = text[text.rindex(")") + 2:].split()
-            threads[tid] = (text[text.index("(") + 1:text.rindex(")")], int(fields[11]) + int(fields[12]),
-                            int(fields[12]))
-        text = open(f"/proc/{pid}/stat").read()
+        tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    fields = text[text.rindex(")") + 2:].split()
-    return int(fields[11]), int(fields[12]), int(fields[13]), int(fields[14])
+    for tid in tids:
+        if (thread := read_stat(f"/proc/{pid}/task/{tid}/stat")) is not None:
+            threads[tid] = (thread.name, thread.user + thread.system, thread.system)
+    return read_stat(f"/proc/{pid}/stat")
 
 
 def main(argv: list[str]) -> int:
@@ -56,7 +50,8 @@ def main(argv: list[str]) -> int:
     if totals is None:
         print(f"no process {pid}", file=sys.stderr)
         return 1
-    user, system, child_user, child_system = (t / TICKS for t in totals)
+    user, system, child_user, child_system = (t / TICKS for t in (totals.user, totals.system, totals.children_user,
+                                                                  totals.children_system))
     print(f"process: user {user:.1f}s, system {system:.1f}s; its children: user {child_user:.1f}s, "
           f"system {child_system:.1f}s")
     by_kind: Counter[str] = Counter()

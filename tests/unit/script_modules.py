@@ -10,7 +10,11 @@ SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
-    """scripts/<name>.py as the module `name` (registered, since a dataclass looks its module up)."""
+    """scripts/<name>.py as the module `name` (registered, since a dataclass looks its module up).
+    scripts/ goes on sys.path, as it is for a script run from there, so the modules it shares
+    (procfs) import the same way."""
+    if str(SCRIPTS) not in sys.path:
+        sys.path.append(str(SCRIPTS))
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
