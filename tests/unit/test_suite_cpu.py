@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 from tests.unit.script_modules import load_script
 
@@ -33,6 +37,12 @@ def test_processes_are_grouped_by_role_and_pytest_run():
         Proc(15, 3, "postgres", "/usr/lib/postgresql/15/bin/postgres -D /tmp/pg", 3),
         Proc(16, 15, "postgres", "postgres: skiplake catalog_1 127.0.0.1(4242) idle", 2),
         Proc(17, 3, "python", "python -m skiplake.cli tables --catalog postgresql://127.0.0.1/c", 20),
+        Proc(18, 14, "python", "/tmp/p0/core0/venv/bin/python -m pyspark.daemon", 8),  # the clean venv's
+        Proc(19, 4, "python", ".venv/bin/python -m pyspark.daemon", 30),
+        Proc(20, 3, "python", ".venv/bin/python -m testing_support.concurrency_worker /t 0 7 9 a", 12),
+        Proc(21, 3, "python", ".venv/bin/python -m skiplake.cli catalog serve --db postgresql://x", 9),
+        Proc(22, 3, "python", ".venv/bin/python -c import sys, skiplake /tmp/t", 4),  # starts Spark
+        Proc(23, 22, "java", f"{SPARK_SUBMIT} pyspark-shell", 200),
         Proc(10, 1, "sh", "/bin/sh -c SKIPLAKE_TEST_SPARK=connect .venv/bin/python -m pytest -q", 1),
         Proc(11, 10, "python", ".venv/bin/python -m pytest -q tests/test_connect.py", 60),
         Proc(12, 11, "java", f"{SPARK_SUBMIT} --class org.apache.spark.sql.connect.service."
@@ -43,25 +53,38 @@ def test_processes_are_grouped_by_role_and_pytest_run():
     out = suite_cpu.report(seen, root=1)
     got = {(g["run"], g["group"]): round(g["cpu_s"] * suite_cpu.TICKS) for g in out["groups"]}
     assert out["runs"] == 2
+    # Per process too, the busiest first; nothing outside the command's tree.
+    assert [(p["pid"], p["run"], p["group"]) for p in out["processes"][:2]] == [
+        (4, 1, "the suite's JVM (its SparkSession)"), (12, 2, "Spark Connect server JVM")]
+    assert {p["pid"] for p in out["processes"]} == {p.pid for p in tree} - {99, 100}
     assert got == {
         (0, "the command's own (make, lint)"): 7,
         (1, "pytest and the tests (Python)"): 300,
         (1, "the suite's JVM (its SparkSession)"): 1300,
-        (1, "other subprocesses (CLI runs, writers)"): 7 + 10 + 20,
+        (1, "other subprocesses (CLI runs, scripts)"): 7 + 10 + 20 + 4,
         (1, "s3proxy (S3-compatible server)"): 70,
         (1, "delta-spark (its JVM and Python)"): 520,
-        (1, "install checks (clean virtualenvs, uv)"): 40 + 50,
+        (1, "install checks (clean virtualenvs, uv)"): 40 + 50 + 8,
+        (1, "PySpark's Python workers"): 30,
+        (1, "concurrent writers (one process each)"): 12,
+        (1, "catalog server (skiplake catalog serve)"): 9,
+        (1, "Spark sessions of subprocesses (their JVMs)"): 200,
         (1, "PostgreSQL (catalog tests)"): 3 + 2,
         (2, "pytest and the tests (Python)"): 60,
         (2, "Spark Connect server JVM"): 690,
     }
 
 
-def test_a_real_command_is_run_and_its_cpu_counted(capsys):
-    busy = "import time\nwhile time.process_time() < 2.5: pass"
-    assert suite_cpu.main(["--json", "--", sys.executable, "-c", busy]) == 0
-    out = json.loads(capsys.readouterr().out)
+def test_a_real_command_is_run_and_its_cpu_counted(capfd, tmp_path):
+    busy = "import time\nwhile time.process_time() < 2.5: print('busy')"
+    assert suite_cpu.main(["--json", str(tmp_path / "r.json"), "--", sys.executable, "-c", busy]) == 0
+    out = json.loads((tmp_path / "r.json").read_text())
     assert out["exit"] == 0 and out["runs"] == 0
+    # The command's output, then the table.
+    printed = capfd.readouterr().out.splitlines()
+    assert printed[0] == "busy" and printed[-1].split()[2:] == ["-", "the", "command's", "own", "(make,", "lint)"]
+    [process] = out["processes"]
+    assert process["cmd"].endswith("print('busy')") and process["cpu_s"] == out["groups"][0]["cpu_s"]
     [group] = out["groups"]
     assert group["group"] == "the command's own (make, lint)"
     assert 1.0 <= group["cpu_s"] <= 2.6  # the last second before it ended may go unread
@@ -87,3 +110,30 @@ def test_a_process_that_execs_is_read_again():
 
 def test_usage_without_a_command():
     assert suite_cpu.main(["make", "test"]) == 2
+
+
+def test_the_table_for_people_and_a_command_that_used_no_cpu():
+    out = {"exit": 0, "wall_s": 1.0, "machine_busy_cpu_s": 0.0,
+           "groups": [{"run": 0, "group": "the command's own (make, lint)", "cpu_s": 0.0}]}
+    lines = suite_cpu.table(out).splitlines()
+    assert lines[0] == "exit 0; 1.0 s of wall time; the machine was busy 0.0 CPU-seconds, 0.0 of them in the command's processes"
+    assert lines[2].split() == ["0.0", "0.0%", "-", "the", "command's", "own", "(make,", "lint)"]
+    out["groups"] = [{"run": 1, "group": "a", "cpu_s": 3.0}, {"run": 0, "group": "b", "cpu_s": 1.0}]
+    assert [line.split()[:3] for line in suite_cpu.table(out).splitlines()[2:]] == [["3.0", "75.0%", "1"],
+                                                                                 ["1.0", "25.0%", "-"]]
+
+
+def test_a_daemon_that_lost_its_parent_is_adopted_by_its_token(tmp_path):
+    """pg_ctl starts PostgreSQL's server and exits: by the first reading the server's parent is init."""
+    token = "SUITE_CPU_RUN=test-42"
+    pidfile = tmp_path / "pid"
+    for env in ({"SUITE_CPU_RUN": "test-42"}, {"SUITE_CPU_RUN": "another-run"}):
+        subprocess.run(["sh", "-c", f"(sleep 5 & echo $! > {pidfile})"], env={**os.environ, **env}, check=True)
+        daemon = int(pidfile.read_text())
+        seen: dict = {}
+        suite_cpu.read_procs(seen, (token, 12345))
+        [proc] = [p for key, p in seen.items() if key[0] == daemon]
+        os.kill(daemon, signal.SIGKILL)
+        if proc.ppid not in (1, 12345):
+            pytest.skip(f"orphans go to a subreaper here (pid {proc.ppid}), not to init")
+        assert proc.ppid == (12345 if env["SUITE_CPU_RUN"] == "test-42" else 1)
