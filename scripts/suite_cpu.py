@@ -115,15 +115,25 @@ def group_of(proc: Proc, ancestors: list[Proc], runs: dict[int, int]) -> tuple[i
 
 def report(seen: dict[tuple[int, int], Proc], root: int) -> dict:
     """CPU-seconds per (pytest run, group) over the processes of `root`'s tree, and per process."""
-    by_pid = {proc.pid: proc for proc in seen.values()}
+    starts: dict[int, list[int]] = {}  # pid -> start times of the processes that had it
+    for pid, started in seen:
+        starts.setdefault(pid, []).append(started)
+
+    def parent_key(key: tuple[int, int]) -> tuple[int, int] | None:
+        # Pids are reused (32,768 of them go round within one `make test`): the parent is the
+        # process that had the pid when this one started.
+        ppid = seen[key].ppid
+        earlier = [started for started in starts.get(ppid, []) if started <= key[1]]
+        return (ppid, max(earlier)) if earlier else None
+
+    root_key = (root, max(starts.get(root, [0])))  # the command runs to the end: the latest
     tree: list[tuple[int, Proc, list[Proc]]] = []  # (start time, process, its ancestors)
-    for (_, started), proc in seen.items():
-        ancestors, parent = [], by_pid.get(proc.ppid) if proc.pid != root else None
-        while parent is not None and len(ancestors) < 50:
-            ancestors.append(parent)  # up to the root: what started the command is not its own
-            parent = by_pid.get(parent.ppid) if parent.pid != root else None
-        if proc.pid == root or (ancestors and ancestors[-1].pid == root):
-            tree.append((started, proc, ancestors))
+    for key, proc in seen.items():
+        chain = [key]
+        while chain[-1] != root_key and len(chain) < 50 and (up := parent_key(chain[-1])) is not None:
+            chain.append(up)  # up to the root: what started the command is not its own
+        if chain[-1] == root_key:
+            tree.append((key[1], proc, [seen[k] for k in chain[1:]]))
     runs: dict[int, int] = {}  # pid of each pytest run (not its forked workers) -> 1, 2, ...
     for _, proc, ancestors in sorted(tree, key=lambda t: t[0]):
         if is_pytest(proc) and not (ancestors and is_pytest(ancestors[0])):

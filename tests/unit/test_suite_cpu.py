@@ -137,3 +137,19 @@ def test_a_daemon_that_lost_its_parent_is_adopted_by_its_token(tmp_path):
         if proc.ppid not in (1, 12345):
             pytest.skip(f"orphans go to a subreaper here (pid {proc.ppid}), not to init")
         assert proc.ppid == (12345 if env["SUITE_CPU_RUN"] == "test-42" else 1)
+
+
+def test_a_reused_pid_is_told_apart_by_start_time():
+    """Pids go round within one `make test`: a child belongs to whoever had its parent's pid when it started."""
+    seen = {
+        (1, 1): Proc(1, 0, "make", "make test", 0),
+        (2, 2): Proc(2, 1, "python", ".venv/bin/python -m pytest -q tests", 10),
+        (7, 3): Proc(7, 2, "python", ".venv/bin/python -m testing_support.concurrency_worker /t", 5),
+        (8, 4): Proc(8, 7, "java", "java -jar s3proxy.jar", 40),  # its parent: pid 7 as it was at 3
+        (7, 9): Proc(7, 0, "java", "a later process elsewhere with pid 7", 1000),
+        (9, 10): Proc(9, 7, "python", "a child of that later one", 500),
+    }
+    out = suite_cpu.report(seen, root=1)
+    assert {(p["pid"], p["group"]) for p in out["processes"]} == {
+        (1, "the command's own (make, lint)"), (2, "pytest and the tests (Python)"),
+        (7, "concurrent writers (one process each)"), (8, "s3proxy (S3-compatible server)")}
