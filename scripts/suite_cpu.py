@@ -51,7 +51,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 OTHER_SPARK = ("Spark sessions of subprocesses (their JVMs)", ("org.apache.spark.deploy.SparkSubmit",))
 
 
-@dataclass
+@dataclass(eq=False)  # a process is itself: hashed by identity, as a key of `runs`
 class Proc:
     pid: int
     ppid: int
@@ -68,7 +68,8 @@ def read_procs(seen: dict[tuple[int, int], Proc], adopt: tuple[str, int] | None 
 
     A daemon whose parent ended before it was first seen (PostgreSQL's server, left by pg_ctl)
     has init for parent by then. With `adopt` (a token in the command's environment, the root's
-    pid), such a process whose environment holds the token is taken as the root's child."""
+    pid), such a process whose environment holds the token (NAME=value) is taken as the root's
+    child."""
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
@@ -79,7 +80,7 @@ def read_procs(seen: dict[tuple[int, int], Proc], adopt: tuple[str, int] | None 
         proc = seen.get(key)
         if proc is None:
             ppid = stat.ppid
-            if adopt and ppid == 1 and adopt[0].encode() in read_environ(name):
+            if adopt and ppid == 1 and adopt[0].encode() in read_environ(name).split(b"\0"):
                 ppid = adopt[1]
             proc = seen[key] = Proc(key[0], ppid, stat.name, cmd, ticks)
         proc.ticks = max(proc.ticks, ticks)
@@ -97,16 +98,16 @@ def is_pytest(proc: Proc) -> bool:
     return proc.comm.startswith("python") and proc.cmd.split()[1:3] == ["-m", "pytest"]
 
 
-def group_of(proc: Proc, ancestors: list[Proc], runs: dict[int, int]) -> tuple[int, str]:
+def group_of(proc: Proc, ancestors: list[Proc], runs: dict[Proc, int]) -> tuple[int, str]:
     """(pytest run, group) of a process in the command's tree; run 0 is outside any pytest."""
-    run = next((runs[a.pid] for a in [proc, *ancestors] if a.pid in runs), 0)
+    run = next((runs[a] for a in [proc, *ancestors] if a in runs), 0)
     lines = " ".join(p.cmd for p in [proc, *ancestors])
     for group, markers in GROUPS:
         if any(marker in lines for marker in markers):
             return run, group
-    if proc.pid in runs:
+    if proc in runs:
         return run, "pytest and the tests (Python)"
-    if proc.comm == "java" and ancestors and ancestors[0].pid in runs:
+    if proc.comm == "java" and ancestors and ancestors[0] in runs:
         return run, "the suite's JVM (its SparkSession)"
     if any(marker in lines for marker in OTHER_SPARK[1]):
         return run, OTHER_SPARK[0]
@@ -134,10 +135,10 @@ def report(seen: dict[tuple[int, int], Proc], root: int) -> dict:
             chain.append(up)  # up to the root: what started the command is not its own
         if chain[-1] == root_key:
             tree.append((key[1], proc, [seen[k] for k in chain[1:]]))
-    runs: dict[int, int] = {}  # pid of each pytest run (not its forked workers) -> 1, 2, ...
+    runs: dict[Proc, int] = {}  # each pytest run (not its forked workers) -> 1, 2, ...
     for _, proc, ancestors in sorted(tree, key=lambda t: t[0]):
         if is_pytest(proc) and not (ancestors and is_pytest(ancestors[0])):
-            runs[proc.pid] = len(runs) + 1
+            runs[proc] = len(runs) + 1
     totals: Counter[tuple[int, str]] = Counter()
     processes = []
     for _, proc, ancestors in tree:
@@ -171,10 +172,10 @@ def main(argv: list[str]) -> int:
         return 2
     seen: dict[tuple[int, int], Proc] = {}
     busy0, started = busy_ticks(), time.time()
-    token = f"{TOKEN_VARIABLE}={os.getpid()}-{time.time_ns()}"
-    child = subprocess.Popen(argv[1:], env={**os.environ, TOKEN_VARIABLE: token.split("=", 1)[1]})
+    run_id = f"{os.getpid()}-{time.time_ns()}"
+    child = subprocess.Popen(argv[1:], env={**os.environ, TOKEN_VARIABLE: run_id})
     while child.poll() is None:
-        read_procs(seen, (token, child.pid))
+        read_procs(seen, (f"{TOKEN_VARIABLE}={run_id}", child.pid))
         time.sleep(1)
     out = report(seen, child.pid)
     out.update(exit=child.returncode, wall_s=round(time.time() - started, 1),
@@ -184,6 +185,7 @@ def main(argv: list[str]) -> int:
             json.dump(out, f, indent=1)
     print("\n" + table(out))
     return child.returncode
+
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -148,8 +148,12 @@ def test_a_reused_pid_is_told_apart_by_start_time():
         (8, 4): Proc(8, 7, "java", "java -jar s3proxy.jar", 40),  # its parent: pid 7 as it was at 3
         (7, 9): Proc(7, 0, "java", "a later process elsewhere with pid 7", 1000),
         (9, 10): Proc(9, 7, "python", "a child of that later one", 500),
+        # The second pytest run, after the first ended; a CLI run of it got the first run's pid.
+        (5, 30): Proc(5, 1, "python", ".venv/bin/python -m pytest -q tests/test_connect.py", 20),
+        (2, 31): Proc(2, 5, "python", ".venv/bin/python -m skiplake.cli history /t", 3),
     }
     out = suite_cpu.report(seen, root=1)
-    assert {(p["pid"], p["group"]) for p in out["processes"]} == {
-        (1, "the command's own (make, lint)"), (2, "pytest and the tests (Python)"),
-        (7, "concurrent writers (one process each)"), (8, "s3proxy (S3-compatible server)")}
+    assert {(p["pid"], p["run"], p["group"]) for p in out["processes"]} == {
+        (1, 0, "the command's own (make, lint)"), (2, 1, "pytest and the tests (Python)"),
+        (7, 1, "concurrent writers (one process each)"), (8, 1, "s3proxy (S3-compatible server)"),
+        (5, 2, "pytest and the tests (Python)"), (2, 2, "other subprocesses (CLI runs, scripts)")}
