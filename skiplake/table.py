@@ -218,7 +218,7 @@ class Table:
         plan = table.scan(where)
         if table._pinned:
             full = {absolute_path(self.path, f.path): f.path for f in plan.files}
-            gone = [full[p] for p in missing(self.path, list(full))]
+            gone = [full[p] for p in missing(self.path, list(full), table.snapshot.num_files)]
             if gone:
                 raise FilesVacuumedError(self.path, table.version, gone)
         if with_row_ids:

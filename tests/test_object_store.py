@@ -325,6 +325,31 @@ def test_a_commit_whose_answer_was_lost_is_still_ours(s3_server):
     set_bucket_options(bucket, s3_server.options)
 
 
+def test_missing_files_are_found_by_heads_or_one_listing_whichever_is_fewer(s3_server):
+    """A pruned or time-travel read of a big table checks its few files one request each; a read
+    of many files lists the table once."""
+    from skiplake.log.storage_for import LIST_PAGE_KEYS, missing
+    from testing_support.s3_proxy import CountingProxy
+    bucket = s3_server.new_bucket()
+    root = f"s3://{bucket}/t"
+    set_bucket_options(bucket, s3_server.options)
+    for name in ("a.parquet", "p=1/b.parquet", "_delta_log/00000000000000000000.json"):
+        S3Storage(root).put(name, b"x")
+    asked = [f"{root}/a.parquet", f"{root}/p=1/b.parquet", f"{root}/p=1/gone.parquet"]
+    with CountingProxy(s3_server.endpoint) as proxy:
+        set_bucket_options(bucket, {**s3_server.options, "AWS_ENDPOINT_URL": proxy.endpoint})
+        try:
+            # Three paths of a table of 3,000 files: three HEADs against three pages of a listing.
+            assert missing(root, asked, table_files=3 * LIST_PAGE_KEYS) == [f"{root}/p=1/gone.parquet"]
+            assert dict(proxy.by_method) == {"HEAD": 3}
+            proxy.by_method.clear()
+            # The same paths of a table of 2,999 files: one listing (its pages), no HEAD.
+            assert missing(root, asked, table_files=3 * LIST_PAGE_KEYS - 1) == [f"{root}/p=1/gone.parquet"]
+            assert set(proxy.by_method) == {"GET"}
+        finally:
+            set_bucket_options(bucket, s3_server.options)
+
+
 def test_object_store_writes_skip_committer_leftovers():
     from skiplake.spark.write import _hidden
     assert _hidden("__magic_job-1/__base/p=1/part-0.parquet") and _hidden(".tmp/part-0.parquet")

@@ -82,6 +82,7 @@ class ChangePlan:
     start: int
     end: int
     versions: list[VersionChanges]
+    table_files: int = 0        # the table's files at the last version read
 
 
 def commit_times(listing: LogListing) -> dict[int, int]:
@@ -150,7 +151,7 @@ def plan_changes(table_path: str, starting_version: int | None = None, ending_ve
             vc.inserted, vc.deleted = [logical(f) for f in vc.inserted], [logical(f) for f in vc.deleted]
             vc.rows_deleted = [(logical(f), rows) for f, rows in vc.rows_deleted]
             vc.rows_inserted = [(logical(f), rows) for f, rows in vc.rows_inserted]
-    return ChangePlan(snapshot.metadata, snapshot.column_mapping, start, end, versions)
+    return ChangePlan(snapshot.metadata, snapshot.column_mapping, start, end, versions, snapshot.num_files)
 
 
 def _first_given(*versions: int | None) -> int:

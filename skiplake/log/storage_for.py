@@ -22,11 +22,19 @@ def parquet_source(path: str, size: int | None = None) -> str | BinaryIO:
     return S3Storage(dirname(path)).open_input(basename(path), size)
 
 
-def missing(root: str, paths: list[str]) -> list[str]:
-    """The full paths among `paths` (files of the table at `root`) that do not exist; on an object
-    store by one listing of the table rather than a request per file."""
+# Keys an S3 listing returns per request.
+LIST_PAGE_KEYS = 1000
+
+
+def missing(root: str, paths: list[str], table_files: int = 0) -> list[str]:
+    """The full paths among `paths` (files of the table at `root`) that do not exist. On an object
+    store, one request per path when that is fewer than the pages a listing of the table's
+    `table_files` files would take (a pruned or time-travel read of a big table), and otherwise
+    one listing of the table."""
     if not is_remote(root):
         return [p for p in paths if not os.path.exists(p)]
+    if len(paths) <= table_files // LIST_PAGE_KEYS:
+        return [p for p in paths if not S3Storage(dirname(p)).exists(basename(p))]
     present = {norm(join(root, o.name)) for o in storage_at(root).walk()}
     return [p for p in paths if norm(p) not in present]
 

@@ -56,7 +56,7 @@ def _check_present(table_path: str, plan: ChangePlan) -> None:
     for vc in plan.versions:
         for f in vc.files():
             version_of.setdefault(absolute_path(table_path, f.path), vc.version)
-    gone = missing(table_path, list(version_of))
+    gone = missing(table_path, list(version_of), plan.table_files)
     if gone:
         first = min(version_of[p] for p in gone)
         raise FilesVacuumedError(table_path, first, [p for p in gone if version_of[p] == first])
