@@ -129,9 +129,9 @@ def read_acks(files: list[str]) -> list[dict]:
     return out
 
 
-def committed_acks(files: list[str]) -> list[dict]:
+def committed_only(outcomes: list[dict]) -> list[dict]:
     """The acknowledgements of operations that committed (not those that raised a conflict)."""
-    return [a for a in read_acks(files) if a["version"] is not None]
+    return [a for a in outcomes if a["version"] is not None]
 
 
 def check_exceptions(acks: list[dict], isolation: str, deletion_vectors: bool = False) -> Counter:
@@ -170,7 +170,7 @@ def test_eight_writers(tmp_path, isolation, deletion_vectors, store, request):
         _, err = p.communicate(timeout=300)
         assert p.returncode == 0, err.decode()
     outcomes = read_acks(acks)
-    committed = [a for a in outcomes if a["version"] is not None]
+    committed = committed_only(outcomes)
     assert len(outcomes) == 8 * 25
     # Every acknowledged commit is in the log exactly once, at the version it was told.
     model, where, excluded = replay(table)
@@ -197,12 +197,15 @@ def test_writers_killed_with_sigkill(tmp_path, store, request):
     running: dict[int, subprocess.Popen] = {}
     next_id = 0
 
+    def stderr_file(worker: int) -> Path:
+        return tmp_path / f"stderr{worker}.txt"
+
     def spawn() -> None:
         nonlocal next_id
         ack = str(tmp_path / f"ack{next_id}.jsonl")
         acks.append(ack)
         # A file, not a pipe: nobody drains these writers' stderr while they run.
-        with open(tmp_path / f"stderr{next_id}.txt", "wb") as err:
+        with open(stderr_file(next_id), "wb") as err:
             running[next_id] = start_worker(table, next_id, 1000 + next_id, 10_000, ack, 5, env, err)
         next_id += 1
 
@@ -219,7 +222,7 @@ def test_writers_killed_with_sigkill(tmp_path, store, request):
     # On a slow machine every writer can die before its first commit (each lives about three
     # seconds above); the last ones run on until some commits are acknowledged, then die too.
     settle = time.time() + 120
-    while time.time() < settle and len(committed_acks(acks)) < 3 and any(p.poll() is None for p in running.values()):
+    while time.time() < settle and len(committed_only(read_acks(acks))) < 3 and any(p.poll() is None for p in running.values()):
         time.sleep(0.2)
     for p in running.values():
         p.send_signal(signal.SIGKILL)
@@ -227,7 +230,7 @@ def test_writers_killed_with_sigkill(tmp_path, store, request):
         p.wait()
     assert kills >= 10
     # The last writers had ten thousand operations to do: any that ended before the kill failed.
-    stderr = {w: (tmp_path / f"stderr{w}.txt").read_text() for w in running}
+    stderr = {w: stderr_file(w).read_text() for w in running}
     failed = [stderr[w] for w, p in running.items() if p.returncode != -signal.SIGKILL]
     assert not failed, failed[0]
 
@@ -241,7 +244,7 @@ def test_writers_killed_with_sigkill(tmp_path, store, request):
     # Acknowledged commits are there once; the contents equal the replay of the log, which also
     # holds commits whose writer died before acknowledging them.
     model, where, _ = replay(table)
-    committed = committed_acks(acks)
+    committed = committed_only(read_acks(acks))
     assert len(committed) >= 3, f"{len(committed)} commits acknowledged; the last writer's stderr: {stderr[max(stderr)]}"
     assert all(where[a["opid"]] == a["version"] for a in committed)
     assert physical(table) == model
