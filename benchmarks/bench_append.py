@@ -97,8 +97,8 @@ class PhaseRecorder:
     def install(self) -> None:
         import pyspark.sql.readwriter as rw
 
-        import skiplake.spark.transaction as txn_mod
-        import skiplake.spark.write as write_mod
+        import skiplake.spark.writes.data_files as write_mod
+        import skiplake.spark.writes.transaction as txn_mod
         from skiplake.log.snapshot import Snapshot
         self._wrap(Snapshot, "load", "snapshot load", static=True)
         self._wrap(txn_mod.Transaction, "prepare", "schema check")

@@ -137,7 +137,7 @@ def lay_out(spark, data: Path, rows: int, buckets: int, progress: Progress) -> d
     """Write every layout under `data` once, timing each write; reuse them when they are there."""
     import skiplake
     from skiplake import BucketSpec
-    from skiplake.spark.write import WriteOptions
+    from skiplake.spark.writes.data_files import WriteOptions
     marker = data / "_layout.json"
     if marker.exists():
         info = json.loads(marker.read_text())

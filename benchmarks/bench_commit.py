@@ -59,7 +59,7 @@ class TransactionPath:
 
     def __init__(self, spark, path: str) -> None:
         import skiplake
-        import skiplake.spark.transaction as txn_mod
+        import skiplake.spark.writes.transaction as txn_mod
         self.table = skiplake.Table.open(spark, path)
         self.parts: dict = {}
         orig_commit = txn_mod.commit  # the log commit, as the Transaction calls it

@@ -37,8 +37,8 @@ def _worker(args: argparse.Namespace) -> int:
     """One mode's run: every query planned and run `reps` times after a warm-up; JSON to --out."""
     import skiplake
     from benchmarks.bench_dfp import ITEM_JOIN_NAME, query_texts
-    from skiplake.spark import connect_server
-    from skiplake.spark.session import spark_conf
+    from skiplake.spark.session import connect_server
+    from skiplake.spark.session.session_setup import spark_conf
     from testing_support.tpcds_answers import canonical
 
     server = None

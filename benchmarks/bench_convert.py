@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(args.data or Path(DEFAULT_BASE) / f"convert-sf{sf:g}")
 
     import skiplake
-    from skiplake.spark.convert import convert
+    from skiplake.spark.convert.in_place import convert
     spark = skiplake.local_spark("bench_convert", driver_memory="6g", shuffle_partitions=8)
     info = lay_out(spark, data, str(gen.files["store_sales"]), progress)
 

@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress("dfp-cost")
     import skiplake
     from skiplake.skipping.plan import plan_scan
-    from skiplake.spark.read import read_planned
+    from skiplake.spark.reads.planned_reads import read_planned
     spark = skiplake.local_spark(app_name="bench-dfp-cost", shuffle_partitions=8, driver_memory="4g")
     parallelism = int(spark.sparkContext.defaultParallelism)
     scales = [(sf, files)] if args.quick else [(sf, files), (10.0, 1024)]

@@ -237,9 +237,9 @@ def _layers(spark: Any, report: Report, work: Path, base: Path, rows: int, reps:
     from skiplake.log.deletion_vectors import marked_rows
     from skiplake.log.location import resolve
     from skiplake.log.paths import file_key
-    from skiplake.spark import deletions
-    from skiplake.spark.read import spark_file_key
-    from skiplake.spark.types import to_spark
+    from skiplake.spark.reads import deleted_rows as deletions
+    from skiplake.spark.reads.planned_reads import spark_file_key
+    from skiplake.spark.session.spark_types import to_spark
     where = "id % 10 = 3"
     tables = {}
     for c in ("dv", "rewrite") + (("delta",) if delta_spark else ()):

@@ -7,7 +7,7 @@ distinct keys:
 
   driver   skiplake.skipping.local_build: pyarrow reads the statically selected files' columns,
            skiplake.skipping.rows applies the filter, pyarrow makes the keys distinct
-  spark    skiplake.spark.build_keys.distinct_keys over the table's DataFrame with the filter:
+  spark    skiplake.spark.pruning.build_keys.distinct_keys over the table's DataFrame with the filter:
            the Spark job dynamic pruning ran for every build before
 
 Each case runs once per contender to warm up, then --reps times, the contenders taking turns
@@ -50,7 +50,7 @@ def measure(spark: Any, lake: Any, table: str, where: str, key: str, reps: int) 
     from skiplake.expr.parse import bind
     from skiplake.skipping.local_build import local_keys
     from skiplake.skipping.plan import plan_scan
-    from skiplake.spark.build_keys import distinct_keys
+    from skiplake.spark.pruning.build_keys import distinct_keys
 
     t = lake.table(table)
     snap = t.snapshot

@@ -1,4 +1,4 @@
-"""Benchmark 10: py4j replies with and without Nagle's algorithm on the JVM's end (skiplake.spark.gateway).
+"""Benchmark 10: py4j replies with and without Nagle's algorithm on the JVM's end (skiplake.spark.session.gateway).
 
 PySpark's calls into the JVM go over a local socket. With Nagle's algorithm on at the JVM's end
 (py4j's default), a reply longer than the JVM's 8 KiB write buffer waits for a delayed
@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
     from testing_support.paths import setup_java
     setup_java()
     import skiplake
-    from skiplake.spark.gateway import set_nodelay
     from skiplake.spark.query.catalyst import optimized_plan, tree_text
+    from skiplake.spark.session.gateway import set_nodelay
     spark = skiplake.local_spark(app_name="bench-py4j")
     strings = spark._jvm.org.apache.commons.lang3.StringUtils
     frame = spark.range(100_000).selectExpr("id", "id % 7 AS k", *[f"id + {i} AS column_{i}" for i in range(150)])

@@ -34,7 +34,7 @@ def row_filters(lake: Any, text: str) -> list[str]:
 
 
 def measure(spark: Any, lake: Any, text: str, reps: int) -> dict[str, Any]:
-    from skiplake.spark.settings import UNCLUSTERED_ROW_FILTER
+    from skiplake.spark.pruning.pruning_settings import UNCLUSTERED_ROW_FILTER
     from testing_support.query_tools import scan_metrics
     from testing_support.tpcds_answers import canonical
     rows: dict[str, int] = {}
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     datemajor = build_datemajor(spark, root, progress)
     lake, by_date = skiplake.Lake(spark, str(root)), skiplake.Lake(spark, str(datemajor))
     if args.quick:  # the small lake's tables are under the default size thresholds
-        from skiplake.spark.settings import FILES_THRESHOLD, SIZE_THRESHOLD
+        from skiplake.spark.pruning.pruning_settings import FILES_THRESHOLD, SIZE_THRESHOLD
         spark.conf.set(SIZE_THRESHOLD, "0")
         spark.conf.set(FILES_THRESHOLD, "2")
     texts = query_texts(args.queries.split(",") if args.queries else [ITEM_JOIN_NAME] + list(map(str, range(1, 100))))

@@ -74,7 +74,7 @@ def scan_metrics(df) -> dict[str, int]:
 def lay_out(spark, data: Path, source: str, files: int, progress: Progress) -> dict[str, Any]:
     """Write the four layouts (and the partitioned pair) under `data`, once."""
     import skiplake
-    from skiplake.spark.write import WriteOptions
+    from skiplake.spark.writes.data_files import WriteOptions
     marker = data / "_layout.json"
     if marker.exists():
         progress(f"reusing the layouts in {data}")

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from skiplake.spark.session import java_version
+from skiplake.spark.session.session_setup import java_version
 from testing_support.paths import DEFAULT_BASE, REPO
 
 # Where the suite's run folders go: git_state leaves them out, since a run writes them.

@@ -12,7 +12,7 @@ from skiplake.version import __version__  # noqa: E402
 def __getattr__(name: str) -> Any:
     # pyspark is imported on first use of the Spark-facing names, so `import skiplake.log` stays light.
     if name == "local_spark":
-        from skiplake.spark.session import local_spark
+        from skiplake.spark.session.session_setup import local_spark
         return local_spark
     if name == "IdentityColumn":
         from skiplake.txn.identity import IdentityColumn
@@ -28,6 +28,6 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from skiplake.lake import Lake
-    from skiplake.spark.session import local_spark
+    from skiplake.spark.session.session_setup import local_spark
     from skiplake.table import BucketSpec, Table
     from skiplake.txn.identity import IdentityColumn

@@ -18,8 +18,8 @@ from typing import Callable, Sequence
 from skiplake.console import console, esc, human_bytes, metrics_text, one_line, params_text, print_json
 from skiplake.errors import InvalidArgumentError, SkiplakeError
 from skiplake.extras import require
-from skiplake.inspect import describe_table, explain_scan, table_history
 from skiplake.layout.bucket_spec import BucketSpec
+from skiplake.table_info import describe_table, explain_scan, table_history
 from skiplake.version import __version__
 
 EXIT_OK = 0
@@ -153,7 +153,7 @@ def _explain_query(args: argparse.Namespace) -> int:
     if not os.path.isdir(root):
         raise InvalidArgumentError(f"{root} is not a folder: --sql needs a lake root (a folder of tables)")
     import skiplake
-    from skiplake.spark.session import active_or_local_spark
+    from skiplake.spark.session.session_setup import active_or_local_spark
     spark, own = active_or_local_spark("skiplake-explain")
     try:
         explained = skiplake.Lake(spark, root).explain(args.sql)
@@ -218,7 +218,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         bind(args.where, before.schema)
     import skiplake
     started = time.perf_counter()
-    from skiplake.spark.session import active_or_local_spark
+    from skiplake.spark.session.session_setup import active_or_local_spark
     spark, own = active_or_local_spark("skiplake-optimize")
     try:
         table = skiplake.Table.open(spark, path)
@@ -320,8 +320,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise InvalidArgumentError(f"{path} is not a directory: give the folder of Parquet files to convert")
     spec = _bucket_spec(args)
     properties = _properties(args.property)
-    from skiplake.spark.convert import convert
-    from skiplake.spark.session import active_or_local_spark, ensure_conf
+    from skiplake.spark.convert.in_place import convert
+    from skiplake.spark.session.session_setup import active_or_local_spark, ensure_conf
     spark, own = active_or_local_spark("skiplake-convert")
     try:
         ensure_conf(spark)
@@ -350,7 +350,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     check_args(args.sf, demo.TABLES)  # a bad --sf fails before pyspark is imported
     spark = None
     if "pyspark" in sys.modules:  # main() called inside a Spark program: reuse its session
-        from skiplake.spark.session import active_session
+        from skiplake.spark.session.session_setup import active_session
         spark = active_session()
     demo.run(sf=args.sf, warehouse=args.warehouse, data_dir=args.data, as_json=args.json, spark=spark)
     return EXIT_OK

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from skiplake.console import esc, human_bytes, metrics_text, params_text, to_json
 from skiplake.errors import InvalidArgumentError
-from skiplake.inspect import describe_table, table_history
 from skiplake.log.location import is_remote, join, resolve
 from skiplake.log.storage_for import has_log, storage_at
+from skiplake.table_info import describe_table, table_history
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -245,7 +245,7 @@ def run(sf: float = 0.1, warehouse: str = "warehouse", data_dir: str = "demo-dat
     own_spark = spark is None
     with progress.stage(2, "starting Spark" if own_spark else "using the given Spark session"):
         import skiplake
-        from skiplake.spark.session import session_summary
+        from skiplake.spark.session.session_setup import session_summary
         if spark is None:
             spark = skiplake.local_spark(app_name="skiplake-demo")
         progress.line(session_summary(spark))
@@ -426,7 +426,7 @@ def _dynamic_pruning_stage(spark: "SparkSession", lake: Any, tables: dict[str, A
                            progress: _Progress) -> dict[str, Any]:
     """The star join with item: the filter is on item, so only dynamic file pruning (item's keys, found at
     run time) lets store_sales skip files. Timed against plain Spark over the very same files."""
-    from skiplake.spark.settings import COST_MODEL, FILES_THRESHOLD, SIZE_THRESHOLD
+    from skiplake.spark.pruning.pruning_settings import COST_MODEL, FILES_THRESHOLD, SIZE_THRESHOLD
     q2 = QUERIES[1][3]
     # Small demo scales fall below the probe-size triggers (32 MiB, 8 files by default); lower
     # them for this stage only (the session may be the caller's). The cost model's verdict is

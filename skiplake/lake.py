@@ -9,14 +9,14 @@ from skiplake.layout.bucket_spec import BucketSpec
 from skiplake.log.location import is_remote, join, resolve
 from skiplake.log.snapshot import Snapshot, list_latest, log_storage
 from skiplake.log.storage_for import has_log, storage_at
-from skiplake.spark.bucket_join_runner import JoinReport, bucket_join
-from skiplake.spark.catalog_tables import CatalogTable
-from skiplake.spark.object_stores import use_location
+from skiplake.spark.buckets.bucket_join import JoinReport, bucket_join
 from skiplake.spark.query.frames import prune_frame
 from skiplake.spark.query.model import QueryExplain, Source
 from skiplake.spark.query.planner import plan_query, run_query
 from skiplake.spark.query.views import SlotViews
-from skiplake.spark.session import ensure_conf
+from skiplake.spark.reads.catalog_tables import CatalogTable
+from skiplake.spark.session.object_stores import use_location
+from skiplake.spark.session.session_setup import ensure_conf
 from skiplake.table import Table
 from skiplake.txn.identity import IdentityColumn
 

@@ -13,7 +13,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from skiplake.errors import ConstraintViolationError, FilesVacuumedError, InvalidArgumentError
-from skiplake.inspect import TableDetail, table_detail
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.schema_changes import SchemaChangeError, dropped, renamed
 from skiplake.log.actions import Metadata, Protocol
@@ -25,19 +24,21 @@ from skiplake.log.snapshot import Snapshot
 from skiplake.log.storage_for import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.plan import ScanPlan, plan_scan
-from skiplake.spark import dml, merge
-from skiplake.spark.changes import read_changes
-from skiplake.spark.constraints import first_breaking_row
-from skiplake.spark.convert import convert
-from skiplake.spark.object_stores import use_location
-from skiplake.spark.optimize import DEFAULT_TARGET_FILE_SIZE, optimize
-from skiplake.spark.optimize_result import OptimizeResult
-from skiplake.spark.read import read_planned
-from skiplake.spark.row_ids import read_with_row_ids
-from skiplake.spark.session import ensure_conf
-from skiplake.spark.transaction import Transaction
-from skiplake.spark.types import as_schema, to_spark
-from skiplake.spark.write import WriteOptions
+from skiplake.spark import merge
+from skiplake.spark.convert.in_place import convert
+from skiplake.spark.dml import dml_jobs
+from skiplake.spark.optimize.compaction import DEFAULT_TARGET_FILE_SIZE, optimize
+from skiplake.spark.optimize.optimize_result import OptimizeResult
+from skiplake.spark.reads.change_feed import read_changes
+from skiplake.spark.reads.planned_reads import read_planned
+from skiplake.spark.reads.row_ids import read_with_row_ids
+from skiplake.spark.session.object_stores import use_location
+from skiplake.spark.session.session_setup import ensure_conf
+from skiplake.spark.session.spark_types import as_schema, to_spark
+from skiplake.spark.writes.data_files import WriteOptions
+from skiplake.spark.writes.enforcement import first_breaking_row
+from skiplake.spark.writes.transaction import Transaction
+from skiplake.table_info import TableDetail, table_detail
 from skiplake.txn import create
 from skiplake.txn.clustering import (
     CLUSTERING_FEATURES,
@@ -277,18 +278,18 @@ class Table:
                app_version: int | None = None, options: WriteOptions | None = None) -> int:
         """Add the rows of `df`. With app_id/app_version, a version already committed is skipped
         (idempotent retries of a job). Returns the committed version."""
-        return dml.append(self.begin(), df, merge_schema, app_id, app_version, options).commit()
+        return dml_jobs.append(self.begin(), df, merge_schema, app_id, app_version, options).commit()
 
     def overwrite(self, df: "DataFrame", where: str | None = None, merge_schema: bool = False,
                   options: WriteOptions | None = None) -> int:
         """Replace the whole table, or only the rows matching `where` (replaceWhere)."""
-        return dml.overwrite(self.begin(), df, where, merge_schema, options).commit()
+        return dml_jobs.overwrite(self.begin(), df, where, merge_schema, options).commit()
 
     def delete(self, where: str | None = None) -> int:
-        return dml.delete(self.begin(), where).commit()
+        return dml_jobs.delete(self.begin(), where).commit()
 
     def update(self, where: str | None, set: Mapping[str, str]) -> int:
-        return dml.update(self.begin(), where, set).commit()
+        return dml_jobs.update(self.begin(), where, set).commit()
 
     def merge(self, source: "DataFrame", on: str, *, source_alias: str = "source", target_alias: str = "target",
               when_matched_update: Mapping[str, str] | str | None = None,

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from skiplake.spark.object_stores import HADOOP_AWS
+from skiplake.spark.session.object_stores import HADOOP_AWS
 
 HERE = Path(__file__).resolve().parent
 READER = HERE / "delta_spark_reader.py"

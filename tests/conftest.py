@@ -1,7 +1,7 @@
 """One SparkSession for the whole test session (local[2], 2 shuffle partitions, UI off).
 
 With SKIPLAKE_TEST_SPARK=connect the session is a Spark Connect client of a server this test
-session starts (its own JVM on loopback, skiplake.spark.connect_server), and tests marked
+session starts (its own JVM on loopback, skiplake.spark.session.connect_server), and tests marked
 `classic_only` (they reach into the JVM themselves) are skipped: `make test` runs the Connect
 suites of CONNECT_TESTS (Makefile) that way after the classic run."""
 from __future__ import annotations
@@ -40,8 +40,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def connect_server():
     """A Spark Connect server in its own JVM on loopback, with the settings of the classic session."""
-    from skiplake.spark import connect_server as server_module
-    from skiplake.spark.session import spark_conf
+    from skiplake.spark.session import connect_server as server_module
+    from skiplake.spark.session.session_setup import spark_conf
     server = server_module.start(spark_conf(app_name="skiplake-tests", shuffle_partitions=2,
                                             driver_memory="3g", s3=True))
     yield server

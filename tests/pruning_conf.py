@@ -6,7 +6,7 @@ file of these tables pays, so the
 tests exercise the model's path and still see pruning applied. (The model's own figures, on such
 tables, decline every build: tests/test_dynamic_pruning.py checks that too.)
 """
-from skiplake.spark import settings as dfp
+from skiplake.spark.pruning import pruning_settings as dfp
 
 SMALL_TABLES = {dfp.SIZE_THRESHOLD: "0", dfp.FILES_THRESHOLD: "2", dfp.SCAN_BYTES_PER_SECOND: "1KB",
                 dfp.BUILD_JOB_SECONDS: "0", dfp.SPECULATIVE_BUILD_SHARE: "1", dfp.FILTERED_SCAN_SHARE: "0"}

@@ -28,8 +28,8 @@ from skiplake import BucketSpec
 from skiplake.errors import InvalidArgumentError
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path, from_log_path
-from skiplake.spark.read import path_from_spark, read_files
-from skiplake.spark.write import WriteOptions
+from skiplake.spark.reads.planned_reads import path_from_spark, read_files
+from skiplake.spark.writes.data_files import WriteOptions
 from skiplake.table import Table
 from tests.modes import CONNECT
 

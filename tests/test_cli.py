@@ -288,7 +288,7 @@ def test_demo_tiny(spark, tmp_path, capsys):
     assert d["files_selected"] < d["files_total"] and d["rows_skipped"] > 0.4
     # At this size pruning saves milliseconds: the cost model declines the build, and says why.
     assert d["cost_model"].startswith("by cost") and "probe" in d["cost_model"], d["cost_model"]
-    from skiplake.spark.settings import COST_MODEL, FILES_THRESHOLD, SIZE_THRESHOLD
+    from skiplake.spark.pruning.pruning_settings import COST_MODEL, FILES_THRESHOLD, SIZE_THRESHOLD
     assert spark.conf.get(SIZE_THRESHOLD, None) is None and spark.conf.get(FILES_THRESHOLD, None) is None
     assert spark.conf.get(COST_MODEL, None) is None
 

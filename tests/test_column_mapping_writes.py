@@ -17,7 +17,7 @@ from skiplake.errors import ConcurrentAppendException, InvalidArgumentError
 from skiplake.log.actions import AddFile, RemoveFile
 from skiplake.log.column_mapping import ID, MAX_COLUMN_ID, PHYSICAL_NAME
 from skiplake.log.snapshot import log_storage, read_commit
-from skiplake.spark import dml
+from skiplake.spark.dml import dml_jobs as dml
 
 pytestmark = pytest.mark.spark
 
@@ -217,7 +217,7 @@ def test_row_level_concurrency_on_a_mapped_table(lake, spark):
 def test_optimize_and_delete_both_commit_on_a_mapped_table(lake, spark):
     """Bin-packing tags its outputs with their inputs on an unpartitioned mapped table too, so a
     DELETE that commits first is carried onto the compacted file."""
-    from skiplake.spark.optimize import optimize
+    from skiplake.spark.optimize.compaction import optimize
     from skiplake.txn.row_placements import COMPACTED_FROM
     t = lake.create_table("opt", "id long, v long", properties={"delta.columnMapping.mode": "id", **DV})
     for start in range(0, 1000, 250):

@@ -7,8 +7,9 @@ import pytest
 from skiplake.errors import ConcurrentAppendException, ConcurrentDeleteReadException
 from skiplake.log.actions import AddFile
 from skiplake.log.snapshot import Snapshot
-from skiplake.spark import dml, merge
-from skiplake.spark.optimize import optimize
+from skiplake.spark import merge
+from skiplake.spark.dml import dml_jobs as dml
+from skiplake.spark.optimize.compaction import optimize
 
 
 def rows(spark, ids: range, p: int):

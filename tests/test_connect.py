@@ -8,7 +8,7 @@ from pyspark.sql import functions as F
 
 import skiplake
 from skiplake.errors import InvalidArgumentError, SparkConnectUnsupportedError
-from skiplake.spark import settings as dfp
+from skiplake.spark.pruning import pruning_settings as dfp
 from tests.pruning_conf import SMALL_TABLES
 
 connect = pytest.mark.connect_only
@@ -131,7 +131,7 @@ def test_a_bucket_join_reads_bucketed_catalog_tables_that_follow_the_table(spark
 
 @connect
 def test_zorder_ships_skiplake_to_the_servers_workers(spark, lake):
-    from skiplake.spark import artifacts
+    from skiplake.spark.session import artifacts
     t = lake.create_table("z", "a bigint, b bigint")
     for i in range(3):
         t.append(spark.range(i * 300, (i + 1) * 300).selectExpr("id AS a", "id % 17 AS b"))

@@ -37,7 +37,7 @@ from skiplake.layout.bucketing import bucket_ids
 from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import log_storage, read_commit
 from skiplake.log.stats import MAX_CHAR
-from skiplake.spark.convert import convert
+from skiplake.spark.convert.in_place import convert
 from skiplake.table import Table
 from testing_support.delta_spark import DeltaSpark, rows_as_strings
 from tests.test_bucketing import assert_no_shuffle_below_join
@@ -274,7 +274,7 @@ def test_footers_read_by_a_spark_job_give_the_same_table(spark: SparkSession, di
                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "parted"
     shutil.copytree(dirs.pristine / "parted", path)
-    monkeypatch.setattr("skiplake.spark.convert.CHECKPOINT_FILES", 10)   # a "large" table: checkpointed
+    monkeypatch.setattr("skiplake.spark.convert.in_place.CHECKPOINT_FILES", 10)   # a "large" table: checkpointed
     done = convert(spark, str(path), partition_by=["d", "region"], footer_job_threshold=0)
     assert done.report.footers_read_by == "spark job"
     by_job = {f.path: (f.partitionValues, f.stats, f.size) for f in done.snapshot.add_files}
@@ -322,7 +322,7 @@ def test_the_executor_function_needs_no_skiplake(tmp_path: Path, dirs: Dirs) -> 
     """The footer job's function, unpickled where skiplake cannot be imported, still reads footers."""
     from pyspark import cloudpickle
 
-    from skiplake.spark.footers import footer_reader, parse_footer
+    from skiplake.spark.convert.footer_jobs import footer_reader, parse_footer
     data = next(p for p in Path(dirs.pristine / "plain").iterdir() if p.suffix == ".parquet")
     (tmp_path / "fn.pkl").write_bytes(cloudpickle.dumps(footer_reader({})))
     code = (

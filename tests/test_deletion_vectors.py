@@ -142,7 +142,7 @@ def test_a_corrupt_dv_file_fails_the_read_with_its_name(table):
 def test_dynamic_pruning_over_a_table_with_deletion_vectors(lake, spark):
     from pyspark.sql import functions as F
 
-    from skiplake.spark.settings import COST_MODEL
+    from skiplake.spark.pruning.pruning_settings import COST_MODEL
     from tests.pruning_conf import SMALL_TABLES
     fact = lake.create_table("fact", "id long, k long, m int")
     # Eight files, each a range of keys: a dimension filter selects few of them.
@@ -304,7 +304,7 @@ def test_merge_marks_updated_and_deleted_rows(lake, spark):
 @pytest.mark.classic_only
 def test_the_exact_path_join_when_path_hashes_collide(table, monkeypatch):
     # With no hash bits kept every file's key collides: the (path, block) join must take over.
-    from skiplake.spark import deletions
+    from skiplake.spark.reads import deleted_rows as deletions
     mark_deleted(table, lambda r: r["id"] % 5 == 0)
     monkeypatch.setattr(deletions, "MAX_FILES", 0)  # the join, not the files' sizes
     monkeypatch.setattr(deletions, "_HIGH", 0)
@@ -319,7 +319,7 @@ def _joins(df) -> bool:
 
 @pytest.mark.classic_only
 def test_random_deletion_vectors_read_the_same_by_file_size_and_by_join(lake, spark, monkeypatch):
-    from skiplake.spark import deletions
+    from skiplake.spark.reads import deleted_rows as deletions
     t = lake.create_table("many", "id long, k long", properties={"delta.enableDeletionVectors": "true"})
     # 40 small files, many of them of one size with another (found by their path then).
     t.append(spark.range(0, 6_000).selectExpr("id", "id * 7 AS k").repartition(40))
@@ -341,7 +341,7 @@ def test_random_deletion_vectors_read_the_same_by_file_size_and_by_join(lake, sp
             assert _joins(joined), bound
             assert ids(joined) == expected
     # Rows a MERGE is about to mark go the same way as the DVs' rows.
-    from skiplake.spark.read import read_files
+    from skiplake.spark.reads.planned_reads import read_files
     snap = t.snapshot
     f = snap.add_files[0]
     extra = {r.id for r in read_files(spark, t.path, snap.schema, [], [f], with_file_info=True).collect()
@@ -352,7 +352,7 @@ def test_random_deletion_vectors_read_the_same_by_file_size_and_by_join(lake, sp
 
 @pytest.mark.classic_only
 def test_files_of_equal_size_are_told_apart_by_their_paths(lake, spark, monkeypatch):
-    from skiplake.spark import deletions
+    from skiplake.spark.reads import deleted_rows as deletions
     t = lake.create_table("twins", "id long", properties={"delta.enableDeletionVectors": "true"})
     for _ in range(2):  # the very same rows twice: two files of one size
         t.append(spark.range(0, 500).coalesce(1))

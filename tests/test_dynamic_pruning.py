@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 import skiplake
-from skiplake.spark import settings as dfp
+from skiplake.spark.pruning import pruning_settings as dfp
 from tests.pruning_conf import COST_SETTINGS, SMALL_TABLES
 
 pytestmark = pytest.mark.spark

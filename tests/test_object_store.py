@@ -228,7 +228,7 @@ def test_environment_alone_configures_log_and_spark(s3_server, tmp_path):
 def test_delta_spark_reads_s3_tables_through_s3a(spark, delta_spark, s3_lake, s3_server):
     """delta-spark 4.4 (its own JVM, S3A from the same packages) reads a skiplake table on the
     store, partitioned, after DML with deletion vectors, with identical rows."""
-    from skiplake.spark.object_stores import bucket_hadoop_conf
+    from skiplake.spark.session.object_stores import bucket_hadoop_conf
     from testing_support.delta_spark import rows_as_strings
     t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
                              properties={"delta.enableDeletionVectors": "true"})
@@ -351,7 +351,7 @@ def test_missing_files_are_found_by_heads_or_one_listing_whichever_is_fewer(s3_s
 
 
 def test_object_store_writes_skip_committer_leftovers():
-    from skiplake.spark.write import _hidden
+    from skiplake.spark.writes.data_files import _hidden
     assert _hidden("__magic_job-1/__base/p=1/part-0.parquet") and _hidden(".tmp/part-0.parquet")
     assert _hidden("p=1/_SUCCESS") and not _hidden("p=1/part-0.parquet")
     assert not _hidden("_p=1/part-0.parquet")  # a partition column whose name starts with _

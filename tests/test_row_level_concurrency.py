@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 
 from skiplake.errors import ConcurrentAppendException, ConcurrentDeleteDeleteException, ConcurrentDeleteReadException
-from skiplake.spark import dml, merge
-from skiplake.spark.optimize import optimize
+from skiplake.spark import merge
+from skiplake.spark.dml import dml_jobs as dml
+from skiplake.spark.optimize.compaction import optimize
 from skiplake.txn.row_placements import COMPACTED_FROM
 
 

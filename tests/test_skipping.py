@@ -25,7 +25,7 @@ from skiplake.cli import main as cli_main
 from skiplake.errors import InvalidArgumentError
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import absolute_path
-from skiplake.spark.read import path_from_spark, read_files
+from skiplake.spark.reads.planned_reads import path_from_spark, read_files
 from skiplake.table import Table
 from testing_support.query_tools import scan_metrics
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import skiplake
-from skiplake.spark import settings as dfp
+from skiplake.spark.pruning import pruning_settings as dfp
 from testing_support.tpcds_answers import check
 from testing_support.tpcds_lake import build_lake, raw_root
 from tests.modes import CONNECT

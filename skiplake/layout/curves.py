@@ -14,7 +14,7 @@ cells are always neighbours, so a run of it never jumps across the space the way
 at each power of two: its files' boxes are tighter for the same number of files.
 
 NULL gets range id 0 (Spark sorts NULLs first). Everything here is NumPy/Arrow, no Spark: the
-Spark job (`skiplake.spark.curve_rewrite`) calls these on each batch of rows.
+Spark job (`skiplake.spark.optimize.curve_rewrite`) calls these on each batch of rows.
 """
 from __future__ import annotations
 

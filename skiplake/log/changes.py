@@ -10,7 +10,7 @@ takes a commit's `cdc` files exclusively when it has any, so a writer that write
 write every change of that commit into them.
 
 This module plans a read of the feed: per version, which files hold its changes and which rows
-of them. Reading them is Spark's (skiplake.spark.changes).
+of them. Reading them is Spark's (skiplake.spark.reads.change_feed).
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ Read here with pyarrow, the same keys take a few milliseconds: the statically se
 needed columns are read, the filter is applied by skiplake.skipping.rows (which raises NotExact
 for anything it cannot evaluate exactly as Spark does, and the caller then asks Spark), and
 each key column's distinct non-null values are taken from the rows where no key is NULL, as
-skiplake.spark.build_keys does.
+skiplake.spark.pruning.build_keys does.
 """
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ from skiplake.expr.visitor import columns_of
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.log.actions import AddFile
 from skiplake.log.snapshot import Snapshot, add_files_from_arrow
-from skiplake.skipping.buckets import Buckets, selected_buckets
+from skiplake.skipping.bucket_pruning import Buckets, selected_buckets
 from skiplake.skipping.columnar import may_match_files
 from skiplake.skipping.report import ScanReport
 from skiplake.skipping.stats_table import StatsTable

@@ -26,7 +26,7 @@ from skiplake.log.column_mapping import PHYSICAL_NAME
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value
 from skiplake.skipping.bounds import bound_arrays, is_no_bound, null_fact_arrays, stat_value
-from skiplake.skipping.buckets import file_bucket_ids
+from skiplake.skipping.bucket_pruning import file_bucket_ids
 
 _JSON_BLOCK = 8 << 20
 # How a file's partition tuple is spelled as one string while numbering the partitions.

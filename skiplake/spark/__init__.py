@@ -1,3 +1,10 @@
-"""The only package that imports pyspark: the session, reads and writes of planned files,
-transactions, DML and OPTIMIZE as Spark jobs, bucket joins, catalog tables, and `lake.sql`
-planning (query/)."""
+"""The only package that imports pyspark, in subpackages by capability. From the bottom up:
+
+- `session/`: the SparkSession, its JVM, Spark Connect, S3A, schema conversions;
+- `reads/`: planned files read by Spark's native reader (deletion vectors, row ids, change feed);
+- `writes/` and `pruning/`: data files, transactions and rules; dynamic pruning's build keys;
+- `dml/` and `buckets/`: APPEND, OVERWRITE, DELETE, UPDATE; bucket joins and bucketed reads;
+- `merge/`, `optimize/`, `convert/` and `query/`: MERGE INTO, OPTIMIZE and clustering, CONVERT TO
+  DELTA, and `lake.sql` planning.
+
+A subpackage imports only those below it (the import contracts of pyproject.toml)."""

@@ -7,7 +7,7 @@ metadata `delta.invariants` = `{"expression": {"expression": "<sql>"}}` (the wri
 `invariants`). A column the schema marks `nullable: false` takes no NULL. Names of constraints
 are case-insensitive and kept in lower case, as delta-spark keeps them.
 
-This module reads and edits the rules in a table's metadata; skiplake.spark.constraints
+This module reads and edits the rules in a table's metadata; skiplake.spark.writes.enforcement
 enforces them in the write jobs.
 """
 from __future__ import annotations

@@ -13,7 +13,7 @@ from skiplake.expr.parse import bind
 from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or
 from skiplake.layout.bucketing import bucket_ids, bucket_of
 from skiplake.log.schema import Field, Schema
-from skiplake.skipping.buckets import selected_buckets
+from skiplake.skipping.bucket_pruning import selected_buckets
 
 SCHEMA = Schema((Field("a", "integer"), Field("s", "string"), Field("d", "date"), Field("m", "decimal(9,2)"),
                  Field("x", "long")))

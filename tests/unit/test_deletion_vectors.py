@@ -181,7 +181,7 @@ def test_crc_and_size_frame_the_magic_and_bitmap(tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(1, 2 ** 40), min_size=1, max_size=128, unique=True))
 def test_file_sizes_get_slots_of_their_own(sizes):
-    from skiplake.spark.deletions import MAX_SLOTS, _slots
+    from skiplake.spark.reads.deleted_rows import MAX_SLOTS, _slots
     values = np.array(sorted(sizes), np.int64)
     m = _slots(values)
     # A table of at most MAX_SLOTS slots is found for up to 128 sizes nearly always; when it is,
@@ -192,7 +192,7 @@ def test_file_sizes_get_slots_of_their_own(sizes):
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(0, 20_000), max_size=500, unique=True))
 def test_whole_file_bitmaps_set_the_bits_of_their_rows(rows):
-    from skiplake.spark.deletions import _whole_bitmap
+    from skiplake.spark.reads.deleted_rows import _whole_bitmap
     words = _whole_bitmap(np.array(sorted(rows), np.uint64))
     assert len(words) == (max(rows) // 64 + 1 if rows else 0)
     assert [w * 64 + b for w, word in enumerate(words.tolist()) for b in range(64) if word >> b & 1] == sorted(rows)

@@ -51,7 +51,7 @@ def test_core_imports_no_extra_package():
 import sys
 import skiplake
 skiplake.Lake, skiplake.Table, skiplake.BucketSpec, skiplake.local_spark
-import skiplake.cli, skiplake.inspect, skiplake.spark.catalog_tables, skiplake.log.storage_for
+import skiplake.cli, skiplake.table_info, skiplake.spark.reads.catalog_tables, skiplake.log.storage_for
 extras = {"sqlalchemy", "orjson", "boto3", "botocore", "uvicorn", "httptools", "uvloop", "psycopg", "duckdb"}
 print(sorted(extras & {m.split(".")[0] for m in sys.modules}))
 """

@@ -16,7 +16,7 @@ from skiplake.log.schema import Field, Schema
 from skiplake.skipping.columnar import may_match_files
 from skiplake.skipping.key_filters import file_overlap, key_filter, probe_value
 from skiplake.skipping.stats_table import StatsTable
-from skiplake.spark.settings import DynamicPruningSettings, _join_types, conf_bytes
+from skiplake.spark.pruning.pruning_settings import DynamicPruningSettings, _join_types, conf_bytes
 
 K = Col("k", "long")
 

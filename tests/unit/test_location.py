@@ -64,7 +64,7 @@ def test_footer_readers_reach_s3_as_the_drivers_client_does(monkeypatch):
     """One source of credentials, never a mix: a bucket's options win whole over the environment,
     whose own set (key, secret, token) is taken whole when no options are given."""
     from skiplake.log.s3 import connection_for, set_bucket_options
-    from skiplake.spark.footers import s3_options_for
+    from skiplake.spark.convert.footer_jobs import s3_options_for
     for name in ("AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "env-key")

@@ -10,11 +10,11 @@ from dataclasses import replace
 import pytest
 
 from skiplake.errors import ConcurrentWriteException, InvalidArgumentError, RestoreFilesMissingError
-from skiplake.inspect import table_detail
 from skiplake.log.actions import Metadata, Protocol
 from skiplake.log.features import merged_protocol, table_features
 from skiplake.log.history import commits
 from skiplake.log.snapshot import Snapshot
+from skiplake.table_info import table_detail
 from skiplake.txn import commit, create
 from skiplake.txn.restore import plan_restore, restore
 from tests.unit.logutil import SCHEMA, add

@@ -1,6 +1,6 @@
 """Spark types as skiplake spells them: the column list of a CREATE TABLE, and the write-time schema check."""
 from skiplake.log.schema import Field, Schema
-from skiplake.spark.types import ddl, schema_differences
+from skiplake.spark.session.spark_types import ddl, schema_differences
 
 
 def test_ddl_quotes_every_name_and_spells_nested_types():

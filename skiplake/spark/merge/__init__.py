@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 from skiplake.spark.merge.builder import MergeBuilder
 from skiplake.spark.merge.clauses import MergeClause, MergeSpec
 from skiplake.spark.merge.keywords import MergeClauses
-from skiplake.spark.merge.result import MergeMetrics, MergeResult
+from skiplake.spark.merge.merge_result import MergeMetrics, MergeResult
 from skiplake.spark.merge.stage import stage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from skiplake.spark.transaction import Transaction
+    from skiplake.spark.writes.transaction import Transaction
 
 __all__ = ["MergeBuilder", "MergeClause", "MergeClauses", "MergeMetrics", "MergeResult", "MergeSpec", "merge",
            "stage"]

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Callable, Mapping
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.spark.merge.clauses import MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE, Expr, MergeClause, MergeSpec
-from skiplake.spark.merge.result import MergeResult
+from skiplake.spark.merge.merge_result import MergeResult
 from skiplake.spark.merge.stage import stage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from skiplake.spark.transaction import Transaction
+    from skiplake.spark.writes.transaction import Transaction
 
 
 class MergeBuilder:

@@ -13,7 +13,7 @@ row matches, a target row no source row matches), or none. Then:
   of the rows a clause changes. A second job writes: the files holding a changed row are
   rewritten (rows kept, updated) together with the inserted rows; with deletion vectors only
   updated and inserted rows are written and the changed rows are marked deleted in their files
-  (skiplake.spark.row_marks). Files whose rows are matched but left as they are stay as they are.
+  (skiplake.spark.dml.row_marks). Files whose rows are matched but left as they are stay as they are.
 
 The metrics are Delta's, from the first job's counts and the files written.
 """
@@ -34,22 +34,22 @@ from skiplake.log.actions import AddFile
 from skiplake.log.changes import CHANGE_TYPE, DELETE, INSERT, POSTIMAGE, PREIMAGE
 from skiplake.log.features import deletion_vectors_enabled
 from skiplake.log.paths import file_key
-from skiplake.spark.dml import records_changes
-from skiplake.spark.explain_text import estimated_size
-from skiplake.spark.gateway import is_connect, plan_size
+from skiplake.spark.dml.dml_jobs import records_changes
+from skiplake.spark.dml.row_marks import counted_rows, mark_rows
 from skiplake.spark.merge.clauses import KINDS, MATCHED, NOT_MATCHED, NOT_MATCHED_BY_SOURCE
 from skiplake.spark.merge.conditions import Sides, key_equalities
-from skiplake.spark.merge.pruning import target_filter
+from skiplake.spark.merge.merge_result import FileChanges, MergeMetrics
 from skiplake.spark.merge.resolve import ResolvedMerge, quoted
-from skiplake.spark.merge.result import FileChanges, MergeMetrics
-from skiplake.spark.read import FILE_COLUMN, ROW_COLUMN, path_from_spark, spark_file_key
-from skiplake.spark.row_ids import kept_ids
-from skiplake.spark.row_marks import counted_rows, mark_rows
-from skiplake.spark.settings import conf_bytes
-from skiplake.spark.types import conform, spark_type
+from skiplake.spark.merge.target_files import target_filter
+from skiplake.spark.pruning.pruning_settings import conf_bytes
+from skiplake.spark.reads.planned_reads import FILE_COLUMN, ROW_COLUMN, path_from_spark, spark_file_key
+from skiplake.spark.reads.row_ids import kept_ids
+from skiplake.spark.session.explain_text import estimated_size
+from skiplake.spark.session.gateway import is_connect, plan_size
+from skiplake.spark.session.spark_types import conform, spark_type
 
 if TYPE_CHECKING:
-    from skiplake.spark.transaction import Transaction
+    from skiplake.spark.writes.transaction import Transaction
 
 # Columns the jobs add: a flag on each side (NULL after an outer join where the side is
 # missing) and the clause acting on the joined row.

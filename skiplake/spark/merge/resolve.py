@@ -40,8 +40,8 @@ from skiplake.spark.merge.clauses import (
     expr_text,
 )
 from skiplake.spark.merge.conditions import refused
-from skiplake.spark.refusals import quiet
-from skiplake.spark.types import from_spark, spark_type, to_spark
+from skiplake.spark.session.refusals import quiet
+from skiplake.spark.session.spark_types import from_spark, spark_type, to_spark
 from skiplake.txn.constraints import generated_columns, generation_value
 from skiplake.txn.identity import identity_columns
 

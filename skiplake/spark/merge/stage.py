@@ -5,13 +5,13 @@ from typing import TYPE_CHECKING
 
 from skiplake.spark.merge.clauses import MergeSpec
 from skiplake.spark.merge.engine import run
+from skiplake.spark.merge.merge_result import MergeMetrics
 from skiplake.spark.merge.resolve import resolve
-from skiplake.spark.merge.result import MergeMetrics
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from skiplake.spark.transaction import Transaction
+    from skiplake.spark.writes.transaction import Transaction
 
 
 def stage(txn: "Transaction", source: "DataFrame", spec: MergeSpec) -> MergeMetrics:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
-from skiplake.spark.gateway import jvm_class, plan_size
+from skiplake.spark.session.gateway import jvm_class, plan_size
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

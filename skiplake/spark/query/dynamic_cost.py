@@ -22,9 +22,9 @@ from skiplake.expr.tree import And
 from skiplake.skipping.dfp_cost import CostEstimate, CostModel, combined_share
 from skiplake.skipping.key_filters import key_filter, probe_value
 from skiplake.skipping.plan import plan_scan, stats_table
-from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.model import QueryPlan, TableReference
 from skiplake.spark.query.plan_text import Operand, PlanNode, trace
+from skiplake.spark.session.gateway import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

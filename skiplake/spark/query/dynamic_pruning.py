@@ -53,7 +53,8 @@ from skiplake.skipping.local_build import local_keys
 from skiplake.skipping.plan import stats_table
 from skiplake.skipping.report import DynamicPruningReport
 from skiplake.skipping.rows import NotExact
-from skiplake.spark.build_keys import distinct_keys
+from skiplake.spark.pruning.build_keys import distinct_keys
+from skiplake.spark.pruning.pruning_settings import JOIN_TYPES
 from skiplake.spark.query.catalyst import (
     frame_of,
     frame_over,
@@ -68,8 +69,7 @@ from skiplake.spark.query.model import ROW_FILTER_MAX_VALUES, Occurrence, QueryP
 from skiplake.spark.query.plan_text import Attr, Operand, PlanNode, split_top, trace
 from skiplake.spark.query.plan_text import conjuncts as text_conjuncts
 from skiplake.spark.query.pushdown import logical_sql
-from skiplake.spark.read import read_planned
-from skiplake.spark.settings import JOIN_TYPES
+from skiplake.spark.reads.planned_reads import read_planned
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

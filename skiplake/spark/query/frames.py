@@ -2,7 +2,7 @@
 
 Users who compose DataFrames rather than SQL get the same planning as `lake.sql`: the stages run
 over the DataFrame's own optimized plan. Each relation a `t.read()` created names its table and
-version (a reader option, skiplake.spark.read.READ_TAG); each becomes a reference with one
+version (a reader option, skiplake.spark.reads.planned_reads.READ_TAG); each becomes a reference with one
 occurrence, its pushed filters plan its files statically, the join build sides prune them
 dynamically, and every relation whose files shrank is swapped, in the DataFrame's analysed plan,
 for a relation over just those files with the very same output columns. The DataFrame returned
@@ -19,7 +19,7 @@ from skiplake.errors import SparkConnectUnsupportedError
 from skiplake.log.actions import AddFile
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
-from skiplake.spark.gateway import is_connect
+from skiplake.spark.pruning.pruning_settings import DynamicPruningSettings
 from skiplake.spark.query.catalyst import (
     RelationParts,
     node_at,
@@ -34,8 +34,8 @@ from skiplake.spark.query.model import Occurrence, QueryPlan, TableReference
 from skiplake.spark.query.plan_text import parse_plan
 from skiplake.spark.query.pushdown import filters_above
 from skiplake.spark.query.views import files_with_dv
-from skiplake.spark.read import READ_TAG, parse_read_tag, spark_file_key
-from skiplake.spark.settings import DynamicPruningSettings
+from skiplake.spark.reads.planned_reads import READ_TAG, parse_read_tag, spark_file_key
+from skiplake.spark.session.gateway import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

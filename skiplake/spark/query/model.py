@@ -12,19 +12,19 @@ from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCount
-from skiplake.spark.bucket_join_runner import JoinReport
-from skiplake.spark.bucketed_tables import BucketedRead
-from skiplake.spark.catalog_tables import CatalogTable
+from skiplake.spark.buckets.bucket_join import JoinReport
+from skiplake.spark.buckets.bucketed_reads import BucketedRead
 from skiplake.spark.query.catalyst import RelationParts, condition_sql
 from skiplake.spark.query.plan_conditions import condition_sql as text_condition_sql
-from skiplake.spark.read import read_planned
+from skiplake.spark.reads.catalog_tables import CatalogTable
+from skiplake.spark.reads.planned_reads import read_planned
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from sqlglot import exp
 
+    from skiplake.spark.pruning.pruning_settings import DynamicPruningSettings
     from skiplake.spark.query.plan_text import PlanNode
-    from skiplake.spark.settings import DynamicPruningSettings
 
 # What a lake table name stands for in one query: a Delta table pinned to a snapshot, or a
 # catalog table of Hive-style Parquet.

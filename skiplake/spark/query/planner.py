@@ -14,15 +14,15 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Callable
 
-from skiplake.spark.catalog_tables import CatalogTable
-from skiplake.spark.gateway import quick_replies
+from skiplake.spark.pruning.pruning_settings import DynamicPruningSettings
 from skiplake.spark.query.bucket_joins import plan_bucket_joins
 from skiplake.spark.query.dynamic_pruning import prune_dynamically
 from skiplake.spark.query.model import QueryPlan, Resolver, TableReference, whole_table
 from skiplake.spark.query.pushdown import push_filters
 from skiplake.spark.query.references import find_references
 from skiplake.spark.query.swap import swapped
-from skiplake.spark.settings import DynamicPruningSettings
+from skiplake.spark.reads.catalog_tables import CatalogTable
+from skiplake.spark.session.gateway import quick_replies
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -23,14 +23,14 @@ from skiplake.expr.parse import bind, bind_conjuncts
 from skiplake.expr.tree import And, Node, Or
 from skiplake.layout.bucket_spec import bucket_spec_of
 from skiplake.log.column_mapping import physical_names
-from skiplake.spark.explain_text import optimized_text
-from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.catalyst import optimized_plan, relation_tag, sql_frame, tree_text
 from skiplake.spark.query.dynamic_cost import parallelism
 from skiplake.spark.query.model import Occurrence, QueryPlan, Resolver, TableReference
 from skiplake.spark.query.plan_conditions import readable_strings
 from skiplake.spark.query.plan_text import PlanNode, null_tests_sql, parse_plan
 from skiplake.spark.query.views import TAG_OPTION
+from skiplake.spark.session.explain_text import optimized_text
+from skiplake.spark.session.gateway import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -20,9 +20,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.catalyst import kind, plan_children, seq
 from skiplake.spark.query.model import QueryPlan, Resolver, Source, TableReference
+from skiplake.spark.session.gateway import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

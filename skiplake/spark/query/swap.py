@@ -30,7 +30,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from skiplake.log.paths import file_key
-from skiplake.spark.catalog_tables import CatalogTable
 from skiplake.spark.query.catalyst import (
     filtered,
     found_nodes,
@@ -38,6 +37,7 @@ from skiplake.spark.query.catalyst import (
     replace_nodes,
 )
 from skiplake.spark.query.model import QueryPlan, TableReference, ViewRelation
+from skiplake.spark.reads.catalog_tables import CatalogTable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

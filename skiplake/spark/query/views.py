@@ -16,7 +16,7 @@ output columns of their own: as for a table plain Spark reads several times in o
 reuses their scans (TPC-DS q58 reads date_dim nine times), with no edit of the analysed plan.
 
 A catalog table (Hive-style Parquet) gets an empty view with its columns instead: its
-partitions are fetched per query from the pushed predicate (skiplake.spark.catalog_tables).
+partitions are fetched per query from the pushed predicate (skiplake.spark.reads.catalog_tables).
 """
 from __future__ import annotations
 
@@ -32,13 +32,13 @@ import numpy as np
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
-from skiplake.spark.catalog_tables import CatalogTable
-from skiplake.spark.explain_text import analysed_text
-from skiplake.spark.gateway import is_connect
 from skiplake.spark.query.catalyst import file_relations, relation_roots, replace_nodes, tree_text, with_relation
 from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source, ViewRelation
 from skiplake.spark.query.plan_text import PlanNode, parse_plan
-from skiplake.spark.read import read_files, spark_file_key
+from skiplake.spark.reads.catalog_tables import CatalogTable
+from skiplake.spark.reads.planned_reads import read_files, spark_file_key
+from skiplake.spark.session.explain_text import analysed_text
+from skiplake.spark.session.gateway import is_connect
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -141,7 +141,7 @@ def _relations(df: "DataFrame", snapshot: Snapshot) -> tuple[ViewRelation, ...]:
 
 def files_with_dv(snapshot: Snapshot) -> tuple[np.ndarray, set[str]]:
     """(which of the snapshot's files have a deletion vector, their paths.file_key): a read of
-    such a table is two relations (skiplake.spark.read), one over each kind of file, told apart
+    such a table is two relations (skiplake.spark.reads.planned_reads), one over each kind of file, told apart
     by the files they read."""
     has_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
     return has_dv, {file_key(snapshot.table_path, p)
