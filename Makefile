@@ -44,12 +44,16 @@ demo: venv java
 	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(VENV)/bin/skiplake demo --sf $(SF)
 
 # The layout cannot drift: pyflakes and import order (ruff), the import contracts of
-# pyproject.toml (layers, pyspark only in skiplake.spark, no circles), and the complexity bar
-# (radon, counting boolean operators; its short allowlist is in pyproject.toml).
+# pyproject.toml (layers, skiplake.spark's capabilities, pyspark only there, no circles), no two
+# modules sharing a name, the complexity bar (radon, counting boolean operators; its short
+# allowlist is in pyproject.toml), and the type checker (mypy; every ignore with a code and a reason).
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/module_names.py
 	$(PY) scripts/complexity.py
+	$(VENV)/bin/mypy
+	$(PY) scripts/type_ignores.py
 
 # Then the suites below again, as a Spark Connect client of a server the run starts (its own JVM
 # on loopback); tests marked classic_only, and those that use no SparkSession, are skipped there.

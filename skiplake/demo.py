@@ -441,8 +441,8 @@ def _dynamic_pruning_stage(spark: "SparkSession", lake: Any, tables: dict[str, A
         spark.conf.set(COST_MODEL, "false")
         return {**_timed_q2(spark, lake, tables, progress, q2), "cost_model": verdict}
     finally:
-        for k, v in previous.items():
-            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+        for k, old in previous.items():
+            spark.conf.unset(k) if old is None else spark.conf.set(k, old)
 
 
 def _cost_verdict(lake: Any, query: str) -> str:

@@ -304,10 +304,10 @@ class Table:
         .execute()` returns a MergeResult. With the keywords (at most one clause of each kind:
         delete, else update, for matched rows; insert for unmatched source rows) it runs at once
         and returns the version committed."""
-        spec_aliases = {"source_alias": source_alias, "target_alias": target_alias}
         keywords = (when_matched_update, when_matched_delete, when_not_matched_insert)
         if not any(keywords) and when_matched_update_condition is None and when_not_matched_insert_condition is None:
-            return merge.MergeBuilder(self.begin, source, merge.MergeSpec(on, **spec_aliases))
+            return merge.MergeBuilder(self.begin, source, merge.MergeSpec(on, source_alias=source_alias,
+                                                                          target_alias=target_alias))
         clauses = merge.MergeClauses(on, source_alias, target_alias, when_matched_update,
                                      when_matched_update_condition, when_matched_delete, when_not_matched_insert,
                                      when_not_matched_insert_condition)

@@ -135,8 +135,10 @@ def load_tpcds_extension(con: "duckdb.DuckDBPyConnection") -> None:
 
 
 def check_args(sf: float, tables: Sequence[str]) -> tuple[str, ...]:
-    # bool is an int subclass; sf=True would silently mean sf=1.
-    if isinstance(sf, bool) or not isinstance(sf, (int, float)) or not math.isfinite(sf) or sf <= 0:
+    # bool is an int subclass; sf=True would silently mean sf=1. `given`: sf as the caller passed
+    # it (typed or not): checked here, not trusted.
+    given: object = sf
+    if isinstance(given, bool) or not isinstance(given, (int, float)) or not math.isfinite(given) or given <= 0:
         raise InvalidArgumentError(
             f"TPC-DS scale factor sf={sf!r} is invalid: it must be a finite number > 0 "
             "(e.g. 0.01 for a quick test, 1 for ~1 GB)."

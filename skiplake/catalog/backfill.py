@@ -60,8 +60,11 @@ def _entries(conn: Connection, table_id: int, index_id: int, keys: dict[str, str
         if problem:
             failures.setdefault(problem, []).append({"Values": values})
             continue
-        entries.append({"index_id": index_id, "partition_id": row.id,
-                        "key": encode([typed_value(v, k) for v, k in zip(raw, kinds)], kinds)})
+        typed = []
+        for v, k in zip(raw, kinds):
+            assert v is not None   # index_problem reports a missing value: it was skipped above
+            typed.append(typed_value(v, k))
+        entries.append({"index_id": index_id, "partition_id": row.id, "key": encode(typed, kinds)})
     return entries, failures
 
 

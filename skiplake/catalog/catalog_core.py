@@ -4,7 +4,7 @@ partition indexes."""
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, Sequence
 
 from skiplake.extras import CATALOG_STORE, require
 
@@ -54,7 +54,7 @@ class CatalogCore:
         raise EntityNotFoundError(f"Table {name} not found in database {database}.")
 
     @staticmethod
-    def _live_indexes(conn: Connection, table_id: int) -> list[Any]:
+    def _live_indexes(conn: Connection, table_id: int) -> Sequence[Any]:
         return conn.execute(select(store.partition_indexes).where(and_(
             store.partition_indexes.c.table_id == table_id,
             store.partition_indexes.c.status.in_(("CREATING", "ACTIVE"))))).all()

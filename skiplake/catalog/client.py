@@ -33,11 +33,13 @@ class Boto3Catalog:
 def _typed(error: Exception) -> CatalogError | None:
     """botocore's ClientError of a Glue error code skiplake has a type for, as that type."""
     response = getattr(error, "response", None)
-    code = (response.get("Error") or {}).get("Code") if isinstance(response, dict) else None
+    if not isinstance(response, dict):
+        return None
+    code = (response.get("Error") or {}).get("Code")
     kind = next((k for k in CATALOG_ERRORS if k.code == code), None)
     if kind is None:
         return None
-    message = (response.get("Error") or {}).get("Message") or str(error)  # type: ignore[union-attr]
+    message = (response.get("Error") or {}).get("Message") or str(error)
     return kind(message)
 
 

@@ -409,9 +409,9 @@ def _compile(expr: Expr) -> Callable[[Values], "bool | None"]:
     return _test(expr)
 
 
-def _test(expr: Expr) -> Callable[[Values], "bool | None"]:
+def _test(expr: Compare | Between | In | Like) -> Callable[[Values], "bool | None"]:
     """A comparison of one key's value: NULL when the partition has no value of the key's type."""
-    read = _reader(expr.key)  # type: ignore[union-attr]
+    read = _reader(expr.key)
     if isinstance(expr, Compare):
         op, literal = _OPS[expr.op], expr.value
 

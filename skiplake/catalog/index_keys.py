@@ -106,8 +106,8 @@ def _bounds(preds: list[Expr]) -> tuple[tuple[Any, bool] | None, tuple[Any, bool
     return low, high
 
 
-def _literals(p: Expr) -> tuple[Any, ...]:
-    return (p.low, p.high) if isinstance(p, Between) else (p.value,)  # type: ignore[union-attr]
+def _literals(p: Compare | Between) -> tuple[Any, ...]:
+    return (p.low, p.high) if isinstance(p, Between) else (p.value,)
 
 
 def plan_range(expr: Expr, index_keys: Sequence[Key]) -> KeyRange | None:
@@ -121,13 +121,14 @@ def plan_range(expr: Expr, index_keys: Sequence[Key]) -> KeyRange | None:
         mine = _usable(parts, key)
         equal = [p for p in mine if isinstance(p, Compare) and p.op == "="]
         if equal:
-            if len({p.value for p in equal}) > 1:  # type: ignore[union-attr]
+            if len({p.value for p in equal}) > 1:
                 return KeyRange("", "", tuple(used + [key.name]))  # a = 1 AND a = 2: nothing
-            prefix.append(encode_component(equal[0].value, key.kind))  # type: ignore[union-attr]
+            prefix.append(encode_component(equal[0].value, key.kind))
             used.append(key.name)
             covered += equal   # a range on this key besides is not in the key range: not covered
             continue
-        ranged = [p for p in mine if isinstance(p, Between) or (isinstance(p, Compare) and p.op in ("<", "<=", ">", ">="))]
+        ranged: list[Expr] = [p for p in mine if isinstance(p, Between)
+                              or (isinstance(p, Compare) and p.op in ("<", "<=", ">", ">="))]
         if not ranged:
             break
         return _ranged(prefix, key, ranged, tuple(used + [key.name]), tuple(covered + ranged))

@@ -43,9 +43,9 @@ def add_index(conn: Connection, table_id: int, keys: dict[str, str], index: dict
         resolved.append(real)
     if len(set(resolved)) != len(resolved):
         raise InvalidInputError(f"index {index['IndexName']!r} names a key twice: {names}")
-    return conn.execute(insert(store.partition_indexes).values(
+    return store.inserted_id(conn.execute(insert(store.partition_indexes).values(
         table_id=table_id, name=index["IndexName"], key_names=json.dumps(resolved), status=status,
-        errors="[]", create_time=now_seconds())).inserted_primary_key[0]
+        errors="[]", create_time=now_seconds())))
 
 
 class PartitionIndexOperations(CatalogCore):

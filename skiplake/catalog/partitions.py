@@ -57,7 +57,7 @@ def _index_scan(low: bool, high: bool, after: bool) -> Select:
 
 
 class PartitionOperations(CatalogCore):
-    def _partition_values_ok(self, table_row: Any, values: Sequence[str], indexes: list[Any]) -> None:
+    def _partition_values_ok(self, table_row: Any, values: Sequence[str], indexes: Sequence[Any]) -> None:
         """New partitions: arity, and (once an index exists) the indexed values' types and characters."""
         keys = key_types(json.loads(table_row.body))
         if len(values) != len(keys):
@@ -77,7 +77,7 @@ class PartitionOperations(CatalogCore):
                 raise InvalidInputError(f"partition value {value!r} is not a valid {type_} for indexed key {name!r}")
 
     def _insert_partition(self, conn: Connection, table_row: Any, partition_input: dict,
-                          indexes: list[Any] | None = None) -> int:
+                          indexes: Sequence[Any] | None = None) -> int:
         values = [str(v) for v in partition_input.get("Values") or []]
         indexes = self._live_indexes(conn, table_row.id) if indexes is None else indexes
         self._partition_values_ok(table_row, values, indexes)
@@ -86,14 +86,14 @@ class PartitionOperations(CatalogCore):
                                                                  store.partitions.c.values_key == key))).first():
             raise AlreadyExistsError(f"Partition {values} already exists.")
         body = {k: v for k, v in partition_input.items() if k != "Values"}
-        pid = conn.execute(insert(store.partitions).values(
+        pid = store.inserted_id(conn.execute(insert(store.partitions).values(
             table_id=table_row.id, values_key=key, body=json.dumps(body, default=str),
-            create_time=now_seconds())).inserted_primary_key[0]
+            create_time=now_seconds())))
         self._index_partition(conn, table_row, pid, values, indexes)
         return pid
 
     def _index_partition(self, conn: Connection, table_row: Any, pid: int, values: Sequence[str],
-                         indexes: list[Any]) -> None:
+                         indexes: Sequence[Any]) -> None:
         entries = index_entries(indexes, key_types(json.loads(table_row.body)), pid, values)
         if entries:
             conn.execute(insert(store.index_entries), entries)
@@ -124,7 +124,7 @@ class PartitionOperations(CatalogCore):
                 self._insert_partitions(conn, table_row, indexes, good)
         return {"Errors": [e for _, e in sorted(errors, key=lambda x: x[0])]} if errors else {}
 
-    def _new_partitions(self, conn: Connection, table_row: Any, indexes: list, items: list,
+    def _new_partitions(self, conn: Connection, table_row: Any, indexes: Sequence[Any], items: list,
                         refuse: Callable[[dict, CatalogError], None]) -> dict[str, tuple[list[str], dict]]:
         """The items to create, by their values' key: each checked, neither twice in the request
         nor already in the table (those are refused)."""
@@ -149,7 +149,7 @@ class PartitionOperations(CatalogCore):
                 refuse(p, AlreadyExistsError(f"Partition {values} already exists."))
         return good
 
-    def _insert_partitions(self, conn: Connection, table_row: Any, indexes: list,
+    def _insert_partitions(self, conn: Connection, table_row: Any, indexes: Sequence[Any],
                            good: dict[str, tuple[list[str], dict]]) -> None:
         """Insert the partitions and their entries in the table's live indexes."""
         now = now_seconds()
@@ -311,7 +311,7 @@ def choose_index(indexes: Sequence[Any], keys: dict[str, str], expr: Expr) -> tu
     return best[1] if best else None
 
 
-def index_entries(indexes: list[Any], keys: dict[str, str], pid: int, values: Sequence[str]) -> list[dict]:
+def index_entries(indexes: Sequence[Any], keys: dict[str, str], pid: int, values: Sequence[str]) -> list[dict]:
     """The rows of index_entries for one partition (values in the table's key order)."""
     by_name = dict(zip(keys, values))
     out = []

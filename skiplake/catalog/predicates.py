@@ -55,9 +55,10 @@ class _GlueWriter(BooleanVisitor["str | None"]):
 
     def visit_in(self, node: InList) -> str | None:
         items = [glue_literal(v) for v in node.values]
-        if node.has_null or any(i is None for i in items):
+        known = [i for i in items if i is not None]
+        if node.has_null or len(known) < len(items):
             return None
-        return f"{node.col.name} IN ({', '.join(items)})"  # type: ignore[arg-type]
+        return f"{node.col.name} IN ({', '.join(known)})"
 
     def visit_is_null(self, node: IsNull) -> str | None:
         return f"{node.col.name} IS NULL"
@@ -68,10 +69,12 @@ class _GlueWriter(BooleanVisitor["str | None"]):
         return f"{node.col.name} LIKE {glue_literal(node.prefix + '%')}"
 
     def visit_and(self, node: And, children: list[str | None]) -> str | None:
-        return None if any(c is None for c in children) else "(" + " AND ".join(children) + ")"  # type: ignore[arg-type]
+        known = [c for c in children if c is not None]
+        return None if len(known) < len(children) else "(" + " AND ".join(known) + ")"
 
     def visit_or(self, node: Or, children: list[str | None]) -> str | None:
-        return None if any(c is None for c in children) else "(" + " OR ".join(children) + ")"  # type: ignore[arg-type]
+        known = [c for c in children if c is not None]
+        return None if len(known) < len(children) else "(" + " OR ".join(known) + ")"
 
     def visit_not(self, node: Not, child: str | None) -> str | None:
         return None if child is None else f"NOT ({child})"

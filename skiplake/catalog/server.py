@@ -27,7 +27,7 @@ import ssl
 import sys
 import threading
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 from skiplake.extras import require
 
@@ -37,6 +37,9 @@ from skiplake.catalog.app import ACCESS_LOG, GlueApp, Limits
 from skiplake.catalog.auth import DatabaseSignatures, Principal, Verifier, load_principals
 from skiplake.catalog.service import GlueCatalog
 from skiplake.errors import CatalogError, InvalidArgumentError
+
+if TYPE_CHECKING:
+    import uvicorn
 
 OPTIONS_ENV = "SKIPLAKE_CATALOG_SERVE"
 
@@ -121,13 +124,14 @@ def worker_app() -> GlueApp:
     return build_app(ServeOptions.from_json(os.environ[OPTIONS_ENV]))
 
 
-def _uvicorn_config(options: ServeOptions, app: object, log_level: str = "info") -> "uvicorn.Config":  # noqa: F821
+def _uvicorn_config(options: ServeOptions, app: GlueApp | str, log_level: str = "info") -> uvicorn.Config:
     import uvicorn
     return uvicorn.Config(
         app, host=options.host, port=options.port, workers=options.workers, factory=isinstance(app, str),
         loop="auto", http="auto", lifespan="on", access_log=False, log_level=log_level, server_header=False,
         proxy_headers=False, ws="none", timeout_keep_alive=options.keep_alive,
-        timeout_graceful_shutdown=options.graceful_timeout,  # type: ignore[arg-type] (uvicorn awaits it as seconds)
+        # uvicorn annotates it int, but only hands it to asyncio.wait_for as a timeout in seconds
+        timeout_graceful_shutdown=options.graceful_timeout,  # type: ignore[arg-type]  # uvicorn says int; a float works
         limit_concurrency=options.max_connections,
         ssl_certfile=options.tls_cert, ssl_keyfile=options.tls_key)
 
@@ -169,6 +173,7 @@ class CatalogServer:
         # Embedded, uvicorn's own start and stop lines would only interleave with the host's output.
         self._server = uvicorn.Server(_uvicorn_config(self.options, self.app, log_level="warning"))
         self._thread: threading.Thread | None = None
+        self._failure: Exception | None = None   # why the server thread ended, for start() to report
 
     @property
     def address(self) -> tuple[str, int]:
@@ -187,7 +192,7 @@ class CatalogServer:
             self._failure = e
 
     def start(self) -> "CatalogServer":
-        self._failure: Exception | None = None
+        self._failure = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="catalog-server")
         self._thread.start()
         while not self._server.started and self._thread.is_alive():
@@ -196,9 +201,14 @@ class CatalogServer:
             endpoint = self.endpoint
             self._socket.close()
             self.app.close()
-            why = f"{type(self._failure).__name__}: {self._failure}" if self._failure else "uvicorn logged why"
-            raise CatalogError(f"the catalog server on {endpoint} did not start ({why})")
+            raise CatalogError(f"the catalog server on {endpoint} did not start ({self._why_not_started()})")
         return self
+
+    def _why_not_started(self) -> str:
+        # Its own method: the server thread sets _failure after start() resets it, so read inline
+        # in start() the type checker would take it for still None.
+        failure = self._failure
+        return f"{type(failure).__name__}: {failure}" if failure else "uvicorn logged why"
 
     def stop(self) -> None:
         self._server.should_exit = True

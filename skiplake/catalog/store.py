@@ -10,6 +10,8 @@ release migrates it (none yet), a newer one is refused.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from skiplake.extras import CATALOG_STORE, require
 
 require("catalog", "the Glue-compatible catalog", CATALOG_STORE)
@@ -29,7 +31,9 @@ from sqlalchemy import (
     event,
     select,
 )
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import CursorResult, Engine
+from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.pool import ConnectionPoolEntry
 
 from skiplake.errors import CatalogError
 from skiplake.extras import require_database
@@ -111,7 +115,7 @@ def connect(url: str) -> Engine:
     engine = create_engine(url, future=True)
     if engine.dialect.name == "sqlite":
         @event.listens_for(engine, "connect")
-        def _sqlite_pragmas(conn, _record) -> None:  # noqa: ANN001 (DBAPI objects)
+        def _sqlite_pragmas(conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
             cur = conn.cursor()
             cur.execute("PRAGMA foreign_keys = ON")
             cur.execute("PRAGMA journal_mode = WAL")   # readers do not block the writer
@@ -119,6 +123,15 @@ def connect(url: str) -> Engine:
             cur.close()
     migrate(engine)
     return engine
+
+
+def inserted_id(result: CursorResult[Any]) -> int:
+    """The generated id of the row a single-row INSERT added."""
+    key = result.inserted_primary_key
+    # None only when an implicit RETURNING gave no row: an INSERT of one row that succeeded
+    # always returns one (an executemany raises instead).
+    assert key is not None
+    return key[0]
 
 
 def migrate(engine: Engine) -> None:

@@ -49,9 +49,9 @@ class TableOperations(CatalogCore):
                 raise AlreadyExistsError(f"Table {name} already exists in database {DatabaseName}.")
             body = {k: v for k, v in TableInput.items() if k != "Name"}
             now = now_seconds()
-            table_id = conn.execute(insert(store.tables).values(
+            table_id = store.inserted_id(conn.execute(insert(store.tables).values(
                 database=DatabaseName.lower(), name=name, body=json.dumps(body, default=str),
-                create_time=now, update_time=now)).inserted_primary_key[0]
+                create_time=now, update_time=now)))
             keys = key_types(body)
             for idx in indexes:
                 add_index(conn, table_id, keys, idx, status="ACTIVE")  # no partitions yet

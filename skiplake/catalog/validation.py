@@ -112,7 +112,7 @@ def _check_integer(value: Any, shape: dict[str, Any], path: str, errors: list[st
 def _check_number(value: Any, shape: dict[str, Any], path: str, errors: list[str], depth: int) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return _type_error(path, "a number", errors)
-    _check_size(value, shape, path, errors, "have value")  # type: ignore[arg-type]
+    _check_size(value, shape, path, errors, "have value")
 
 
 def _check_boolean(value: Any, shape: dict[str, Any], path: str, errors: list[str], depth: int) -> None:

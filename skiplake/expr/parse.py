@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import struct
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeGuard
 
 import sqlglot
 from sqlglot import exp
@@ -41,6 +41,8 @@ def parse_sql(text: str) -> exp.Expression:
         raise InvalidPredicateError(text, f"it is not valid Spark SQL: {e}") from None
     if tree is None:
         raise InvalidPredicateError(text, "it is empty")
+    # sqlglot types the tree as its base trait Expr; every node it builds is an Expression
+    assert isinstance(tree, exp.Expression)
     return tree
 
 
@@ -84,7 +86,7 @@ def bind_conjuncts(text: str, schema: Schema) -> Node | None:
     return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
 
 
-def and_conjuncts(node: exp.Expression) -> list[exp.Expression]:
+def and_conjuncts(node: exp.Expr) -> list[exp.Expr]:
     """The parts of a sqlglot tree joined by AND (parentheses seen through)."""
     if isinstance(node, exp.Paren):
         return and_conjuncts(node.this)
@@ -111,15 +113,15 @@ class _Binder:
                 self.text, f"unknown column {name!r}; the table's columns are {', '.join(self.schema.names)}")
         return Col(field.name, field.type)
 
-    def usable(self, node: exp.Expression) -> bool:
+    def usable(self, node: exp.Expr) -> TypeGuard[exp.Column]:
         """A column the evaluators can reason about: top-level and of a primitive type."""
         return isinstance(node, exp.Column) and not self.nested(node) and is_primitive(self.col(node).type)
 
-    def opaque(self, node: exp.Expression) -> Opaque:
+    def opaque(self, node: exp.Expr) -> Opaque:
         cols = tuple(sorted({self.col(c).name for c in node.find_all(exp.Column)}))
         return Opaque(node.sql(dialect="spark"), cols)
 
-    def bind(self, node: exp.Expression) -> Node:
+    def bind(self, node: exp.Expr) -> Node:
         if type(node) in _CMP_NODES:
             return self.comparison(node, _CMP_NODES[type(node)])
         for kind, method in _BINDERS:
@@ -175,13 +177,14 @@ class _Binder:
             return Cmp("=", c, True)
         return self.opaque(node)
 
-    def comparison(self, node: exp.Expression, op: str) -> Node:
+    def comparison(self, node: exp.Expr, op: str) -> Node:
         left, right = node.this, node.expression
         if self.usable(right) and not isinstance(left, exp.Column):
             left, right, op = right, left, FLIPPED[op]
         return self.comparison_parts(left, right, op, node)
 
-    def comparison_parts(self, left: exp.Expression, right: exp.Expression, op: str, whole: exp.Expression) -> Node:
+    def comparison_parts(self, left: exp.Expr, right: exp.Expr | None, op: str, whole: exp.Expr) -> Node:
+        """`left op right`; a `right` that is missing (a BETWEEN without a bound) is no literal."""
         if not self.usable(left):
             return self.opaque(whole)
         col = self.col(left)
@@ -237,7 +240,7 @@ _BINDERS: tuple[tuple[type, Any], ...] = (
 )
 
 
-def literal_value(node: exp.Expression) -> Any:
+def literal_value(node: exp.Expr | None) -> Any:
     """The Python value of a literal expression, or _NOT_A_LITERAL."""
     if isinstance(node, exp.Paren):
         return literal_value(node.this)

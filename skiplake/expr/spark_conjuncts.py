@@ -169,7 +169,7 @@ def _literal(text: str) -> exp.Expression:
     if text.endswith("BD"):
         # sqlglot's reading: DECIMAL(digits, digits after the point), from the text as written
         _, digits, exponent = Decimal(text[:-2]).as_tuple()
-        precision, scale = len(digits), -int(exponent)  # type: ignore[operator]
+        precision, scale = len(digits), -int(exponent)
         return exp.TryCast(this=exp.Literal.string(text[:-2]),
                            to=exp.DataType.build(f"DECIMAL({max(precision, scale)}, {scale})"))
     if text.endswith("L"):

@@ -77,10 +77,10 @@ class _Columns(BooleanVisitor[frozenset[str]]):
     def visit_opaque(self, node: Opaque) -> frozenset[str]:
         return frozenset(node.columns)
 
-    def visit_cmp(self, node: Cmp) -> frozenset[str]:
+    def visit_cmp(self, node: Cmp | InList | IsNull | StartsWith) -> frozenset[str]:
         return frozenset({node.col.name})
 
-    visit_in = visit_is_null = visit_starts_with = visit_cmp  # type: ignore[assignment]
+    visit_in = visit_is_null = visit_starts_with = visit_cmp   # every leaf test names its one column
 
     def visit_and(self, node: And, children: list[frozenset[str]]) -> frozenset[str]:
         return frozenset().union(*children)
@@ -94,4 +94,5 @@ class _Columns(BooleanVisitor[frozenset[str]]):
 
 def columns_of(node: Node) -> set[str]:
     """Names of the columns a predicate refers to."""
-    return set(visit(node, _Columns()))
+    found: frozenset[str] = visit(node, _Columns())
+    return set(found)

@@ -61,7 +61,7 @@ class BucketSpec:
 
     def resolved(self, table_path: str, schema: Schema, partition_columns: Sequence[str]) -> "BucketSpec":
         """This spec with column names spelled as in the schema; a clear error when it cannot be."""
-        n = self.num_buckets
+        n: object = self.num_buckets   # as the caller passed it (typed or not): checked here, not trusted
         if not isinstance(n, int) or isinstance(n, bool) or not 0 < n <= MAX_BUCKETS:
             raise InvalidArgumentError(
                 f"{table_path}: BucketSpec.num_buckets must be an integer from 1 to {MAX_BUCKETS:,}, not {n!r}")
@@ -130,7 +130,7 @@ def files_without_bucket_ids(files: Sequence["AddFile"], spec: BucketSpec) -> li
             or not 0 <= b < spec.num_buckets]
 
 
-def bucket_id_of_tags(tags: Mapping[str, str] | None) -> int | None:
+def bucket_id_of_tags(tags: Mapping[str, str | None] | None) -> int | None:
     """A file's bucket id from its add action's tags; None when it has none (or not a number)."""
     value = (tags or {}).get(BUCKET_TAG)
     return int(value) if value is not None and value.isdigit() else None

@@ -381,7 +381,8 @@ def spark_hash(columns: Sequence[pa.Array | pa.ChunkedArray], types: Sequence[An
 def bucket_ids(columns: Sequence[pa.Array | pa.ChunkedArray], types: Sequence[Any],
                num_buckets: int) -> np.ndarray:
     """Spark's `pmod(hash(c1, c2, ...), num_buckets)` of every row, as int32 in [0, num_buckets)."""
-    if isinstance(num_buckets, bool) or not isinstance(num_buckets, (int, np.integer)) or num_buckets < 1:
+    n: object = num_buckets   # as the caller passed it (typed or not): checked here, not trusted
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InvalidArgumentError(f"num_buckets must be a positive integer, not {num_buckets!r}")
     # NumPy's % takes the divisor's sign, so for n > 0 it is already pmod.
     return (spark_hash(columns, types).astype(np.int64) % int(num_buckets)).astype(np.int32)

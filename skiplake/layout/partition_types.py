@@ -73,7 +73,8 @@ def _is_timestamp(text: str) -> bool:
     if not m:
         return False
     try:
-        dt.datetime(*(int(m.group(i)) for i in range(1, 7)))
+        year, month, day, hour, minute, second = (int(m.group(i)) for i in range(1, 7))
+        dt.datetime(year, month, day, hour, minute, second)
         return True
     except ValueError:
         return False

@@ -11,7 +11,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Union
+from typing import Any, Callable, Iterable, Mapping, Union
 
 from skiplake.log.schema import Schema
 
@@ -105,7 +105,9 @@ class Metadata:
                 out.append(f"metaData.schemaString is not a Delta schema ({type(e).__name__}: {e})")
         if not all(isinstance(c, str) for c in self.partitionColumns):
             out.append(f"metaData.partitionColumns is {_shown(list(self.partitionColumns))}, not a list of names")
-        if not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in self.configuration.items()):
+        # from_json keeps the log's map as it is: its keys and values may be anything here
+        entries: Iterable[tuple[object, object]] = self.configuration.items()
+        if not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in entries):
             out.append("metaData.configuration holds a key or value that is not a string")
         return out
 
@@ -131,7 +133,7 @@ class AddFile:
     modificationTime: int
     dataChange: bool = True
     stats: str | None = None
-    tags: dict[str, str] | None = None
+    tags: Mapping[str, str | None] | None = None   # values as the log holds them: null is read as is
     deletionVector: dict[str, Any] | None = None
     clusteringProvider: str | None = None   # set on the files a clustering implementation wrote
     # Row tracking: the row id of the file's first row, and the version that added the file.
@@ -150,7 +152,7 @@ class AddFile:
     @staticmethod
     def from_json(d: dict[str, Any]) -> "AddFile":
         return AddFile(_field(d, "add", "path", str, required=True),
-                       _string_map(d, "add", "partitionValues", default={}),
+                       _string_map(d, "add", "partitionValues") or {},
                        _field(d, "add", "size", int, required=True),
                        _field(d, "add", "modificationTime", int, default=0),
                        _field(d, "add", "dataChange", bool, default=True),
@@ -180,7 +182,7 @@ class RemoveFile:
     extendedFileMetadata: bool | None = None
     partitionValues: dict[str, str | None] | None = None
     size: int | None = None
-    tags: dict[str, str] | None = None
+    tags: Mapping[str, str | None] | None = None   # values as the log holds them: null is read as is
     deletionVector: dict[str, Any] | None = None
     baseRowId: int | None = None                 # the removed add's, kept (row tracking)
     defaultRowCommitVersion: int | None = None
@@ -212,7 +214,7 @@ class AddCDCFile:
     partitionValues: dict[str, str | None]
     size: int
     dataChange: bool = False
-    tags: dict[str, str] | None = None
+    tags: Mapping[str, str | None] | None = None   # values as the log holds them: null is read as is
 
     def to_json(self) -> dict[str, Any]:
         return _drop_none({"path": self.path, "partitionValues": dict(self.partitionValues), "size": self.size,
@@ -221,7 +223,7 @@ class AddCDCFile:
     @staticmethod
     def from_json(d: dict[str, Any]) -> "AddCDCFile":
         return AddCDCFile(_field(d, "cdc", "path", str, required=True),
-                          _string_map(d, "cdc", "partitionValues", default={}),
+                          _string_map(d, "cdc", "partitionValues") or {},
                           _field(d, "cdc", "size", int, required=True),
                           _field(d, "cdc", "dataChange", bool, default=False), _string_map(d, "cdc", "tags"))
 
@@ -306,7 +308,7 @@ _NAMES: dict[type, str] = {
     Protocol: "protocol", Metadata: "metaData", AddFile: "add", RemoveFile: "remove",
     AddCDCFile: "cdc", DomainMetadata: "domainMetadata", Txn: "txn", CommitInfo: "commitInfo",
 }
-_PARSERS = {
+_PARSERS: dict[str, Callable[[dict[str, Any]], Action]] = {
     "protocol": Protocol.from_json, "metaData": Metadata.from_json, "add": AddFile.from_json,
     "remove": RemoveFile.from_json, "cdc": AddCDCFile.from_json, "domainMetadata": DomainMetadata.from_json,
     "txn": Txn.from_json, "commitInfo": CommitInfo.from_json,
@@ -343,11 +345,11 @@ def _names(values: list | None, where: str) -> tuple[str, ...] | None:
     return tuple(values)
 
 
-def _string_map(d: dict[str, Any], action: str, name: str, default: Any = None) -> dict[str, str | None] | None:
-    """A map field (partitionValues, tags): string keys to string or null values."""
+def _string_map(d: dict[str, Any], action: str, name: str) -> dict[str, str | None] | None:
+    """A map field (partitionValues, tags): string keys to string or null values; None if absent."""
     value = _field(d, action, name, dict)
     if value is None:
-        return default
+        return None
     if not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()):
         raise FieldError(f"{action}.{name} is {_shown(value)}, not a map of strings")
     return dict(value)

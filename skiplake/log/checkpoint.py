@@ -99,7 +99,7 @@ def _singleton_rows(snapshot: Snapshot) -> list[dict]:
     proto_row = {"minReaderVersion": p.minReaderVersion, "minWriterVersion": p.minWriterVersion,
                  "readerFeatures": list(p.readerFeatures) if p.readerFeatures is not None else None,
                  "writerFeatures": list(p.writerFeatures) if p.writerFeatures is not None else None}
-    rows = [{"protocol": proto_row}, {"metaData": meta_row}]
+    rows: list[dict] = [{"protocol": proto_row}, {"metaData": meta_row}]
     rows += [{"txn": {"appId": t.appId, "version": t.version, "lastUpdated": t.lastUpdated}}
              for t in snapshot.txns.values()]
     rows += [{"domainMetadata": d.to_json()} for d in snapshot.domains.values()]

@@ -99,9 +99,10 @@ def _typed_fields(schema: pa.Schema) -> frozenset[str] | None:
 
 def _typed_stats(storage: Storage, names: list[str], schemas: list[pa.Schema]) -> TypedStats | None:
     fields = [_typed_fields(s) for s in schemas]
-    if not fields or any(f is None for f in fields):
+    present = [f for f in fields if f is not None]
+    if not fields or len(present) < len(fields):
         return None
-    return TypedStats(storage, names, frozenset.intersection(*fields))  # type: ignore[arg-type]
+    return TypedStats(storage, names, frozenset.intersection(*present))
 
 
 def _parquet_file(storage: Storage, name: str) -> pq.ParquetFile:
@@ -176,7 +177,7 @@ def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:
     adds: list[AddFile] = []
     removes: list[RemoveFile] = []
     domains: list[DomainMetadata] = []
-    sidecar_rows: list[dict] = []
+    sidecar_rows: list[object] = []   # as the log holds them; _sidecar_names checks each
     for obj in _json_objects(storage, name):
         if "sidecar" in obj:
             sidecar_rows.append(obj["sidecar"])
@@ -235,7 +236,7 @@ def json_lines(where: str, data: bytes) -> list[tuple[int, dict]]:
     return out
 
 
-def _sidecar_names(rows: Iterable[dict]) -> tuple[str, ...]:
+def _sidecar_names(rows: Iterable[object]) -> tuple[str, ...]:
     """Where each sidecar is, under the log folder. The protocol keeps every sidecar in
     `_delta_log/_sidecars`; a path with folders in it is read by its file name there."""
     names = []
@@ -325,9 +326,9 @@ def _conform(array: pa.Array, type_: pa.DataType) -> pa.Array:
 def actions_to_arrow(actions: Iterable[AddFile] | Iterable[RemoveFile], schema: pa.Schema) -> pa.Table:
     """Add actions as FILES_SCHEMA rows, or remove actions as TOMBSTONES_SCHEMA rows: each column
     is the action's field of that name, a map field as the map's items."""
-    actions = list(actions)
+    listed: list[AddFile | RemoveFile] = list(actions)
 
     def column(f: pa.Field) -> list:
-        values = [getattr(a, f.name) for a in actions]
+        values = [getattr(a, f.name) for a in listed]
         return [map_items(v) for v in values] if f.type == STRING_MAP else values
     return pa.Table.from_pydict({f.name: column(f) for f in schema}, schema=schema)

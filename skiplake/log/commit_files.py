@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from skiplake.errors import CommitFailedError, TableAlreadyExistsError
 from skiplake.log.actions import Action, CommitInfo, Metadata, Protocol, encode_commit, now_ms
@@ -92,7 +92,7 @@ def _maybe_checkpoint(snapshot: Snapshot, version: int, commits: list[tuple[int,
 
 
 def put_first_commit(table_path: str, info: CommitInfo, protocol: Protocol, metadata: Metadata,
-                     actions: list[Action] | None = None) -> Snapshot:
+                     actions: Sequence[Action] | None = None) -> Snapshot:
     """Write version 0. Exactly one of several concurrent creators wins; the others get
     TableAlreadyExistsError and nothing of theirs is written."""
     storage = log_storage(table_path)

@@ -14,6 +14,7 @@ for the bucket (`set_bucket_options`, what `Lake(..., storage_options=...)` call
 """
 from __future__ import annotations
 
+import builtins
 import io
 import logging
 import os
@@ -21,7 +22,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from skiplake.errors import (
     BucketNotFoundError,
@@ -145,12 +146,12 @@ def connection_for(bucket: str) -> Connection:
     return Connection(endpoint, region, frozen.access_key, frozen.secret_key, frozen.token)
 
 
-def _code(error: Exception) -> str:
+def _code(error: BaseException | None) -> str:
     response = getattr(error, "response", None) or {}
     return str(response.get("Error", {}).get("Code", ""))
 
 
-def _status(error: Exception) -> int:
+def _status(error: BaseException | None) -> int:
     response = getattr(error, "response", None) or {}
     return int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
 
@@ -265,7 +266,7 @@ class S3Storage(Storage):
                 return True
             except StorageError as e:
                 cause = e.__cause__
-                code, status = _code(cause), _status(cause)  # type: ignore[arg-type]
+                code, status = _code(cause), _status(cause)
                 if code == "PreconditionFailed" or status == 412:
                     return self._ours_after_retry(cause, name, data)
                 if code == "ConditionalRequestConflict" or status == 409:
@@ -348,14 +349,15 @@ class S3Storage(Storage):
                 name = obj["Key"][len(self.prefix):]
                 if name and not name.startswith("."):
                     meta = (int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000))
-                    out.append(FileInfo(name, lambda m=meta: m))
+                    out.append(FileInfo(name, _known(meta)))
         return out
 
-    def dirs(self) -> list[str]:
+    # builtins.list: in this class, after `def list`, a bare `list` names that method
+    def dirs(self) -> builtins.list[str]:
         return [p["Prefix"][len(self.prefix):].rstrip("/") for page in self._pages(True, None)
                 for p in page.get("CommonPrefixes", [])]
 
-    def walk(self) -> list[ObjectInfo]:
+    def walk(self) -> builtins.list[ObjectInfo]:
         out = []
         for page in self._pages(False, None):
             for obj in page.get("Contents", []):
@@ -364,8 +366,13 @@ class S3Storage(Storage):
                     out.append(ObjectInfo(name, int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000)))
         return out
 
-    def open_input(self, name: str, size: int | None = None) -> BinaryIO:
+    def open_input(self, name: str, size: int | None = None) -> RangeReader:
         return RangeReader(self, name, self.size(name) if size is None else size)
+
+
+def _known(size_mtime: tuple[int, int]) -> Callable[[], tuple[int, int]]:
+    """A FileInfo's stat when the listing already gave it."""
+    return lambda: size_mtime
 
 
 class RangeReader(io.RawIOBase):

@@ -115,9 +115,9 @@ def indexed_columns(schema: Schema, skip: set[str], limit: int,
     out: list[tuple[tuple[str, ...], Any]] = []
     named = {tuple(p.lower() for p in column_path_parts(n)) for n in stats_columns} if stats_columns is not None else None
 
-    def wanted(path: tuple[str, ...]) -> bool:
+    def wanted(path: tuple[str, ...], names: set[tuple[str, ...]]) -> bool:
         lowered = tuple(p.lower() for p in path)
-        return any(lowered[:i] in named for i in range(1, len(lowered) + 1))  # type: ignore[operator]
+        return any(lowered[:i] in names for i in range(1, len(lowered) + 1))
 
     def walk(prefix: tuple[str, ...], type_: Any) -> None:
         if named is None and limit >= 0 and len(out) >= limit:
@@ -127,7 +127,7 @@ def indexed_columns(schema: Schema, skip: set[str], limit: int,
                 walk(prefix + (f["name"],), f["type"])
         elif isinstance(type_, dict):
             return  # arrays and maps get no stats
-        elif named is None or wanted(prefix):
+        elif named is None or wanted(prefix, named):
             out.append((prefix, type_))
 
     for f in schema.fields:

@@ -8,7 +8,9 @@ rename). An object store implements the same method with a conditional PUT (If-N
 """
 from __future__ import annotations
 
+import builtins
 import errno
+import io
 import os
 import uuid
 from abc import ABC, abstractmethod
@@ -56,7 +58,7 @@ class Storage(ABC):
         """The whole file; FileNotFoundError if there is none."""
 
     @abstractmethod
-    def open_input(self, name: str, size: int | None = None) -> BinaryIO:
+    def open_input(self, name: str, size: int | None = None) -> BinaryIO | io.RawIOBase:
         """A seekable binary reader of the file (Parquet footers are read from its end)."""
 
     @abstractmethod
@@ -160,7 +162,8 @@ class LocalStorage(Storage):
     def open_input(self, name: str, size: int | None = None) -> BinaryIO:
         return open(self._full(name), "rb")
 
-    def walk(self) -> list[ObjectInfo]:
+    # builtins.list: in this class, after `def list`, a bare `list` names that method
+    def walk(self) -> builtins.list[ObjectInfo]:
         out = []
         for root, _dirs, files in os.walk(self.root):
             for f in files:
@@ -172,11 +175,11 @@ class LocalStorage(Storage):
                 out.append(ObjectInfo(os.path.relpath(full, self.root), st.st_size, int(st.st_mtime * 1000)))
         return out
 
-    def delete_many(self, names: list[str]) -> None:
+    def delete_many(self, names: builtins.list[str]) -> None:
         for name in names:
             self.delete(name)
 
-    def dirs(self) -> list[str]:
+    def dirs(self) -> builtins.list[str]:
         try:
             return [e.name for e in os.scandir(self.root) if e.is_dir()]
         except (FileNotFoundError, NotADirectoryError):

@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import os
-from typing import BinaryIO
 
 from skiplake.log.location import basename, dirname, is_remote, join, norm
-from skiplake.log.s3 import S3Storage
+from skiplake.log.s3 import RangeReader, S3Storage
 from skiplake.log.storage import LocalStorage, Storage
 
 
@@ -14,7 +13,7 @@ def storage_at(root: str) -> Storage:
     return S3Storage(root) if is_remote(root) else LocalStorage(root)
 
 
-def parquet_source(path: str, size: int | None = None) -> str | BinaryIO:
+def parquet_source(path: str, size: int | None = None) -> str | RangeReader:
     """What pyarrow reads a file from: the path itself on disks, a ranged reader on object stores
     (`size`, when known, saves a request)."""
     if not is_remote(path):

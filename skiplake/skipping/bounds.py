@@ -184,8 +184,8 @@ def compare(op: str, lo: Any, hi: Any, exact: bool, v: Any) -> tuple[bool, bool]
     if op not in RANGE_TESTS:
         return True, True
     bounds = {"min": lo, "max": hi}
-    return tuple(bounds[b] is None or _PYTHON[test](bounds[b], v)  # type: ignore[return-value]
-                 for b, test in RANGE_TESTS[op])
+    may_true, may_false = (bounds[b] is None or _PYTHON[test](bounds[b], v) for b, test in RANGE_TESTS[op])
+    return may_true, may_false
 
 
 def compare_arrays(op: str, lo: pa.Array, hi: pa.Array, exact: np.ndarray,

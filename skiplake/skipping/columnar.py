@@ -167,6 +167,9 @@ def _leaf_by_file(node: Node, col: ColumnStats) -> Masks:
     t, f, n = np.zeros(size, bool), np.zeros(size, bool), np.zeros(size, bool)
     for i in range(size):
         rng = ColumnRange(los[i], his[i], bool(col.may_null[i]), bool(col.all_null[i]), bool(col.exact[i]))
-        out = evaluate(node, lambda _name, r=rng: r)
+
+        def lookup(_name: str, r: ColumnRange = rng) -> ColumnRange:
+            return r
+        out = evaluate(node, lookup)
         t[i], f[i], n[i] = True in out, False in out, None in out
     return Masks(t, f, n)

@@ -60,7 +60,10 @@ def stats_table(snapshot: Snapshot) -> StatsTable:
     if entry is not None and entry[0]() is snapshot:
         return entry[1]
     table = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns, snapshot.parsed_stats)
-    _STATS[key] = (weakref.ref(snapshot, lambda _ref, k=key: _STATS.pop(k, None)), table)
+
+    def forget(_ref: weakref.ref[Snapshot], k: int = key) -> None:
+        _STATS.pop(k, None)
+    _STATS[key] = (weakref.ref(snapshot, forget), table)
     return table
 
 

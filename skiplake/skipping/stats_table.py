@@ -273,7 +273,7 @@ class StatsTable:
         back = np.argsort(order, kind="stable")
         merged = {name: tuple(pa.concat_arrays([a, b]).take(pa.array(back))
                               for a, b in zip(columns[name], rest_columns[name])) for name in names}
-        return np.concatenate([records, rest_records])[back], merged  # type: ignore[misc]
+        return np.concatenate([records, rest_records])[back], merged
 
     def _positions(self, typed_paths: pa.Array) -> pa.Array:
         """For each file, the row of its typed stats (null: none). A snapshot's files start with

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.layout.bucket_spec import bucket_spec_of
@@ -184,7 +184,7 @@ def _by_cube(files: Sequence[AddFile], wanted: list[str]
     return new, cubes, other
 
 
-def _cube_columns(tags: dict[str, str | None]) -> list[str] | None:
+def _cube_columns(tags: Mapping[str, str | None]) -> list[str] | None:
     try:
         names = json.loads(tags.get(ZCUBE_ZORDER_BY) or "null")
     except ValueError:

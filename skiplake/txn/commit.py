@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import replace
-from typing import Any, Collection
+from typing import Any, Collection, Sequence
 
 from skiplake.errors import AppendOnlyTableError, ConcurrentWriteException, SchemaMismatchError
 from skiplake.log.actions import Action, CommitInfo, DomainMetadata, Metadata, Protocol, RemoveFile, now_ms
@@ -101,7 +101,7 @@ def _operation(actions: list[Action]) -> str:
 
 
 def create(table_path: str, metadata: Metadata, protocol: Protocol | None = None,
-           actions: list[Action] | None = None, operation: str = "CREATE TABLE",
+           actions: Sequence[Action] | None = None, operation: str = "CREATE TABLE",
            operation_parameters: dict[str, Any] | None = None,
            operation_metrics: dict[str, str] | None = None) -> Snapshot:
     """Write version 0 of a new table (TableAlreadyExistsError if another creator won)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 import pyarrow as pa
 
@@ -16,6 +17,7 @@ from skiplake.errors import (
     ConcurrentAppendException,
     ConcurrentDeleteDeleteException,
     ConcurrentDeleteReadException,
+    ConcurrentModificationError,
     ConcurrentTransactionException,
     MetadataChangedException,
     ProtocolChangedException,
@@ -69,7 +71,7 @@ class _Winner:
         pv = _logical_values(self.snapshot, action.partitionValues or {})
         return f"partition {partition_dir(parts, pv)!r} of {table}" if parts and pv else table
 
-    def raise_(self, error: type[Exception], message: str) -> None:
+    def raise_(self, error: type[ConcurrentModificationError], message: str) -> None:
         raise error(f"{self.said} {message}", winning_version=self.version, winning_operation=self.operation)
 
     def same_rows(self, path: str, rows: int) -> None:
@@ -244,10 +246,11 @@ def _maybe_seen(won: _Winner, read_set: ReadSet, marked: set[str]) -> list[AddFi
 
 def _may_be_read(snapshot: Snapshot, added: AddFile, read_set: ReadSet) -> bool:
     """Whether the added file's partition values and stats allow a row some read predicate matches."""
-    schema, mode, stats = snapshot.schema, snapshot.column_mapping, added.stats
-    if mode != "none" and stats:  # the log keys stats by physical names; reads name logical columns
+    schema, mode = snapshot.schema, snapshot.column_mapping
+    stats: str | dict[str, Any] | None = added.stats
+    if mode != "none" and added.stats:  # the log keys stats by physical names; reads name logical columns
         # Parsed with Decimal (as file_lookup parses): a float would round a decimal's bounds.
-        stats = logical_stats(json.loads(stats, parse_float=Decimal), schema, mode)
+        stats = logical_stats(json.loads(added.stats, parse_float=Decimal), schema, mode)
     lookup = file_lookup(schema, _logical_values(snapshot, added.partitionValues), stats)
     return any(may_match(p, lookup) for p in read_set.predicates)
 

@@ -99,7 +99,11 @@ def target_version(table_path: str, latest: int, version: int | None,
     older than the latest."""
     if (version is None) == (timestamp is None):
         raise InvalidArgumentError(f"{table_path}: restore needs exactly one of version= or timestamp=")
-    chosen = version if version is not None else version_at(table_path, timestamp)  # type: ignore[arg-type]
+    if version is not None:
+        chosen = version
+    else:
+        assert timestamp is not None   # exactly one of the two is given: checked above
+        chosen = version_at(table_path, timestamp)
     if chosen < 0 or chosen >= latest:
         at = f"version {version}" if version is not None else f"timestamp {timestamp} (version {chosen})"
         raise InvalidArgumentError(

@@ -159,9 +159,12 @@ def placements(actions: list[Action], table_path: str = "", row_id_column: str |
     for a in actions:
         if not isinstance(a, AddFile) or a.dataChange or not a.tags or COMPACTED_FROM not in a.tags:
             continue
+        listed = a.tags[COMPACTED_FROM]
+        if listed is None:
+            continue  # a null tag (as the log may hold one) is no list skiplake wrote either
         try:
             offset = 0
-            for entry in json.loads(a.tags[COMPACTED_FROM]):
+            for entry in json.loads(listed):
                 rows = int(entry["rows"])
                 out[str(entry["path"])] = Placement(a.path, offset, rows, entry.get("deletionVector"))
                 offset += rows
@@ -274,7 +277,7 @@ def rebase_compaction(table_path: str, moved: dict[str, AnyPlacement], winner: l
         mine = ours[path]
         replaced[id(mine)] = None if their_add is None else their_add.remove(mine.deletionTimestamp, data_change=False)
     for a in actions:
-        if isinstance(a, AddFile) and sum(len(m) for m in new.get(a.path, ())):
+        if isinstance(a, AddFile) and sum(len(m) for m in new.get(a.path, ())) > 0:
             replaced[id(a)] = _marked(table_path, a, new[a.path], conflict, data_change=False)
     out: list[Action] = []
     for a in actions:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, replace
-from typing import Collection, Mapping
+from typing import Collection, Mapping, Sequence
 
 from skiplake.errors import CorruptLogError
 from skiplake.log.actions import Action, AddFile, DomainMetadata, Protocol, RemoveFile
@@ -93,7 +93,7 @@ class RowIds:
             if isinstance(a, DomainMetadata) and a.domain == DOMAIN and not a.removed:
                 self.mark = max(self.mark, high_water_mark(self.table_path, a.configuration))
 
-    def assign(self, version: int, actions: list[Action]) -> list[Action]:
+    def assign(self, version: int, actions: Sequence[Action]) -> list[Action]:
         """`actions` as committed at `version`: each new file with its row ids and commit
         version, the mark moved past them (a domain action), `self.mark` unchanged (an attempt
         may fail; the next starts from the same mark)."""

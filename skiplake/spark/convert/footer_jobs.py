@@ -14,7 +14,7 @@ the tasks, as Hadoop's S3A settings are) or the executors' own AWS credential ch
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -32,8 +32,9 @@ FILES_PER_TASK = 64
 MAGIC = b"PAR1"
 TAIL_BYTES = 64 * 1024           # one read gets the footer of most files
 
-Footer = pq.FileMetaData | Exception
-Reader = Callable[[Iterator[tuple[int, str]]], Iterator[tuple[int, bytes | None, str | None]]]
+Footer: TypeAlias = pq.FileMetaData | Exception
+# What RDD.mapPartitions takes: a partition's items in, any iterable of results out.
+Reader = Callable[[Iterable[tuple[int, str]]], Iterable[tuple[int, bytes | None, str | None]]]
 
 
 def job_threshold(spark: "SparkSession", given: int | None = None) -> int:
@@ -48,7 +49,7 @@ def footer_reader(s3_options: dict[str, str]) -> Reader:
     """The executor function: (index, path) pairs to (index, footer bytes, error). It closes over
     plain values only, so cloudpickle ships it whole and the executors never import skiplake."""
 
-    def read(items: Iterator[tuple[int, str]]) -> Iterator[tuple[int, bytes | None, str | None]]:
+    def read(items: Iterable[tuple[int, str]]) -> Iterator[tuple[int, bytes | None, str | None]]:
         import pyarrow.fs as pafs
 
         local = pafs.LocalFileSystem()

@@ -125,7 +125,7 @@ class Conversion:
     report: ConversionReport
 
 
-def convert(spark: "SparkSession", path: str | None, *, partition_by: PartitionBy = None,
+def convert(spark: "SparkSession", path: str | None, *, partition_by: "PartitionBy | StructType" = None,
             bucket_by: BucketSpec | None = None, catalog_table: str | None = None,
             properties: Mapping[str, str] | None = None, name: str | None = None,
             description: str | None = None, merge_schema: bool = False, verify_buckets: bool = True,
@@ -198,13 +198,14 @@ def _spec_summary(spec: BucketSpec | None) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- 1. the target
 
 
-def _target(spark: "SparkSession", path: str | None, catalog_table: str | None, partition_by: PartitionBy,
-            bucket_by: BucketSpec | None) -> tuple[str, list[tuple[str, str | None]], BucketSpec | None]:
+def _target(spark: "SparkSession", path: str | None, catalog_table: str | None,
+            partition_by: "PartitionBy | StructType", bucket_by: BucketSpec | None
+            ) -> tuple[str, list[tuple[str, str | None]], BucketSpec | None]:
     """(directory, partition columns as given, bucket spec): from the arguments, and for a table of
     the session's catalog from its definition, which the arguments may repeat but not contradict."""
     parts_given = _partition_spec(spark, partition_by)
-    table = session_table(spark, catalog_table) if catalog_table is not None else None
-    if table is not None:
+    if catalog_table is not None:
+        table = session_table(spark, catalog_table)
         path = _catalog_path(path, table.location, catalog_table)
         parts_given = _catalog_partitions(catalog_table, parts_given, table.partition_columns)
         bucket_by = bucket_by if bucket_by is not None else table.bucket_spec
@@ -226,8 +227,9 @@ def _partition_spec(spark: "SparkSession", partition_by: "PartitionBy | StructTy
         if any(len(p.split()) > 1 for p in items):
             return [(f.name, f.type) for f in _ddl(spark, partition_by).fields]
         return [(p.strip("`"), None) for p in items]
-    if isinstance(partition_by, (list, tuple)):
-        if not all(isinstance(p, str) and p.strip() for p in partition_by):
+    if isinstance(partition_by, Sequence):
+        names: Sequence[object] = partition_by  # as the user passed them (typed or not): checked, not trusted
+        if not all(isinstance(p, str) and p.strip() for p in names):
             raise InvalidArgumentError(f"partition_by must be column names or a DDL string, not {partition_by!r}")
         return [(p, None) for p in partition_by]
     return [(f.name, f.type) for f in as_schema(partition_by, spark).fields]
@@ -293,7 +295,8 @@ def _partition_types(spark: "SparkSession", listing: DirectoryListing, columns: 
     out = []
     for i, column in enumerate(columns):
         raws = sorted({f.folders[i].raw_value for f in listing.files})
-        type_ = given[i] if given[i] is not None else infer_column_type(raws, "timestamp_ntz" if ntz else "timestamp")
+        declared = given[i]
+        type_ = declared if declared is not None else infer_column_type(raws, "timestamp_ntz" if ntz else "timestamp")
         if not has_partition_encoding(type_):
             raise ConversionPartitionError(listing.root, f"partition column {column!r} is given the type "
                                            f"{type_name(type_)}, whose values have no folder encoding", [],

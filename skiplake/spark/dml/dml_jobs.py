@@ -72,7 +72,8 @@ def _touched_files(txn: "Transaction", candidates: Sequence[AddFile], where: str
 
 def _split_by_proof(txn: "Transaction", files: Sequence[AddFile], node: Node) -> tuple[list[AddFile], list[AddFile]]:
     """(files every row of which matches, according to partition values and stats; the rest)."""
-    whole, partial = [], []
+    whole: list[AddFile] = []
+    partial: list[AddFile] = []
     for f in files:
         outcomes = evaluate(node, file_lookup(txn.snapshot.schema, f.partitionValues or {}, f.stats))
         (whole if outcomes == frozenset({True}) else partial).append(f)

@@ -103,7 +103,8 @@ class MergeBuilder:
         return f"MergeBuilder(on={self.spec.on!r}, {kinds})"
 
 
-def _given(mapping: Mapping[str, Expr] | None, method: str, name: str) -> dict[str, Expr]:
+def _given(mapping: object, method: str, name: str) -> dict[str, Expr]:
+    # `mapping` as the user passed it (typed or not): checked here, not trusted.
     if mapping is None or not isinstance(mapping, Mapping) or not mapping:
         raise InvalidArgumentError(f"{method} needs {name}= as a non-empty mapping of column to expression "
                                    f"(to set every column from the source, use {method}_all)")

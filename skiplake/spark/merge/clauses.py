@@ -65,13 +65,15 @@ class MergeClause:
                                        f"not {type(self.condition).__name__}")
         if self.action == "delete" and self.assignments is not None:
             raise InvalidArgumentError("a MERGE DELETE clause takes no assignments")
-        if self.assignments is not None:
-            if not isinstance(self.assignments, Mapping) or not self.assignments:
+        # As the user passed them (typed or not): checked here, not trusted.
+        assignments: object = self.assignments
+        if assignments is not None:
+            if not isinstance(assignments, Mapping) or not assignments:
                 word = "values" if self.action == "insert" else "set"
                 raise InvalidArgumentError(
                     f"{self.heading} THEN {self.action.upper()} needs {word}= as a non-empty mapping of "
                     f"column to expression (or use the _all form for every column)")
-            for k, v in self.assignments.items():
+            for k, v in assignments.items():
                 if not isinstance(k, str) or not (isinstance(v, str) or _is_column(v)):
                     raise InvalidArgumentError(f"{self.heading} THEN {self.action.upper()}: {k!r}: {v!r} is not "
                                                "a column name mapped to SQL text or a Column")
@@ -111,9 +113,12 @@ class MergeSpec:
     schema_evolution: bool = False
 
     def __post_init__(self) -> None:
-        if not isinstance(self.on, str) or not self.on.strip():
+        # As the user passed them (typed or not): checked here, not trusted.
+        on: object = self.on
+        if not isinstance(on, str) or not on.strip():
             raise InvalidArgumentError("MERGE needs its ON condition as SQL text, e.g. \"target.id = source.id\"")
-        for name in (self.source_alias, self.target_alias):
+        aliases: tuple[object, ...] = (self.source_alias, self.target_alias)
+        for name in aliases:
             if not isinstance(name, str) or not _ALIAS.match(name):
                 raise InvalidArgumentError(f"MERGE alias {name!r} is not a plain SQL name (letters, digits, _)")
         if self.source_alias.lower() == self.target_alias.lower():

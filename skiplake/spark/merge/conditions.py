@@ -55,14 +55,14 @@ class Sides:
         in_target, in_source = name in self.target_names, name in self.source_names
         return "target" if in_target and not in_source else "source" if in_source and not in_target else None
 
-    def only(self, part: exp.Expression, side: str) -> bool:
+    def only(self, part: exp.Expr, side: str) -> bool:
         """Whether an expression names columns of `side` only (at least one), and no subquery."""
         cols = list(part.find_all(exp.Column))
         return bool(cols) and all(self.side(c) == side for c in cols) and not any(
             isinstance(n, (exp.Subquery, exp.Select)) for n in part.walk())
 
 
-def _unqualified(part: exp.Expression) -> str:
+def _unqualified(part: exp.Expr) -> str:
     bare = part.transform(lambda n: exp.column(n.name, quoted=True) if isinstance(n, exp.Column) else n)
     return bare.sql(dialect="spark")
 

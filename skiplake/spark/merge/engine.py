@@ -359,8 +359,8 @@ def broadcastable(df: DataFrame) -> bool:
             return False
         return size is not None and 0 <= size <= threshold
     try:
-        threshold = int(df.sparkSession._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())  # type: ignore[attr-defined]
-        size = plan_size(df._jdf.queryExecution().optimizedPlan())  # type: ignore[attr-defined]
+        threshold = int(df.sparkSession._jsparkSession.sessionState().conf().autoBroadcastJoinThreshold())
+        size = plan_size(df._jdf.queryExecution().optimizedPlan())
     except Exception:
         return False
     return 0 <= size <= threshold

@@ -221,7 +221,9 @@ class _Resolver:
                 f = schema.fields[i]
                 sql = substitute_columns(generated[f.name], {c.lower(): t for c, t in texts.items()})
                 out[i] = F.expr(generation_value(sql, f.type))
-        return tuple(out)  # type: ignore[arg-type]
+        values = tuple(c for c in out if c is not None)
+        assert len(values) == len(out)  # only generated columns were left unset, and each is computed now
+        return values
 
     def value_texts(self, clause: MergeClause, label: str, schema: Schema, new: set[str]) -> dict[str, str]:
         """Each column's value in the rows the clause writes, as SQL (to compute generated

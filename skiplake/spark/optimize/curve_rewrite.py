@@ -27,7 +27,7 @@ import json
 import math
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -171,7 +171,7 @@ def _placed(df: "DataFrame", layout: _Layout, parts: list[str], within: list[str
     known = pa.array(layout.partitions, pa.string())
     curve, starts, cuts, overflow = layout.curve, layout.starts, layout.cuts, layout.overflow
 
-    def place(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def place(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             zv = curve.zvalues(batch)
             found = pc.index_in(partition_keys(batch, parts), value_set=known)

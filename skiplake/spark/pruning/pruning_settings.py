@@ -101,7 +101,7 @@ def _prefixed_conf(spark: "SparkSession") -> dict[str, str]:
     if is_connect(spark):  # every setting of the server's session in one request
         return {k: v for k, v in spark.conf.getAll.items() if k.startswith(PREFIX)}
     # A Scala Map prints each entry as `key -> value`; no key of ours holds an arrow.
-    text = str(spark.conf._jconf.getAll().mkString(_SEPARATOR))  # type: ignore[attr-defined]
+    text = str(spark.conf._jconf.getAll().mkString(_SEPARATOR))
     out: dict[str, str] = {}
     for entry in text.split(_SEPARATOR):
         key, _, value = entry.partition(" -> ")

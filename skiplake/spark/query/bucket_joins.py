@@ -130,13 +130,12 @@ class _FromClause:
         lside = JoinSide(lref.snapshot, lref.plan, lref.label)
         rside = JoinSide(rref.snapshot, rref.plan, rref.label)
         ok, reason, buckets = check(lside, rside, keys, kind, self.spark)
-        if ok and self.chain is not None and {lside.spec.num_buckets, rside.spec.num_buckets} != {self.chain}:  # type: ignore[union-attr]
+        if ok and self.chain is not None and {_num_buckets(lside), _num_buckets(rside)} != {self.chain}:
             # The left input is a join's output, not a bucketed scan, and Spark coalesces
             # buckets only between two scans.
             ok, buckets = False, 0
             reason = (f"it follows a bucket join of {self.chain} buckets, so both tables need {self.chain} "
-                      f"buckets (they have {lside.spec.num_buckets} and "  # type: ignore[union-attr]
-                      f"{rside.spec.num_buckets})")  # type: ignore[union-attr]
+                      f"buckets (they have {_num_buckets(lside)} and {_num_buckets(rside)})")
         if ok and is_connect(self.spark):
             reads = connect_reads(self.spark, lside, rside)
             if isinstance(reads, str):
@@ -150,6 +149,12 @@ class _FromClause:
         self.plan.joins.append(JoinReport(lref.label, rref.label, kind, keys, ok, reason, lref.plan.report,
                                           rref.plan.report, buckets))
         return ok
+
+
+def _num_buckets(side: JoinSide) -> int:
+    spec = side.spec
+    assert spec is not None  # check() passes a join only when both sides are bucketed
+    return spec.num_buckets
 
 
 def _side_of(column: exp.Column, candidates: dict[int, TableReference]) -> int | None:

@@ -113,8 +113,8 @@ def found_nodes(spark: "SparkSession", plan: Any, nodes: list[Any]) -> list[int]
         index.put(node, i)
     found = str(plan.collectWithSubqueries(_as_scala(spark, index)).mkString(","))
     counts = [0] * len(nodes)
-    for i in found.split(",") if found else []:
-        counts[int(i)] += 1
+    for number in found.split(",") if found else []:
+        counts[int(number)] += 1
     return counts
 
 

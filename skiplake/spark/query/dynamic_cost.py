@@ -103,7 +103,9 @@ def probe_size(targets: "list[Target]") -> tuple[int, int]:
 def tentative_size(t: "Target", predicate: Any) -> tuple[int, int]:
     """The (files, bytes) the target's occurrence would read with `predicate` added."""
     node = predicate if t.occ.static is None else And((t.occ.static, predicate))
-    report = plan_scan(t.ref.source, node, describe=False, within=t.ref.within).report  # type: ignore[arg-type]
+    snapshot = t.ref.snapshot
+    assert snapshot is not None  # a probe target is a reference of a snapshot (dynamic_pruning._candidates)
+    report = plan_scan(snapshot, node, describe=False, within=t.ref.within).report
     return report.files_selected, report.bytes_selected
 
 

@@ -96,7 +96,8 @@ class _Verdict:
     report_fields: dict = field(default_factory=dict)
 
 
-def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> QueryPlan:
+def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver | None) -> QueryPlan:
+    # `resolver` is unused: the planner's rules share one signature, and frames.py passes None.
     settings = plan.settings
     if not settings.enabled or plan.root is None:
         return plan
@@ -190,9 +191,10 @@ def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
         elif why:
             reasons.append(why)
     labels = sorted({t.ref.label for targets, _ in traced for t in targets})
-    fields = {"probe": ", ".join(labels) or _relations(plan, probe_node, occurrences),
-              "build": _describe(plan, build_node), "join_type": join.join_type,
-              "keys": [(p.attr.name, b.attr.name) for p, b in pairs]}
+    probe_label = ", ".join(labels) or _relations(plan, probe_node, occurrences)
+    build_label = _describe(plan, build_node)
+    fields: dict[str, Any] = {"probe": probe_label, "build": build_label, "join_type": join.join_type,
+                              "keys": [(p.attr.name, b.attr.name) for p, b in pairs]}
     # The direction worth explaining is the one whose probe side reads more.
     probe_bytes = _bytes_read(probe_node, occurrences)
     if not traced:
@@ -202,7 +204,7 @@ def _consider(plan: QueryPlan, join: PlanNode, sides: tuple[int, int],
     if why_not:
         return _Verdict(reason=why_not, probe_bytes=probe_bytes, report_fields=fields)
     keys = [(ts[0].column.name, b.attr.name) for ts, b in traced]
-    candidate = Candidate(join, build_node, traced, keys, fields["probe"], fields["build"])
+    candidate = Candidate(join, build_node, traced, keys, probe_label, build_label)
     return _Verdict(candidate, probe_bytes=probe_bytes, report_fields=fields)
 
 
@@ -226,8 +228,13 @@ def _no_key_pairs(plan: QueryPlan, join: PlanNode, probe: PlanNode, build: PlanN
 
 def _bytes_read(node: PlanNode, occurrences: dict[int, tuple[TableReference, Occurrence]]) -> int:
     """The bytes the lake tables under `node` read after static pruning."""
-    return sum(occurrences[n.number][0].static.report.bytes_selected  # type: ignore[union-attr]
-               for n in node.walk() if n.number in occurrences)
+    return sum(_static_bytes(occurrences[n.number][0]) for n in node.walk() if n.number in occurrences)
+
+
+def _static_bytes(ref: TableReference) -> int:
+    # A reference of a snapshot has its static plan from stage 2 (push_filters, plan_static).
+    assert ref.static is not None
+    return ref.static.report.bytes_selected
 
 
 def _oriented_keys(join: PlanNode, probe: PlanNode, build: PlanNode) -> list[tuple[Operand, Operand]]:
@@ -457,7 +464,8 @@ def _canonical(plan: QueryPlan, c: Candidate) -> str:
         line = node.line()
         if node.kind == "Relation":
             hit = plan.occurrence(node)
-            line += f" <{hit[0].source.table_path if hit and hit[0].snapshot else node.number}>"
+            snapshot = hit[0].snapshot if hit else None
+            line += f" <{snapshot.table_path if snapshot else node.number}>"
         lines.append(line)
     lines.append(repr([(b.attr.name, b.cast) for _t, b in c.pairs]))
     return _EXPR_ID.sub("#", "\n".join(lines))
@@ -475,8 +483,8 @@ def _keys_of(spark: "SparkSession", plan: QueryPlan, c: Candidate,
     if plan.optimized is None:
         return _connect_keys(spark, plan, c)
     out = c.build.output
-    positions = [_position(out, b.attr) for _t, b in c.pairs]
-    if out is None or None in positions:
+    positions = _positions(out, c)
+    if out is None or positions is None:
         return None, 0.0
     if plan.settings.materialize_builds and size_in_bytes(plan.optimized, c.build.number) <= \
             plan.settings.build_size_threshold:
@@ -489,7 +497,7 @@ def _keys_of(spark: "SparkSession", plan: QueryPlan, c: Candidate,
     else:
         df = frame_of(spark, plan.optimized, c.build.number)
     names = df.columns
-    if len(names) != len(out) or any(names[p] != out[p].name for p in positions):  # type: ignore[index]
+    if len(names) != len(out) or any(names[p] != out[p].name for p in positions):
         return None, 0.0
     df = df.toDF(*[f"c{i}" for i in range(len(names))])
     cols = [F.col(f"c{p}").cast(b.cast) if b.cast else F.col(f"c{p}") for p, (_t, b) in zip(positions, c.pairs)]
@@ -566,8 +574,8 @@ def _chain_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[Pl
     columns = {a.id: a.name for a in node.output or []}
     if not _passes_through(chain, columns):
         return None
-    keys = [_key_column(ref, columns, b) for _targets, b in c.pairs]
-    return None if None in keys else (ref, chain, keys)  # type: ignore[return-value]
+    keys = _key_columns(ref, columns, c)
+    return None if keys is None else (ref, chain, keys)
 
 
 def _passes_through(chain: list[PlanNode], columns: dict[int, str]) -> bool:
@@ -575,6 +583,13 @@ def _passes_through(chain: list[PlanNode], columns: dict[int, str]) -> bool:
     computes something gives its result a new id."""
     return not any(n.kind == "Project" and (n.output is None or any(a.id not in columns for a in n.output))
                    for n in chain)
+
+
+def _key_columns(ref: TableReference, columns: dict[int, str], c: Candidate) -> list[str] | None:
+    """The table's column each build key reads; None when one reads none (see _key_column)."""
+    found = [_key_column(ref, columns, b) for _targets, b in c.pairs]
+    keys = [k for k in found if k is not None]
+    return keys if len(keys) == len(found) else None
 
 
 def _key_column(ref: TableReference, columns: dict[int, str], b: Operand) -> str | None:
@@ -595,6 +610,13 @@ def _bound_filter(plan: QueryPlan, ref: TableReference, node: PlanNode) -> Node 
     if key not in plan.bound:
         plan.bound[key] = bind_conjuncts(sql, ref.schema)
     return plan.bound[key]
+
+
+def _positions(out: list[Attr] | None, c: Candidate) -> list[int] | None:
+    """Where each build key's attribute is in the build's output; None when one is not there once."""
+    found = [_position(out, b.attr) for _t, b in c.pairs]
+    positions = [p for p in found if p is not None]
+    return positions if len(positions) == len(found) else None
 
 
 def _position(out: list[Attr] | None, attr: Attr) -> int | None:
@@ -705,20 +727,22 @@ def _place(t: Target, kf: KeyFilter, build: str) -> _Placed:
     """Give one probe target its key filter. A clustered target prunes its files by it; an
     unclustered one takes a short key list as a row filter only (Occurrence.kept), and longer
     ones not at all."""
-    short = isinstance(kf.predicate, InList) and len(kf.predicate.values) <= ROW_FILTER_MAX_VALUES
-    if t.unclustered and not short and not isinstance(kf.predicate, Const):
+    # The key list, when it is short enough to be a row filter.
+    short = (kf.predicate if isinstance(kf.predicate, InList) and len(kf.predicate.values) <= ROW_FILTER_MAX_VALUES
+             else None)
+    if t.unclustered and short is None and not isinstance(kf.predicate, Const):
         return _Placed(why_not=f"{t.unclustered}; its {kf.keys:,} keys are more than a row filter takes "
                                f"({ROW_FILTER_MAX_VALUES})")
-    rows_only = bool(t.unclustered and short)
-    if rows_only:
-        t.occ.kept.append(kf.predicate)  # type: ignore[arg-type]
+    row_filter = short if t.unclustered else None
+    if row_filter is not None:
+        t.occ.kept.append(row_filter)
         text = kf.text(build) + _ON_ROWS
     else:
         t.occ.dynamic.append(kf.predicate)  # (no key at all selects no file, clustered or not)
         text = kf.text(build)
     if text not in t.ref.dynamic_filters:
         t.ref.dynamic_filters.append(text)
-    return _Placed(text, "", rows_only)
+    return _Placed(text, "", row_filter is not None)
 
 
 # ---------------------------------------------------------------- describing

@@ -80,7 +80,7 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
         ref.plan_static(ref.occurrences[0].static)
         plan.references.append(ref)
         relations[id(ref)] = relation, read
-    prune_dynamically(spark, plan, None)  # type: ignore[arg-type]
+    prune_dynamically(spark, plan, None)
     swaps: list[_Swap] = []
     for ref in plan.references:
         if ref.plan is None:

@@ -159,12 +159,14 @@ class TableReference:
     def plan_dynamic(self) -> None:
         """Re-plan the files from each occurrence's static and dynamic predicates (their OR)."""
         assert isinstance(self.source, Snapshot) and self.static is not None
-        per_occurrence: list[Node | None] = []
+        per_occurrence: list[Node] = []  # of the occurrences with a predicate
         for occ in self.occurrences:
             parts = ([occ.static] if occ.static is not None else []) + occ.dynamic
-            per_occurrence.append(None if not parts else parts[0] if len(parts) == 1 else _and(parts))
-        predicate = None if not per_occurrence or any(p is None for p in per_occurrence) else (
-            per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence)))  # type: ignore[arg-type]
+            if parts:
+                per_occurrence.append(parts[0] if len(parts) == 1 else _and(parts))
+        # None (all files) when there is no occurrence, or one without a predicate.
+        predicate = None if not per_occurrence or len(per_occurrence) < len(self.occurrences) else (
+            per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence)))
         plan = plan_scan(self.source, predicate, describe=False, within=self.within)
         stages = [*self.static.report.stages, _stage("dynamic", plan.report)]
         plan.report = replace(plan.report, label=self.label, predicate=self.static.report.predicate,
@@ -252,7 +254,7 @@ class QueryPlan:
     """A query as the stages leave it: its references, their planned files, the joins planned;
     `analysed` is False when it runs over whole tables instead."""
     query: str                                   # the query as the user wrote it
-    tree: "exp.Expression | None"                # the query parsed by sqlglot, None if it cannot be
+    tree: "exp.Expr | None"                      # the query parsed by sqlglot, None if it cannot be
     views: Views
     settings: "DynamicPruningSettings"
     references: list[TableReference] = field(default_factory=list)

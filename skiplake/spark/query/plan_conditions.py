@@ -105,10 +105,11 @@ def _in_list(text: str, types: Mapping[str, str], strings: frozenset[str]) -> st
     if column is None:
         return None
     items = split_top(m.group(2), ",") if listed is not None else m.group(2).split(", ")
-    values = [_literal(i.strip(), column[1], strings) for i in items]
-    if not values or any(v is None for v in values):
+    found = [_literal(i.strip(), column[1], strings) for i in items]
+    values = [v for v in found if v is not None]
+    if not values or len(values) < len(found):
         return None
-    return f"{sql_name(column[0])} IN ({', '.join(values)})"  # type: ignore[arg-type]
+    return f"{sql_name(column[0])} IN ({', '.join(values)})"
 
 
 def _comparison(pieces: tuple[str, str], op: str, types: Mapping[str, str], strings: frozenset[str]) -> str | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Literal
 
 _NUMBER = re.compile(r"^\d+ ")
 _LINE = re.compile(r"^((?:   |:  |\+- |:- )*)([A-Z][A-Za-z]*.*)$")
@@ -62,7 +63,7 @@ class PlanNode:
     children: list["PlanNode"] = field(default_factory=list)
     subqueries: list["PlanNode"] = field(default_factory=list)
     parent: "PlanNode | None" = field(default=None, repr=False)
-    _output: "list[Attr] | None | bool" = field(default=False, repr=False)
+    _output: "list[Attr] | None | Literal[False]" = field(default=False, repr=False)  # False: not read yet
 
     # ---- what the node outputs
 
@@ -71,7 +72,7 @@ class PlanNode:
         """The attributes the node outputs, in order; None when the text does not say for sure."""
         if self._output is False:
             self._output = _output_of(self)
-        return self._output  # type: ignore[return-value]
+        return self._output
 
     def sources(self, attr_id: int) -> list[tuple["PlanNode", int]] | None:
         """For an output attribute, the (child, attribute id) pairs it comes from unchanged, one per
@@ -134,7 +135,9 @@ def parse_plan(text: str, numbered: bool = False) -> PlanNode:
                 nodes[-1].text += "\n" + raw
             continue
         prefix, body = m.group(1), m.group(2)
-        kind = _KIND.match(body).group(1)  # type: ignore[union-attr]
+        kind_match = _KIND.match(body)
+        assert kind_match is not None  # _LINE's body starts with a letter
+        kind = kind_match.group(1)
         node = PlanNode(len(nodes), kind, body[len(kind):].strip(), len(prefix) // 3)
         _attach(nodes, node)
         nodes.append(node)
@@ -293,9 +296,7 @@ def _output_of(node: PlanNode) -> list[Attr] | None:
     kind = node.kind
     if kind == "Relation":
         start = node.text.find("[")
-        items = _items(node.text[start:]) if start >= 0 else None
-        attrs = [attribute(i) for i in items or []]
-        return None if items is None or None in attrs else attrs  # type: ignore[return-value]
+        return _attributes(_items(node.text[start:]) if start >= 0 else None)
     if kind == "Project":
         return _named_outputs(_items(node.text))
     if kind == "Aggregate":
@@ -313,6 +314,19 @@ def _output_of(node: PlanNode) -> list[Attr] | None:
         if jt in ("Inner", "LeftOuter", "RightOuter", "FullOuter", "Cross") and left is not None and right is not None:
             return left + right
     return None
+
+
+def _attributes(items: list[str] | None) -> list[Attr] | None:
+    """The attributes a relation outputs; None when an item is not one."""
+    if items is None:
+        return None
+    out = []
+    for item in items:
+        a = attribute(item)
+        if a is None:
+            return None
+        out.append(a)
+    return out
 
 
 def _named_outputs(items: list[str] | None) -> list[Attr] | None:

@@ -41,7 +41,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def plan_query(spark: "SparkSession", query: str, resolver: Resolver, views: "SlotViews",
-               tree: "exp.Expression | None" = None) -> QueryPlan:
+               tree: "exp.Expr | None" = None) -> QueryPlan:
     """The query's lake table references with their planned files, its dynamic pruning and joins."""
     quick_replies(spark)  # planning reads plans as text: long replies
     plan = QueryPlan(query, tree, views, DynamicPruningSettings.of(spark))

@@ -110,12 +110,12 @@ class _References:
 
     def __init__(self, plan: QueryPlan) -> None:
         self.plan = plan
-        views = [ref for ref in plan.references if ref.view]
-        self.by_first_id = {ref.view.first_id: ref for ref in views if ref.view.first_id is not None}
-        self.by_view = {ref.view.local: ref for ref in views}
+        views = [(ref, ref.view) for ref in plan.references if ref.view is not None]
+        self.by_first_id = {view.first_id: ref for ref, view in views if view.first_id is not None}
+        self.by_view = {view.local: ref for ref, view in views}
         self.by_columns: dict[frozenset[str], list[TableReference]] = {}
-        for ref in views:
-            self.by_columns.setdefault(frozenset(ref.view.columns), []).append(ref)
+        for ref, view in views:
+            self.by_columns.setdefault(frozenset(view.columns), []).append(ref)
 
     def of(self, node: PlanNode) -> list[TableReference]:
         """The references a relation node may read: the one whose first column it outputs, else
@@ -162,14 +162,15 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
     # Only as a child: a Filter whose subquery reads the relation says nothing of its rows.
     while node is not None and node.kind == "Filter" and node.children and node.children[0] is child:
         sql = null_tests_sql(node.text.strip()) or plan.condition_sql(node, ref)
-        # Copies of a CTE (occurrences of one reference) repeat their filters: each text is
-        # parsed and bound once per reference.
-        key = (sql, id(ref))
-        if sql is not None and key not in plan.bound:
-            plan.bound[key] = bind_conjuncts(logical_sql(sql, ref), ref.schema)
-        part = plan.bound[key] if sql is not None else None
-        if part is not None:
-            bound.append(part)
+        if sql is not None:
+            # Copies of a CTE (occurrences of one reference) repeat their filters: each text is
+            # parsed and bound once per reference.
+            key = (sql, id(ref))
+            if key not in plan.bound:
+                plan.bound[key] = bind_conjuncts(logical_sql(sql, ref), ref.schema)
+            part = plan.bound[key]
+            if part is not None:
+                bound.append(part)
         child, node = node, node.parent
     return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
 
@@ -189,13 +190,13 @@ def logical_sql(sql: str, ref: TableReference) -> str:
 
 def _predicate(ref: TableReference) -> Node | None:
     """OR over the occurrences of each occurrence's filter; None (all files) when one has none."""
-    filters = [occ.static for occ in ref.occurrences]
-    if not filters or any(f is None for f in filters):
+    filters = [occ.static for occ in ref.occurrences if occ.static is not None]
+    if not filters or len(filters) < len(ref.occurrences):  # no occurrence, or one without a filter
         return None
-    return filters[0] if len(filters) == 1 else Or(tuple(filters))  # type: ignore[arg-type]
+    return filters[0] if len(filters) == 1 else Or(tuple(filters))
 
 
-def _single_table_where(tree: exp.Expression, refs: list[TableReference]) -> Node | None:
+def _single_table_where(tree: exp.Expr, refs: list[TableReference]) -> Node | None:
     """The bound WHERE of a query that is one SELECT over one lake table and nothing else.
 
     Such a WHERE applies to that table's rows as a whole, so Spark's optimizer has nothing to

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
-def parse(query: str) -> exp.Expression | None:
+def parse(query: str) -> exp.Expr | None:
     try:
         return sqlglot.parse_one(query, read="spark")
     except (ParseError, TokenError):
@@ -86,7 +86,7 @@ def names_cte(table: exp.Table) -> bool:
     Spark's CTEs are not recursive: inside `WITH sales AS (SELECT ... FROM sales)` the inner
     `sales` is the table; a CTE sees only the CTEs defined before it, the query body sees all."""
     name = table.name.lower()
-    child: exp.Expression = table
+    child: exp.Expr = table
     node = table.parent
     while node is not None:
         if isinstance(node, exp.With):

@@ -76,14 +76,20 @@ def _with_builds(spark: "SparkSession", plan: QueryPlan, pairs: list[tuple[Any, 
     swapped; None when a swapped table's relation is copied in the optimized plan (a CTE
     inlined twice gets new expression ids that the swap cannot find)."""
     builds = [(node_at(plan.optimized, n), local) for n, local in plan.materialized.items()]
-    swapped_refs = [ref for ref in plan.references if any(old is r.node for old, _ in pairs for r in ref.view.relations)]
-    relations = [r.node for ref in swapped_refs for r in ref.view.relations]  # type: ignore[union-attr]
+    swapped_refs = [ref for ref in plan.references if any(old is r.node for old, _ in pairs for r in _relations(ref))]
+    relations = [r.node for ref in swapped_refs for r in _relations(ref)]
     counts = found_nodes(spark, plan.optimized, [node for node, _ in builds] + relations)
     if not all(counts[:len(builds)]):
         return None
     if sum(counts[len(builds):]) != sum(len(ref.occurrences) for ref in swapped_refs):
         return None
     return replace_nodes(spark, plan.optimized, pairs, subtrees=builds)
+
+
+def _relations(ref: TableReference) -> tuple[ViewRelation, ...]:
+    # _Swaps.of has checked that every reference of the plan reads through its slot view.
+    assert ref.view is not None
+    return ref.view.relations
 
 
 class _Swaps:

@@ -133,6 +133,8 @@ class _ChangeRead:
                                      column_mapping=self.mode).count() for f in unknown}
         out = {}
         for e in entries:
+            # Only a batch of files logged again comes here, and each of its entries names its rows (frame).
+            assert e.rows is not None
             physical = e.file.num_records if e.file.num_records is not None else counts[e.file.path]
             out[e.file.path] = np.setdiff1d(np.arange(physical, dtype=np.uint64), e.rows).astype(np.uint64)
         return out

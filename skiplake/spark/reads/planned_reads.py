@@ -21,7 +21,7 @@ from pyspark.sql import functions as F
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of, files_without_bucket_ids
 from skiplake.layout.partitioning import parse_partition_dir
 from skiplake.log.actions import AddFile
-from skiplake.log.column_mapping import physical_names, physical_schema
+from skiplake.log.column_mapping import physical_names, physical_schema, without_mapping
 from skiplake.log.deletion_vectors import marked_rows
 from skiplake.log.location import dirname, from_spark_uri, is_under, norm, relative, resolve
 from skiplake.log.paths import absolute_path, file_key
@@ -68,14 +68,15 @@ def with_file_values(df: DataFrame, root: str, values: Mapping[str, tuple], fiel
     join's lookup. A file Spark lists that `values` does not name is a bug, and raises."""
     by_key = {file_key(root, p): v for p, v in values.items()}
     listed = df.inputFiles()
-    rows = [by_key.get(spark_file_key(p)) for p in listed]
-    if any(r is None for r in rows):
-        missing = [p for p, r in zip(listed, rows) if r is None]
+    found = [by_key.get(spark_file_key(p)) for p in listed]
+    rows = [r for r in found if r is not None]
+    if len(rows) < len(found):
+        missing = [p for p, r in zip(listed, found) if r is None]
         raise RuntimeError(f"Spark reads {missing[:3]} under {root}, which are not among the files asked for")
     if len({spark_file_key(p) for p in listed}) != len(by_key):
         raise RuntimeError(f"Spark lists {len(listed)} files where {len(by_key)} were asked for under {root}")
     table = pa.table([pa.array([as_metadata_path(p) for p in listed], pa.string())]
-                     + [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)],  # type: ignore[index]
+                     + [pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)],
                      names=[_FILE_KEY, *fields.names])
     per_file = df.sparkSession.createDataFrame(table)
     return df.join(F.broadcast(per_file), F.col(FILE_COLUMN) == F.col(_FILE_KEY)).drop(_FILE_KEY)
@@ -170,12 +171,13 @@ def _read_with_deletions(spark: SparkSession, request: ReadRequest, with_dv: lis
     by_path = {file_key(root, f.path): f for f in with_dv}
     spark_paths = marked.inputFiles()
     found = [by_path.get(spark_file_key(p)) for p in spark_paths]
-    if None in found or len(found) != len(with_dv):
+    files = [f for f in found if f is not None]
+    if len(files) < len(found) or len(found) != len(with_dv):
         raise RuntimeError(f"Spark lists {len(spark_paths)} files where {len(with_dv)} with deletion vectors "
                            f"were asked for under {request.table_path}")
-    dropped = [_dropped(root, f, deleted) for f in found]  # type: ignore[arg-type]
+    dropped = [_dropped(root, f, deleted) for f in files]
     df = without_deleted(spark, marked, [as_metadata_path(p) for p in spark_paths], dropped,
-                         [f.size for f in found])  # type: ignore[union-attr]
+                         [f.size for f in files])
     if plain:
         df = _read_exactly(spark, unbucketed, plain).unionByName(df)
     return df
@@ -247,8 +249,10 @@ def _read_mapped(spark: SparkSession, request: ReadRequest, files: Sequence[AddF
                        partition_columns=[phys[c] for c in request.partition_columns], files=renamed,
                        columns=None, column_mapping="none")
     df = _read_exactly(spark, physical, renamed, dv_columns)
+    # Nested fields keep no mapping metadata (ids, physical names), as delta-spark's reads: it
+    # would otherwise show in the DataFrame's schema and travel into tables it is written to.
     logical = [F.col(f"`{phys[f.name]}`").cast(spark_type(f.type)).alias(f.name) if isinstance(f.type, dict)
-               else F.col(f"`{phys[f.name]}`").alias(f.name) for f in schema.fields]
+               else F.col(f"`{phys[f.name]}`").alias(f.name) for f in without_mapping(schema).fields]
     return df.select(*logical, *[F.col(f"`{c}`") for c in df.columns[len(schema.fields):]])
 
 
@@ -294,9 +298,9 @@ def bucketed_relation(df: DataFrame, spec: BucketSpec) -> DataFrame:
     changes: the same files, schema and options, through Spark's internal API (py4j). Where
     that API is not reachable (Spark Connect) the plain relation is returned: same rows, no
     bucketed scan (bucket joins there read through skiplake.spark.buckets.bucketed_reads instead)."""
-    if not hasattr(df, "_jdf") or getattr(df.sparkSession, "_jvm", None) is None:
+    jvm = getattr(df.sparkSession, "_jvm", None) if hasattr(df, "_jdf") else None
+    if jvm is None:
         return df
-    jvm = df.sparkSession._jvm
     plan = df._jdf.queryExecution().analyzed()
     if plan.getClass().getSimpleName() != "LogicalRelation":
         raise TypeError(f"expected a file relation, found {plan.getClass().getSimpleName()}")

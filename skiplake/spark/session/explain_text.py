@@ -9,10 +9,11 @@ session raises it (skiplake.spark.session.session_setup.ensure_conf), and a list
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.connect.dataframe import DataFrame as ConnectDataFrame
 
 ANALYZED = "== Analyzed Logical Plan =="
 OPTIMIZED = "== Optimized Logical Plan =="
@@ -21,9 +22,10 @@ PHYSICAL = "== Physical Plan =="
 
 def plan_sections(df: "DataFrame") -> dict[str, str]:
     """The sections of the DataFrame's extended explanation, by heading (one round trip)."""
-    text = df._explain_string(mode="extended")  # type: ignore[operator]
+    text = _explain(df, "extended")
     out: dict[str, str] = {}
-    heading, lines = "", []
+    heading = ""
+    lines: list[str] = []
     for line in text.splitlines():
         if line.startswith("== ") and line.endswith(" =="):
             if heading:
@@ -34,6 +36,12 @@ def plan_sections(df: "DataFrame") -> dict[str, str]:
     if heading:
         out[heading] = "\n".join(lines).rstrip("\n")
     return out
+
+
+def _explain(df: "DataFrame", mode: str) -> str:
+    # `_explain_string` is Spark Connect's DataFrame's, and only a Connect client's DataFrames come
+    # here (there is no JVM plan to read); pyspark's DataFrame type stands for both kinds.
+    return cast("ConnectDataFrame", df)._explain_string(mode=mode)
 
 
 def optimized_text(df: "DataFrame") -> str:
@@ -54,7 +62,7 @@ _SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 
 def estimated_size(df: "DataFrame") -> int | None:
     """Spark's estimate of the size of the DataFrame's output (what its broadcast decision uses),
     from `EXPLAIN COST`; None when the text does not give it."""
-    text = df._explain_string(mode="cost")  # type: ignore[operator]
+    text = _explain(df, "cost")
     start = text.find(OPTIMIZED)
     m = _SIZE.search(text, start) if start >= 0 else None
     if m is None:

@@ -42,7 +42,7 @@ def quick_replies(spark: "SparkSession") -> None:
 def set_nodelay(spark: "SparkSession", on: bool) -> int:
     """Set TCP_NODELAY on the JVM's end of every py4j connection of the driver; how many."""
     try:
-        server = spark.sparkContext._gateway.java_gateway_server
+        server = py4j_gateway(spark).java_gateway_server
         cls = server.getClass()
         while cls is not None and cls.getName() != "py4j.GatewayServer":
             cls = cls.getSuperclass()
@@ -63,11 +63,20 @@ def set_nodelay(spark: "SparkSession", on: bool) -> int:
         return 0
 
 
+def py4j_gateway(spark: "SparkSession") -> Any:
+    """The driver's py4j gateway. PySpark types it Optional (a class attribute of SparkContext,
+    None until a context starts); every live classic session has one."""
+    gateway = spark.sparkContext._gateway
+    if gateway is None:
+        raise RuntimeError("this SparkSession has no py4j gateway: its SparkContext is not running")
+    return gateway
+
+
 def jvm_class(spark: "SparkSession", name: str) -> Any:
     """A JVM class (static members, constructor) by its full name, looked up once per session:
     py4j otherwise resolves `jvm.a.b.C` one round trip per dotted segment, and each static
     member by one more, on every use. Calling a static member or the constructor is then one."""
-    gateway = spark.sparkContext._gateway
+    gateway = py4j_gateway(spark)
     key = (id(gateway), name)
     if key not in _CLASSES:
         from py4j.java_gateway import JavaClass

@@ -19,7 +19,7 @@ from skiplake.errors import InvalidArgumentError
 from skiplake.extras import require
 from skiplake.log.location import bucket_and_key, is_remote, resolve
 from skiplake.log.s3 import bucket_options, set_bucket_options
-from skiplake.spark.session.gateway import is_connect
+from skiplake.spark.session.gateway import is_connect, jvm_class
 
 # The Hadoop inside PySpark 4.1 is 3.4.2 (pyspark/jars/hadoop-client-api-3.4.2.jar); hadoop-aws
 # must be the same version, and pulls the AWS SDK v2 bundle it was built with (2.29.52: Hadoop
@@ -107,7 +107,7 @@ def configure_bucket(spark: SparkSession, bucket: str, options: Mapping[str, str
         for k, v in settings.items():
             spark.conf.set(k, v)
         return
-    conf = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
     for k, v in settings.items():
         conf.set(k, v)
 
@@ -146,10 +146,10 @@ def _has_s3a(spark: SparkSession, location: str) -> bool:
             return not any(m in text for m in ("S3AFileSystem not found", "ClassNotFoundException",
                                                "No FileSystem for scheme"))
         return True
-    jvm = spark._jvm  # type: ignore[attr-defined]
     try:
         # Through the Hadoop configuration's class loader, which sees the session's packages.
-        jvm.org.apache.hadoop.fs.FileSystem.getFileSystemClass("s3a", spark.sparkContext._jsc.hadoopConfiguration())
+        jvm_class(spark, "org.apache.hadoop.fs.FileSystem").getFileSystemClass(
+            "s3a", spark.sparkContext._jsc.hadoopConfiguration())
     except Exception:
         return False
     return True

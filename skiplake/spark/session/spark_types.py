@@ -117,6 +117,10 @@ def as_schema(schema: "StructType | Schema | str", spark: "SparkSession | None" 
     if isinstance(schema, StructType):
         return from_spark(schema)
     if isinstance(schema, str):
-        return from_spark(StructType.fromDDL(schema)) if spark is None else from_spark(
-            spark.createDataFrame([], schema).schema)
+        if spark is not None:
+            return from_spark(spark.createDataFrame([], schema).schema)
+        struct = StructType.fromDDL(schema)
+        if not isinstance(struct, StructType):  # a lone type (`"int"`) rather than a list of columns
+            raise InvalidArgumentError(f"a DDL schema lists columns (\"id long, name string\"), not {schema!r}")
+        return from_spark(struct)
     raise InvalidArgumentError(f"a schema must be a StructType, a DDL string or a skiplake Schema, not {type(schema)}")
