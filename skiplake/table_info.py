@@ -17,6 +17,7 @@ from skiplake.log.location import basename
 from skiplake.log.schema import type_name
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
+from skiplake.txn.clustering import clustering_columns
 from skiplake.txn.isolation import isolation_level
 
 
@@ -101,7 +102,7 @@ def table_detail(snap: Snapshot) -> TableDetail:
     return TableDetail(
         format="delta", id=md.id, name=md.name, description=md.description, location=snap.table_path,
         created_at=_utc(md.createdTime), last_modified=_utc(snap.timestamp or None),
-        partition_columns=list(md.partitionColumns), clustering_columns=[],
+        partition_columns=list(md.partitionColumns), clustering_columns=clustering_columns(snap) or [],
         num_files=snap.num_files, size_in_bytes=snap.size_bytes, properties=dict(md.configuration),
         min_reader_version=proto.minReaderVersion, min_writer_version=proto.minWriterVersion,
         table_features=table_features(proto),

@@ -1,6 +1,7 @@
 """Liquid clustering: the clustering columns in the `delta.clustering` domain, incremental
 OPTIMIZE along the Hilbert curve, key changes without rewrites, and skipping on the result.
-delta-spark's side is in tests/test_delta_spark_interop.py."""
+delta-spark's side: tests/test_delta_spark_reads.py, tests/test_golden_tables.py and
+tests/test_delta_spark_writes.py."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,8 @@ from skiplake.layout.curves import ZCUBE_ID, ZCUBE_ZORDER_BY
 from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.snapshot import Snapshot, log_storage
 from tests.pruning_conf import SMALL_TABLES
+
+pytestmark = pytest.mark.spark
 
 SCHEMA = "id long, k int, d date, name string"
 
@@ -29,6 +32,7 @@ def _log_lines(t, version: int) -> list[dict]:
 def test_create_clustered_table_writes_domain_and_features(lake):
     t = lake.create_table("t", SCHEMA, cluster_by=["k", "D"])
     assert t.clustering_columns == ["k", "d"]
+    assert t.detail().clustering_columns == ["k", "d"]   # DESCRIBE DETAIL, as delta-spark's
     p = t.snapshot.protocol
     assert (p.minReaderVersion, p.minWriterVersion) == (1, 7)
     assert {"clustering", "domainMetadata"} <= set(p.writerFeatures or ())
