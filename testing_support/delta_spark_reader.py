@@ -27,6 +27,8 @@ JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional 
         -> the statement's result rows, as strings
     {"id": "...", "op": "sql_read", "sql": "MERGE INTO delta.`P` ...", "path": P}
         -> the statement's result rows, then what "read" gives for P (only when the statement ran)
+    {"id": "...", "op": "detail", "path": P}
+        -> DESCRIBE DETAIL's row as {column: value} (lists and maps as JSON, timestamps as text)
 
 Each job's result is {"ok": true, ...} or {"ok": false, "error_class": ..., "error": message};
 one failing job does not stop the others. RESULT.json also gets "delta_version" and
@@ -120,10 +122,18 @@ def _read(spark, job: dict) -> dict:
     return out
 
 
+def _detail(spark, path: str) -> dict:
+    row = spark.sql(f"DESCRIBE DETAIL {_quote_path(path)}").collect()[0].asDict()
+    plain = (type(None), bool, int, float, str, list, dict)
+    return {"detail": {k: v if isinstance(v, plain) else str(v) for k, v in row.items()}}
+
+
 def _run(spark, job: dict) -> dict:
     op = job["op"]
     if op == "read":
         return _read(spark, job)
+    if op == "detail":
+        return _detail(spark, job["path"])
     if op == "append":
         df = spark.sql(job["sql"])
         df.write.format("delta").mode("append").save(job["path"])

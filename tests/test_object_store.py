@@ -21,15 +21,17 @@ from skiplake.errors import (
     StorageAccessError,
     UnsupportedLocationError,
 )
-from skiplake.log.location import bucket_and_key
 from skiplake.log.s3 import S3Storage, set_bucket_options
 from skiplake.log.snapshot import list_log, log_storage
+
+pytestmark = [pytest.mark.spark, pytest.mark.s3, pytest.mark.connect]
 
 
 def _rows(df):
     return sorted(tuple(r) for r in df.collect())
 
 
+@pytest.mark.both_modes
 def test_table_lifecycle_on_s3(spark, s3_lake, s3_server):
     t = s3_lake.create_table("sales", "id long, p int, v string", partition_by=["p"])
     assert t.path.startswith("s3://") and t.path.endswith("/warehouse/sales")
@@ -69,6 +71,7 @@ def test_table_lifecycle_on_s3(spark, s3_lake, s3_server):
     assert dict((r.id, r.v) for r in t.read().collect()) == expected
 
 
+@pytest.mark.both_modes
 def test_deletion_vectors_and_lake_sql_on_s3(spark, s3_lake, s3_server):
     t = s3_lake.create_table("events", "id long, k int", properties={"delta.enableDeletionVectors": "true"})
     t.append(spark.range(2000).selectExpr("id", "cast(id % 7 as int) k"))
@@ -96,6 +99,7 @@ def test_conditional_put_is_atomic_on_the_test_server(s3_server):
     assert len(storage.list(start_after=f"{rounds - 5:020d}.json")) == 4
 
 
+@pytest.mark.both_modes
 def test_concurrent_appends_and_conflicts_on_s3(spark, s3_lake):
     t = s3_lake.create_table("t", "id long, p int", partition_by=["p"])
     t.append(spark.range(10).selectExpr("id", "cast(id % 2 as int) p"))
@@ -149,6 +153,7 @@ def test_delta_rs_reads_and_writes_s3_tables(spark, s3_lake, s3_server):
     assert rows[1000] == "updated" and len(rows) == 92
 
 
+@pytest.mark.both_modes
 def test_catalog_table_at_an_s3_location(spark, s3_lake, s3_server, tmp_path):
     t = s3_lake.create_table("dim", "id long")
     t.append(spark.range(5).selectExpr("id"))
@@ -203,6 +208,7 @@ def test_a_store_without_conditional_writes_is_refused(spark, s3_server):
         plain.stop()
 
 
+@pytest.mark.slow   # its own JVM, which resolves S3A's packages, for one way of configuring
 def test_environment_alone_configures_log_and_spark(s3_server, tmp_path):
     """`Lake(local_spark(), "s3://bucket/warehouse")` with nothing but AWS_* variables set."""
     bucket = s3_server.new_bucket()
@@ -223,27 +229,6 @@ def test_environment_alone_configures_log_and_spark(s3_server, tmp_path):
     assert snapshot_json
     body = s3_server.client().get_object(Bucket=bucket, Key=snapshot_json[0])["Body"].read().decode()
     assert any("metaData" in json.loads(line) for line in body.splitlines())
-
-
-def test_delta_spark_reads_s3_tables_through_s3a(spark, delta_spark, s3_lake, s3_server):
-    """delta-spark 4.4 (its own JVM, S3A from the same packages) reads a skiplake table on the
-    store, partitioned, after DML with deletion vectors, with identical rows."""
-    from skiplake.spark.session.object_stores import bucket_hadoop_conf
-    from testing_support.delta_spark import rows_as_strings
-    t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
-                             properties={"delta.enableDeletionVectors": "true"})
-    t.append(spark.range(500).selectExpr("id", "concat('p', id % 4) p", "cast(id / 3 as double) v"))
-    t.delete("id % 5 = 0")
-    t.update("id = 7", set={"v": "-1.0"})
-    s3a_path = t.path.replace("s3://", "s3a://", 1)  # delta-spark's S3 log store is keyed by scheme
-    # S3A's per-bucket settings, as skiplake gives its own session for this bucket.
-    hadoop = bucket_hadoop_conf(bucket_and_key(t.path)[0], s3_server.options)
-    result = delta_spark.run_batch([{"id": "read", "op": "read", "path": s3a_path}], hadoop=hadoop)
-    got = result["jobs"]["read"]
-    assert got["ok"], got
-    assert got["version"] == t.version
-    assert got["count"] == 400
-    assert [tuple(r) for r in got["rows"]] == rows_as_strings(t.read(), got["columns"])
 
 
 def test_catalog_hive_style_parquet_table_on_s3(spark, s3_server, tmp_path):
@@ -285,6 +270,7 @@ def test_a_conflicting_conditional_write_is_retried(s3_server):
     assert S3Storage(f"s3://{bucket}/t/_delta_log").read("00000000000000000000.json") == b"first"
 
 
+@pytest.mark.both_modes
 def test_bucketed_tables_on_s3_join_without_a_shuffle(spark, s3_lake, s3_server):
     """On an object store Spark's bucketed writer names each file with its bucket id (no rename),
     so two tables bucketed alike still join bucket by bucket."""

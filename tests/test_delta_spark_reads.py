@@ -1,0 +1,329 @@
+"""delta-spark (the reference Delta Lake implementation) reads every table skiplake writes.
+
+The module builds skiplake's own tables through every kind of commit and writer feature
+(tests/interop_tables.py), and writes to copies of the golden tables delta-spark wrote
+(tests/data/golden/); then delta-spark reads them all in one batch of jobs, in one JVM
+(testing_support/delta_spark.py, started while skiplake builds), and each test compares with
+what skiplake reads. delta-spark writes nothing here: its writes to skiplake's tables are the
+slow tier's (tests/test_delta_spark_writes.py), and what skiplake reads of its tables is
+tests/test_golden_tables.py's.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+import skiplake
+from skiplake.log.location import bucket_and_key
+from skiplake.spark.session.object_stores import bucket_hadoop_conf
+from testing_support.delta_spark import DeltaSpark, rows_as_strings
+from tests.golden import GOLDEN_DIR
+from tests.interop_tables import (
+    CDF_COLUMNS,
+    CDF_OURS,
+    CDF_OURS_DV,
+    CK_OURS,
+    CL_COLUMNS,
+    CL_OURS,
+    CM_COLUMNS,
+    CM_OURS,
+    CM_OURS_COLUMNS,
+    COLUMNS,
+    DV_OURS,
+    GEN_OURS,
+    ID_OURS,
+    PARTITION_BY,
+    ROW_IDS_SQL,
+    RT_OURS,
+    SCHEMA,
+    TIME_TRAVEL_STEPS,
+    TW_COLUMNS,
+    V2_OURS,
+    V_COLUMNS,
+    VARIANT_OURS,
+    build_change_feed_tables,
+    build_clustered_table,
+    build_column_mapped,
+    build_constraint_tables,
+    build_dv_ours,
+    build_feature_tables,
+    build_main,
+    build_row_tracking_table,
+    changes_as_strings,
+    changes_sql,
+    cl_rows,
+    frame,
+    ids_of,
+    quote_path,
+    sort_rows,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.delta_spark, pytest.mark.s3]
+
+WSER = "wser"   # a table whose metaData.configuration says delta.isolationLevel = WriteSerializable
+
+
+@dataclass
+class Reads:
+    lake: skiplake.Lake
+    jobs: dict                                            # delta-spark's results by job id
+    versions: dict[str, int] = field(default_factory=dict)   # main table: step -> version
+    expected: dict[str, list] = field(default_factory=dict)  # table or query -> rows as skiplake reads them
+
+    def job(self, job_id: str) -> dict:
+        job = self.jobs[job_id]
+        assert job["ok"], f"delta-spark failed: {job.get('error_class')}: {job.get('error')}\n{job.get('traceback')}"
+        return job
+
+    def rows(self, job_id: str) -> list[tuple]:
+        return [tuple(r) for r in self.job(job_id)["rows"]]
+
+
+def _read(name: str, path: str, columns) -> dict:
+    return {"id": name, "op": "read", "path": path, "columns": list(columns)}
+
+
+def _query(name: str, sql: str) -> dict:
+    return {"id": name, "op": "sql", "sql": sql}
+
+
+def _build_ours(spark, lake: skiplake.Lake) -> tuple[dict[str, int], dict[str, list]]:
+    """skiplake's own tables, with what skiplake reads of each."""
+    versions = build_main(spark, lake)
+    ws = lake.create_table(WSER, SCHEMA, partition_by=PARTITION_BY,
+                           properties={"delta.isolationLevel": "WriteSerializable"})
+    ws.append(frame(spark, range(0, 10)))
+    expected = {DV_OURS: build_dv_ours(spark, lake), CM_OURS: build_column_mapped(spark, lake),
+                **build_feature_tables(spark, lake)}
+    expected.update({f"{n}:changes": rows for n, rows in build_change_feed_tables(spark, lake).items()})
+    build_constraint_tables(spark, lake)
+    build_clustered_table(spark, lake)
+    build_row_tracking_table(spark, lake)
+    for name, columns in ((CK_OURS, ("id", "qty", "name")), (GEN_OURS, ("id", "ts", "d")), (ID_OURS, ("id", "name")),
+                          (CL_OURS, CL_COLUMNS), (WSER, COLUMNS), ("main", COLUMNS)):
+        expected[name] = rows_as_strings(lake.table(name).read(), list(columns))
+    expected[f"{RT_OURS}:ids"] = ids_of(lake.table(RT_OURS))
+    for n in (CDF_OURS, CDF_OURS_DV):
+        expected[n] = rows_as_strings(lake.table(n).read(), ["id", "part", "qty"])
+    return versions, expected
+
+
+# The golden tables skiplake writes to (copies of them), and the columns read back after.
+THEIRS = {"cm_name": CM_COLUMNS, "cdf_spark": ("id", "part", "qty"), "cl_spark": CL_COLUMNS, "rt_spark": ("id", "v"),
+          "tw_spark": TW_COLUMNS, "variant_spark": V_COLUMNS, "ck_spark": ("id", "qty", "name"),
+          "gen_spark": ("id", "ts", "d"), "id_spark": ("id", "name"), "dv_spark": ("id", "g", "s", "x")}
+
+
+def _write_to_theirs(spark, lake: skiplake.Lake) -> None:
+    """Copies of delta-spark's golden tables under the lake, each changed by skiplake."""
+    for name in THEIRS:
+        shutil.copytree(GOLDEN_DIR / name / "table", Path(lake.root) / name)
+    cm = lake.table("cm_name")
+    cm.delete("id % 10 = 1")
+    cm.append(spark.sql("SELECT 5000L + id AS id, CAST(id % 3 AS INT) AS g, concat('a', id) AS s2, "
+                        "named_struct('a', CAST(id AS INT), 'b', 'appended') AS st FROM range(6)"))
+    cdf = lake.table("cdf_spark")
+    cdf.update("id % 5 = 3", {"qty": "qty - 1000"})
+    cdf.delete("id % 5 = 4")
+    cl = lake.table("cl_spark")
+    cl.optimize(target_file_size=2048, min_cube_size=1)
+    cl.append(cl_rows(spark, 350, 380))
+    cl.cluster_by(["k", "id"])
+    rt = lake.table("rt_spark")
+    rt.append(spark.sql("SELECT id, CAST(id AS INT) AS v FROM range(10, 15)"))
+    rt.delete("id = 9")
+    lake.table("tw_spark").append(spark.sql("SELECT 7000000000L AS a, 0.5D AS f, CAST(1.5 AS DECIMAL(10,4)) AS d, "
+                                            "DATE'2026-01-01' AS dt, 200000 AS b, 'ours' AS s"))
+    lake.table("variant_spark").append(spark.sql("SELECT 99L AS id, parse_json('{\"k\":99}') AS v"))
+    lake.table("ck_spark").append(spark.sql("SELECT 3L AS id, 3 AS qty, 'c' AS name"))
+    lake.table("gen_spark").append(spark.sql("SELECT 2L AS id, TIMESTAMP'2024-02-06 04:00:00' AS ts"))
+    lake.table("id_spark").append(spark.sql("SELECT 'd' AS name UNION ALL SELECT 'e'"))
+    dv = lake.table("dv_spark")
+    dv.update("id % 17 = 0", {"s": "concat('ours', s)"})
+    dv.delete("g = 3 AND id < 1000")
+
+
+S3_TABLE = "s3"   # a table of the lake on the S3-compatible test server: delta-spark reads it through S3A
+
+
+def _build_on_s3(spark, s3_lake: skiplake.Lake) -> list[tuple]:
+    """A partitioned table on the object store, after DML with deletion vectors."""
+    t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
+                             properties={"delta.enableDeletionVectors": "true"})
+    t.append(spark.range(500).selectExpr("id", "concat('p', id % 4) p", "cast(id / 3 as double) v"))
+    t.delete("id % 5 = 0")
+    t.update("id = 7", set={"v": "-1.0"})
+    return rows_as_strings(t.read(), ["id", "p", "v"])
+
+
+def _jobs(lake: skiplake.Lake, versions: dict[str, int], s3_path: str) -> list[dict]:
+    main = lake.path_of("main")
+    jobs = [_read("main", main, COLUMNS)]
+    jobs += [{"id": f"main@{s}", "op": "read", "path": main, "version": versions[s], "columns": COLUMNS}
+             for s in TIME_TRAVEL_STEPS]
+    jobs += [_read(n, lake.path_of(n), cols) for n, cols in (
+        (WSER, COLUMNS), (DV_OURS, COLUMNS), (CM_OURS, CM_OURS_COLUMNS), (V2_OURS, ("id", "g", "s")),
+        (VARIANT_OURS, V_COLUMNS), (CK_OURS, ("id", "qty", "name")), (GEN_OURS, ("id", "ts", "d")),
+        (ID_OURS, ("id", "name")), (CL_OURS, CL_COLUMNS), (CDF_OURS, ("id", "part", "qty")),
+        (CDF_OURS_DV, ("id", "part", "qty")))]
+    jobs += [_query(f"{n}:changes", changes_sql(lake.path_of(n))) for n in (CDF_OURS, CDF_OURS_DV, "cdf_spark")]
+    jobs += [_query(f"{n}:ids", ROW_IDS_SQL.replace("{t}", quote_path(lake.path_of(n)))) for n in (RT_OURS, "rt_spark")]
+    jobs += [{"id": f"{n}:detail", "op": "detail", "path": lake.path_of(n)} for n in (CL_OURS, CK_OURS, "cl_spark")]
+    jobs += [_read(f"theirs:{n}", lake.path_of(n), cols) for n, cols in THEIRS.items()]
+    # delta-spark's S3 log store is chosen by the scheme: s3a:// as S3A reads it.
+    jobs.append(_read(S3_TABLE, s3_path.replace("s3://", "s3a://", 1), ("id", "p", "v")))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def reads(spark, delta_spark: DeltaSpark, s3_server, tmp_path_factory) -> Reads:
+    lake = skiplake.Lake(spark, str(tmp_path_factory.mktemp("delta_spark_reads") / "warehouse"))
+    started = time.time()
+    versions, expected = _build_ours(spark, lake)
+    _write_to_theirs(spark, lake)
+    for name, columns in THEIRS.items():
+        expected[f"theirs:{name}"] = rows_as_strings(lake.table(name).read(), list(columns))
+    expected["cdf_spark:changes"] = changes_as_strings(lake.table("cdf_spark").changes(0))
+    expected["rt_spark:ids"] = ids_of(lake.table("rt_spark"))
+    s3_lake = skiplake.Lake(spark, f"s3://{s3_server.new_bucket()}/warehouse", storage_options=s3_server.options)
+    expected[S3_TABLE] = _build_on_s3(spark, s3_lake)
+    s3_path = s3_lake.path_of("shared")
+    built = time.time() - started
+    delta_spark.check()
+    # S3A's per-bucket settings, as skiplake gives its own session for the bucket; reads only, so
+    # two at a time.
+    hadoop = bucket_hadoop_conf(bucket_and_key(s3_path)[0], s3_server.options)
+    result = delta_spark.run_batch(_jobs(lake, versions, s3_path), threads=2, hadoop=hadoop)
+    print(f"\nskiplake's tables built in {built:.1f}s; delta-spark {result.get('delta_version')} read them in "
+          f"{sum(j['seconds'] for j in result['jobs'].values()):.1f}s ({len(result['jobs'])} jobs)")
+    return Reads(lake, result["jobs"], versions, expected)
+
+
+def test_delta_spark_reads_skiplakes_table_through_every_kind_of_commit(reads: Reads) -> None:
+    t = reads.lake.table("main")
+    v = reads.versions
+    assert t.version == v["append6"] == 13
+    assert [v[s] for s in ("append1", "delete", "update_partition", "merge", "optimize", "append5")] == \
+        [1, 4, 6, 8, 9, 10], f"every step must commit exactly once: {v}"
+    log = Path(t.path) / "_delta_log"
+    assert (log / f"{10:020d}.checkpoint.parquet").exists()
+    assert json.loads((log / "_last_checkpoint").read_text())["version"] == 10
+    job = reads.job("main")
+    assert job["count"] == len(reads.expected["main"]) > 100
+    assert reads.rows("main") == reads.expected["main"]
+    assert job["version"] == t.version
+    types = [(f["name"], f["type"]) for f in job["schema"]["fields"]]
+    assert types == [(f["name"], f["type"]) for f in json.loads(t.schema.json())["fields"]]
+    # DESCRIBE HISTORY sees every commit skiplake made, with skiplake's operation names.
+    ops = {h["version"]: h["operation"] for h in job["history"]}
+    assert ops == {h["version"]: h.get("operation") for h in t.history()}
+    assert ops[v["merge"]] == "MERGE" and ops[v["optimize"]] == "OPTIMIZE"
+    assert ops[v["delete"]] == "DELETE" and ops[v["update"]] == "UPDATE"
+
+
+@pytest.mark.parametrize("step", TIME_TRAVEL_STEPS)
+def test_delta_spark_time_travel_matches_skiplake(reads: Reads, step: str) -> None:
+    t = reads.lake.table("main")
+    version = reads.versions[step]
+    job = reads.job(f"main@{step}")
+    assert job["version"] == version
+    assert reads.rows(f"main@{step}") == rows_as_strings(t.read(version=version), COLUMNS)
+
+
+def test_delta_spark_reads_a_write_serializable_table(reads: Reads) -> None:
+    """skiplake writes delta.isolationLevel = WriteSerializable (delta-spark's own writes to such a
+    table are the slow tier's); delta-spark reads the table as it is."""
+    t = reads.lake.table(WSER)
+    assert t.properties["delta.isolationLevel"] == "WriteSerializable"
+    assert reads.rows(WSER) == reads.expected[WSER] and len(reads.expected[WSER]) == 10
+
+
+def test_delta_spark_reads_skiplakes_deletion_vectors(reads: Reads) -> None:
+    t = reads.lake.table(DV_OURS)
+    assert any(f.deletionVector for f in t.snapshot.add_files), "skiplake wrote no deletion vector"
+    assert reads.rows(DV_OURS) == reads.expected[DV_OURS]
+    ids = sorted(int(r[0]) for r in reads.expected[DV_OURS])
+    assert 0 not in ids and 130 > max(ids) >= 120 and all(i % 5 for i in ids if i < 100)
+
+
+def test_delta_spark_reads_skiplakes_column_mapping(reads: Reads) -> None:
+    """A table skiplake created with column mapping and changed by every kind of write (renames
+    and a drop among them) reads the same in delta-spark, and in delta-rs."""
+    expected = reads.expected[CM_OURS]
+    assert reads.rows(CM_OURS) == expected
+    ids = sorted(int(r[0]) for r in expected)
+    assert 1000 in ids and 0 not in ids and 309 in ids
+    assert any(r[2] == "S1" for r in expected) and any(r[2] == "m" for r in expected)
+    deltalake = pytest.importorskip("deltalake")
+    import pyarrow as pa
+    got = pa.table(deltalake.QueryBuilder().register("t", deltalake.DeltaTable(reads.lake.path_of(CM_OURS))).execute(
+        "SELECT count(*) AS n, sum(id) AS s FROM t WHERE label <> 'm'").read_all()).to_pylist()[0]
+    kept = [int(r[0]) for r in expected if r[2] != "m"]
+    assert (got["n"], got["s"]) == (len(kept), sum(kept))
+
+
+def test_delta_spark_reads_skiplakes_v2_checkpoints_and_variants(reads: Reads) -> None:
+    for name in (V2_OURS, VARIANT_OURS):
+        assert reads.rows(name) == reads.expected[name] and reads.expected[name]
+    log = Path(reads.lake.path_of(V2_OURS)) / "_delta_log"
+    assert any(p.name.startswith(f"{4:020d}.checkpoint.") for p in log.iterdir())
+    assert list((log / "_sidecars").iterdir())
+
+
+@pytest.mark.parametrize("name", [CDF_OURS, CDF_OURS_DV])
+def test_delta_spark_reads_skiplakes_change_feed(reads: Reads, name: str) -> None:
+    """delta-spark's table_changes over skiplake's DELETE, UPDATE, MERGE and replaceWhere gives
+    what skiplake's own change read gives, commit timestamps included."""
+    assert sort_rows(reads.rows(f"{name}:changes")) == reads.expected[f"{name}:changes"]
+    assert {r[3] for r in reads.expected[f"{name}:changes"]} == {"insert", "delete", "update_preimage",
+                                                                  "update_postimage"}
+    assert reads.rows(name) == reads.expected[name]
+    assert len(CDF_COLUMNS) == len(reads.expected[f"{name}:changes"][0])
+
+
+def test_delta_spark_reads_skiplakes_constraints_generated_and_identity_columns(reads: Reads) -> None:
+    for name in (CK_OURS, GEN_OURS, ID_OURS):
+        assert reads.rows(name) == reads.expected[name], name
+    detail = reads.job(f"{CK_OURS}:detail")["detail"]
+    assert detail["properties"]["delta.constraints.qty_pos"] == "qty >= 0"
+    assert "checkConstraints" in detail["tableFeatures"]
+
+
+def test_delta_spark_reads_skiplakes_clustered_table(reads: Reads) -> None:
+    assert reads.rows(CL_OURS) == reads.expected[CL_OURS]
+    detail = reads.job(f"{CL_OURS}:detail")["detail"]
+    assert detail["clusteringColumns"] == ["k", "id"] and "clustering" in detail["tableFeatures"]
+
+
+def test_delta_spark_reads_skiplakes_row_ids(reads: Reads) -> None:
+    ids = sorted(reads.rows(f"{RT_OURS}:ids"))
+    assert ids == reads.expected[f"{RT_OURS}:ids"]
+    # skiplake's UPDATE and DELETE kept the ids of the 20 rows first appended.
+    assert len(ids) == 18 and len({r[1] for r in ids}) == 18 and all(int(r[1]) < 20 for r in ids)
+
+
+@pytest.mark.parametrize("name", list(THEIRS))
+def test_delta_spark_reads_what_skiplake_wrote_to_its_tables(reads: Reads, name: str) -> None:
+    """delta-spark's own tables (the golden ones), after skiplake's DML, appends, OPTIMIZE and a
+    change of clustering keys, read by delta-spark as skiplake reads them."""
+    assert reads.rows(f"theirs:{name}") == reads.expected[f"theirs:{name}"]
+    assert reads.lake.table(name).version > json.loads((GOLDEN_DIR / name / "expected.json").read_text())["version"]
+    if name == "cdf_spark":
+        assert sort_rows(reads.rows("cdf_spark:changes")) == reads.expected["cdf_spark:changes"]
+    if name == "rt_spark":
+        assert sorted(reads.rows("rt_spark:ids")) == reads.expected["rt_spark:ids"]
+    if name == "cl_spark":
+        assert reads.job("cl_spark:detail")["detail"]["clusteringColumns"] == ["k", "id"]
+
+
+def test_delta_spark_reads_skiplakes_table_on_an_object_store(reads: Reads) -> None:
+    """delta-spark 4.4 (its own JVM, S3A from the same packages) reads a skiplake table on the
+    S3-compatible store, partitioned, after DML with deletion vectors, with identical rows."""
+    job = reads.job(S3_TABLE)
+    assert job["count"] == 400 and job["version"] == 3
+    assert reads.rows(S3_TABLE) == reads.expected[S3_TABLE]
