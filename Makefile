@@ -1,6 +1,8 @@
-# make demo: the main job (TPC-DS through skiplake tables). make test: the test suite.
-# make bench: every benchmark in one run, and the benchmarks page's summary from it.
-# Both build .venv with pinned dependencies and find (or install) Java 17 first.
+# make demo: the main job (TPC-DS through skiplake tables). make test: the gate (lint and every
+# test not marked slow). make test-full: the gate and the slow tier. make golden: delta-spark
+# writes the golden tables the interop tests read. make bench: every benchmark in one run, and the
+# benchmarks page's summary from it. Each builds .venv with pinned dependencies and finds (or
+# installs) Java 17 first.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,7 +10,7 @@ STAMP := $(VENV)/.installed
 JAVA_HOME_FILE := .java_home
 SF ?= 0.1
 
-.PHONY: all venv java s3-jars demo lint test test-fast bench clean
+.PHONY: all venv java s3-jars demo lint test test-full test-fast golden bench clean
 
 all: test
 
@@ -55,19 +57,27 @@ lint: venv
 	$(VENV)/bin/mypy
 	$(PY) scripts/type_ignores.py
 
-# Then the suites below again, as a Spark Connect client of a server the run starts (its own JVM
-# on loopback); tests marked classic_only, and those that use no SparkSession, are skipped there.
-CONNECT_TESTS := tests/test_connect.py tests/test_table.py tests/test_skipping.py tests/test_dynamic_pruning.py \
-	tests/test_deletion_vectors.py tests/test_column_mapping_writes.py tests/test_tpcds_dynamic.py \
-	tests/test_bucketing.py tests/test_object_store.py tests/test_concurrency.py
+# Two tiers, chosen by pytest markers (docs/testing.md). The gate, `make test`: every test not
+# marked slow, then the tests marked both_modes again as a Spark Connect client of a server the run
+# starts (its own JVM on loopback). `make test-full`: every test, with each property test's full
+# example count, then every test marked connect or both_modes against Spark Connect.
 # WORKERS=n runs each pass in n pytest-xdist workers (a SparkSession, and servers, per worker; a
 # test file stays on one worker). The suite keeps two cores busy on its own, so it pays only on a
 # machine with more (docs/testing.md).
 WORKERS ?= 1
 PARALLEL = $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
+RUN_TESTS = JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q $(PARALLEL)
 test: venv java s3-jars lint
-	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q $(PARALLEL) tests
-	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" SKIPLAKE_TEST_SPARK=connect $(PY) -m pytest -q $(PARALLEL) $(CONNECT_TESTS)
+	$(RUN_TESTS) -m "not slow" tests
+	SKIPLAKE_TEST_SPARK=connect $(RUN_TESTS) -m "both_modes and not slow" tests
+
+test-full: venv java s3-jars lint
+	SKIPLAKE_TEST_TIER=full $(RUN_TESTS) tests
+	SKIPLAKE_TEST_TIER=full SKIPLAKE_TEST_SPARK=connect $(RUN_TESTS) -m "connect or both_modes" tests
+
+# delta-spark 4.4 (Maven Central) writes tests/data/golden/ anew: the tables and what it read back.
+golden: venv java
+	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m tests.golden
 
 test-fast: venv lint
 	$(PY) -m pytest -q tests/unit

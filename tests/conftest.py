@@ -1,9 +1,12 @@
-"""One SparkSession for the whole test session (local[2], 2 shuffle partitions, UI off).
+"""One SparkSession for the whole test session (local[2], 2 shuffle partitions, UI off), the
+real servers the tests talk to, and the tiers (docs/testing.md).
 
-With SKIPLAKE_TEST_SPARK=connect the session is a Spark Connect client of a server this test
-session starts (its own JVM on loopback, skiplake.spark.session.connect_server), and tests marked
-`classic_only` (they reach into the JVM themselves) are skipped: `make test` runs the Connect
-suites of CONNECT_TESTS (Makefile) that way after the classic run."""
+`make test` (the gate) runs `-m "not slow"`, then the tests marked `both_modes` again against
+Spark Connect; `make test-full` runs every test and then every `connect` or `both_modes` test
+against Spark Connect. With SKIPLAKE_TEST_SPARK=connect the session is a Spark Connect client of
+a server this test session starts (its own JVM on loopback), and tests marked `classic_only`
+(they reach into the JVM themselves) are skipped.
+"""
 from __future__ import annotations
 
 import pytest
@@ -11,20 +14,34 @@ import pytest
 from testing_support.paths import setup_java
 from tests.modes import CONNECT
 
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "classic_only: reaches into Spark's JVM; not run against Spark Connect")
-    config.addinivalue_line("markers", "connect_only: runs against Spark Connect only")
-
+# A test that uses one of these fixtures must carry its marker, so that `-m` selects by what a
+# test needs (`-m "not delta_spark"` on a machine without Maven Central, say). Checked at
+# collection: a missing marker is an error that names the test.
+FIXTURE_MARKERS = {"spark": "spark", "delta_spark": "delta_spark", "s3_server": "s3", "postgres": "postgres"}
 
 # The files that take longest start first, so that parallel workers (make test WORKERS=n) end
 # together instead of one worker running a long file alone at the end. Only the order changes.
-LONGEST_FIRST = ("test_delta_spark_interop.py", "test_cluster.py", "test_stress.py", "test_bucketing.py",
-                 "test_merge_differential.py", "test_change_data_feed.py", "test_row_level_concurrency.py",
-                 "test_object_store.py", "test_tpcds_dynamic.py")
+LONGEST_FIRST = ("test_delta_spark_writes.py", "test_cluster.py", "test_stress.py", "test_delta_spark_reads.py",
+                 "test_bucketing.py", "test_merge_differential.py", "test_row_level_concurrency.py",
+                 "test_object_store.py", "test_convert.py", "test_tpcds_dynamic.py", "test_change_data_feed.py")
 
 
+def unmarked(items: list[pytest.Item]) -> list[str]:
+    """One line per test that uses a fixture of FIXTURE_MARKERS without carrying its marker."""
+    out = []
+    for item in items:
+        for fixture, marker in FIXTURE_MARKERS.items():
+            if fixture in getattr(item, "fixturenames", ()) and item.get_closest_marker(marker) is None:
+                out.append(f"{item.nodeid}: uses the {fixture} fixture, so it needs @pytest.mark.{marker}")
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)   # before -m deselects: an unmarked test is an error in any selection
 def pytest_collection_modifyitems(config, items):
+    missing = unmarked(items)
+    if missing:
+        raise pytest.UsageError("tests without the marker of a fixture they use (docs/testing.md):\n  "
+                                + "\n  ".join(missing))
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
     skip = pytest.mark.skip(reason="classic PySpark only" if CONNECT else "Spark Connect only")
@@ -111,7 +128,7 @@ def postgres():
     server.stop()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def db_url(request, tmp_path) -> str:
     """A fresh, empty catalog database: an SQLite file, then a new PostgreSQL database."""
     if request.param == "sqlite":

@@ -32,8 +32,9 @@ from skiplake.spark.reads.planned_reads import path_from_spark, read_files
 from skiplake.spark.writes.data_files import WriteOptions
 from skiplake.table import Table
 from tests.modes import CONNECT
+from tests.tiers import examples
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 # Partition values whose Hive folder name is not the value itself (Spark escapes / = %).
 HIVE_FOLDERS = {None: "__HIVE_DEFAULT_PARTITION__", "b c/d=%": "b c%2Fd%3D%25"}
@@ -290,6 +291,7 @@ def layout_table(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
     return lake.table("layout"), writes
 
 
+@pytest.mark.both_modes
 def test_each_write_has_one_sorted_file_per_partition_and_bucket(
         spark: SparkSession, layout_table: tuple[Table, list[tuple[list[tuple], list[AddFile]]]]) -> None:
     t, writes = layout_table
@@ -585,7 +587,7 @@ def prune_case(draw: st.DrawFn) -> tuple[str, str, list[set] | None, bool]:
     return name, " AND ".join(parts), [p[1] for p in pins], rest is not None
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=prune_case())
 def test_bucket_pruning_never_drops_a_matching_row(spark: SparkSession,
                                                    prune_lake: tuple[dict[str, Table], DataFrame],
@@ -624,6 +626,7 @@ def test_bucket_pruning_never_drops_a_matching_row(spark: SparkSession,
             assert report.buckets_selected < report.buckets_total
 
 
+@pytest.mark.both_modes
 def test_pruning_examples(spark: SparkSession, prune_lake: tuple[dict[str, Table], DataFrame]) -> None:
     """Fixed cases: what prunes, what must not, and what selects no bucket at all."""
     tables, everything = prune_lake
@@ -822,6 +825,7 @@ def test_bucket_join_key_names_and_files_per_bucket(spark: SparkSession, join_la
         assert_no_shuffle_below_join(df)
 
 
+@pytest.mark.both_modes
 def test_bucket_join_prunes_both_sides(spark: SparkSession, join_lake: skiplake.Lake) -> None:
     lw, rw = "k IN (1, 2)", "k IN (2, 3) OR w < 50"
     report = join_lake.explain_join("l8", "r4", "k", how="left", left_where=lw, right_where=rw)
@@ -870,6 +874,7 @@ SQL_JOINS = [
 ]
 
 
+@pytest.mark.both_modes
 @pytest.mark.parametrize("query, names, buckets", SQL_JOINS)
 def test_sql_join_of_two_bucketed_tables(spark: SparkSession, join_lake: skiplake.Lake, query: str,
                                          names: list[str], buckets: int) -> None:
@@ -884,6 +889,7 @@ def test_sql_join_of_two_bucketed_tables(spark: SparkSession, join_lake: skiplak
     assert_no_shuffle_below_join(df)
 
 
+@pytest.mark.both_modes
 def test_sql_self_join_and_join_chain(spark: SparkSession, join_lake: skiplake.Lake) -> None:
     """A table joined with itself, and three tables joined on the bucket key: right rows, and
     the explain says which joins run bucketed."""
@@ -918,6 +924,7 @@ def test_sql_join_chain_report_matches_the_plan(spark: SparkSession, join_lake: 
     assert not (joins[1].bucketed and shuffled), (joins[1].reason, top[0].toString())
 
 
+@pytest.mark.both_modes
 def test_sql_bucket_join_prunes_both_sides(spark: SparkSession, join_lake: skiplake.Lake) -> None:
     """A literal IN on one side's key reaches the other side through Spark's inferred filters."""
     query = "SELECT a.k, a.v, b.w FROM l8 a JOIN r4 b ON a.k = b.k WHERE a.k IN (1, 2)"
@@ -969,6 +976,7 @@ def test_fallback_join_says_why_and_is_still_right(spark: SparkSession, join_lak
     ("SELECT a.k, b.w FROM l8 a JOIN rplain b ON a.k = b.k", ["l8", "rplain"], "not bucketed"),
     ("SELECT a.k, a.v, b.v FROM l8 a JOIN l4 b ON a.k = b.k AND a.p = b.p", ["l8", "l4"], "keys beyond"),
 ])
+@pytest.mark.both_modes
 def test_sql_fallback_join(spark: SparkSession, join_lake: skiplake.Lake, query: str, names: list[str],
                            words: str) -> None:
     [join] = join_lake.explain(query).joins

@@ -2,7 +2,7 @@
 
 Each test replays the feed against the table itself: the rows inserted minus the rows deleted
 (update images included) at every version must be the table's rows at that version. The same
-writes read by delta-spark's `table_changes` are in tests/test_delta_spark_interop.py.
+writes read by delta-spark's `table_changes` are in tests/test_delta_spark_reads.py.
 """
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import pytest
 from skiplake.errors import ChangeDataNotRecordedError, FilesVacuumedError, SchemaMismatchError, VersionNotFoundError
 from skiplake.log.actions import AddCDCFile
 from skiplake.log.snapshot import log_storage, read_commit
+
+pytestmark = pytest.mark.spark
 
 SCHEMA = "id long, part string, qty int"
 CDF = {"delta.enableChangeDataFeed": "true"}

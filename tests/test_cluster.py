@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.cluster, pytest.mark.s3, pytest.mark.slow]
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -29,7 +31,6 @@ def _replay(records: dict[str, list[dict]]) -> list[list[int]]:
     return sorted([i, w, v] for i, (w, v) in rows.items())
 
 
-@pytest.mark.slow
 def test_demo_and_concurrent_writers_on_a_standalone_cluster_over_s3(s3_server, tmp_path):
     from testing_support.spark_cluster import start
     cluster = start(workers=2)

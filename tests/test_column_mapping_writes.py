@@ -3,7 +3,7 @@
 Delta's column mapping (PROTOCOL.md) keeps logical names for users and physical ones in files,
 partition values and stats. These tests read the log and the Parquet files themselves, so a
 write that put a logical name where a physical one belongs fails here, not only in a peer.
-(delta-spark reads such a table in tests/test_delta_spark_interop.py.)
+(delta-spark reads such a table in tests/test_delta_spark_reads.py.)
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from skiplake.log.column_mapping import ID, MAX_COLUMN_ID, PHYSICAL_NAME
 from skiplake.log.snapshot import log_storage, read_commit
 from skiplake.spark.dml import dml_jobs as dml
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 DV = {"delta.enableDeletionVectors": "true"}
 
@@ -79,6 +79,7 @@ def test_create_gives_every_field_an_id_and_a_physical_name(mapped):
     assert ids_of(mapped, "st.a = 3 AND g = 1") == [i for i in range(400) if i % 7 == 3 and i % 2 == 1]
 
 
+@pytest.mark.both_modes
 @pytest.mark.parametrize("deletion_vectors", [False, True])
 def test_dml_and_optimize_log_physical_names(mapped, spark, deletion_vectors):
     if deletion_vectors:

@@ -11,6 +11,8 @@ from skiplake.spark import merge
 from skiplake.spark.dml import dml_jobs as dml
 from skiplake.spark.optimize.compaction import optimize
 
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
+
 
 def rows(spark, ids: range, p: int):
     return spark.sql(f"SELECT id, {p} AS p, id AS v FROM range({ids.start}, {ids.stop})")
@@ -43,6 +45,7 @@ def test_delete_vs_concurrent_blind_append_same_partition(table, spark):
         assert ids(table, "p = 1") == list(range(1000, 1005))
 
 
+@pytest.mark.both_modes
 def test_disjoint_partitions_never_conflict(table, spark):
     loser = dml.update(table.begin(), "p = 1", {"v": "v + 1"})
     table.delete("p = 2 AND v < 250")                   # winner in the other partition
@@ -111,6 +114,7 @@ def test_rows_a_delete_cannot_match_do_not_conflict_even_when_serializable(table
     assert ids(table, "p = 1") == list(range(1000, 1005))
 
 
+@pytest.mark.both_modes
 @pytest.mark.parametrize("level", ["WriteSerializable", "Serializable"])
 def test_merges_with_disjoint_source_keys_both_commit_on_a_clustered_table(lake, spark, level):
     """Each MERGE's target read is narrowed to the files its source's keys can match (dynamic

@@ -11,6 +11,8 @@ from skiplake.errors import InvalidArgumentError, SparkConnectUnsupportedError
 from skiplake.spark.pruning import pruning_settings as dfp
 from tests.pruning_conf import SMALL_TABLES
 
+pytestmark = [pytest.mark.spark, pytest.mark.connect, pytest.mark.both_modes]
+
 connect = pytest.mark.connect_only
 
 

@@ -1,6 +1,6 @@
 """CHECK constraints, invariants and NOT NULL columns: kept by every write, refused with a typed
 error naming the rule and a row, with nothing written. delta-spark's side is in
-tests/test_delta_spark_interop.py."""
+tests/test_delta_spark_reads.py, tests/test_golden_tables.py and tests/test_delta_spark_writes.py."""
 from __future__ import annotations
 
 import json
@@ -10,6 +10,8 @@ import pytest
 from skiplake.errors import ConstraintViolationError, InvalidArgumentError
 from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
+
+pytestmark = pytest.mark.spark
 
 SCHEMA = "id long, qty int, name string"
 

@@ -285,6 +285,7 @@ def test_footers_read_by_a_spark_job_give_the_same_table(spark: SparkSession, di
     assert {f.path: (f.partitionValues, f.stats, f.size) for f in reloaded.add_files} == by_job
 
 
+@pytest.mark.s3
 def test_convert_on_an_object_store(spark: SparkSession, s3_server: Any, dirs: Dirs, parted: Table) -> None:
     """A directory on S3 (the files Spark wrote, markers and checksums included) converts in place
     into the local directory's table, its footers read by the Spark job's pyarrow S3 file system
@@ -624,6 +625,7 @@ def _adds_of(path: str) -> dict[str, tuple[dict, dict]]:
 
 
 @pytest.mark.slow
+@pytest.mark.delta_spark
 def test_delta_spark_reads_converted_tables_and_agrees_with_its_own_convert(
         spark: SparkSession, delta_spark: DeltaSpark, dirs: Dirs, plain: Table, parted: Table,
         bucketed: skiplake.Lake) -> None:

@@ -3,7 +3,7 @@
 The DVs here are written by skiplake.log.deletion_vectors and committed by hand, the way
 delta-spark logs a DELETE with deletion vectors (the protocol upgraded to 3/7 with the
 deletionVectors feature, then per touched file an add of (path, new DV) and a remove of
-(path, old DV)); tests/test_delta_spark_interop.py reads DVs delta-spark itself wrote.
+(path, old DV)); tests/test_golden_tables.py reads DVs delta-spark itself wrote.
 """
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from skiplake.log.actions import AddFile, CommitInfo, Protocol, RemoveFile, enco
 from skiplake.log.deletion_vectors import DeletionVector, read_deleted_rows, write_dv_file
 from skiplake.log.paths import absolute_path
 from skiplake.log.snapshot import LOG_DIR, Snapshot, commit_name, log_storage, read_commit
+
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 SCHEMA = "id long, d date, cat string, qty int"
 DV_PROTOCOL = Protocol(3, 7, ("deletionVectors",), ("appendOnly", "invariants", "deletionVectors"))
@@ -203,6 +205,7 @@ def test_create_with_deletion_vectors_sets_the_protocol(lake, spark):
     assert set(p.writerFeatures) == {"appendOnly", "invariants", "deletionVectors"}
 
 
+@pytest.mark.both_modes
 def test_delete_marks_rows_and_leaves_data_files_alone(lake, spark):
     t = _dv_table(lake, spark, partition_by=["d"])
     files = _data_files(t)
@@ -275,6 +278,7 @@ def test_optimize_purges_and_vacuum_keeps_only_referenced_dv_files(lake, spark):
     assert ids(t.read()) == [i for i in range(3000) if i % 10]
 
 
+@pytest.mark.both_modes
 def test_merge_marks_updated_and_deleted_rows(lake, spark):
     t = _dv_table(lake, spark)
     files = _data_files(t)

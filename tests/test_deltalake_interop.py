@@ -12,6 +12,8 @@ deltalake = pytest.importorskip("deltalake")
 from skiplake.log.snapshot import Snapshot  # noqa: E402
 from skiplake.table import Table  # noqa: E402
 
+pytestmark = pytest.mark.spark
+
 
 def normalize(value):
     if isinstance(value, dt.datetime):

@@ -20,8 +20,9 @@ from pyspark.sql import functions as F
 import skiplake
 from skiplake.spark.pruning import pruning_settings as dfp
 from tests.pruning_conf import COST_SETTINGS, SMALL_TABLES
+from tests.tiers import examples
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.connect, pytest.mark.both_modes]
 
 N = 3000            # fact rows; keys repeat three times; every 17th row's keys are NULL
 FILES = 12          # files per fact table
@@ -147,7 +148,7 @@ conditions = st.one_of(
 )
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(shape=st.sampled_from(SHAPES), layout=st.sampled_from(LAYOUTS), key=st.sampled_from(KEYS),
        key2=st.sampled_from(KEYS), cond=conditions)
@@ -565,7 +566,7 @@ DIM_CONDITIONS = st.one_of(DIM_LEAVES, st.tuples(DIM_LEAVES, DIM_LEAVES, st.samp
     st.tuples(DIM_LEAVES, DIM_LEAVES).map(lambda t: f"NOT (({t[0]}) OR ({t[1]})) AND a < 20"))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @pytest.mark.classic_only
 @given(cond=DIM_CONDITIONS, key=st.sampled_from(("k_int", "k_dec", "k_date", "k_str")))

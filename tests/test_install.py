@@ -19,6 +19,8 @@ import pytest
 
 from testing_support.install_env import REPO, build_wheel, clean_env, create_venv, install, quickstart_code
 
+pytestmark = pytest.mark.install
+
 CORE = {"pyspark", "pyarrow", "sqlglot", "numpy", "rich"}
 EXTRA_MODULES = ("sqlalchemy", "orjson", "boto3", "botocore", "uvicorn", "httptools", "uvloop", "psycopg", "duckdb",
                  "duckdb_extension_tpcds")

@@ -31,7 +31,7 @@ import skiplake
 from skiplake.errors import MergeClauseError, MergeConflictError
 from testing_support.delta_spark import DeltaSpark, quote_path, rows_as_strings
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = [pytest.mark.spark, pytest.mark.delta_spark, pytest.mark.slow]
 
 SEED = 20261125
 CASES = 28

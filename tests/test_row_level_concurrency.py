@@ -15,6 +15,8 @@ from skiplake.spark.dml import dml_jobs as dml
 from skiplake.spark.optimize.compaction import optimize
 from skiplake.txn.row_placements import COMPACTED_FROM
 
+pytestmark = pytest.mark.spark
+
 
 @pytest.fixture(params=["WriteSerializable", "Serializable"])
 def table(request, lake, spark):

@@ -1,6 +1,7 @@
 """Row tracking: row ids and row commit versions assigned at every commit as PROTOCOL.md asks,
 the high-water mark in the `delta.rowTracking` domain, ids read back, and enabling it on a table
-that has rows. delta-spark's side is in tests/test_delta_spark_interop.py."""
+that has rows. delta-spark's side: tests/test_delta_spark_reads.py (it reads skiplake's ids),
+tests/test_golden_tables.py (skiplake reads its ids) and tests/test_delta_spark_writes.py."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,8 @@ import json
 import pytest
 
 from skiplake.errors import InvalidArgumentError
+
+pytestmark = pytest.mark.spark
 
 ON = {"delta.enableRowTracking": "true"}
 SCHEMA = "id long, v int"

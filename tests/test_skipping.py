@@ -28,8 +28,9 @@ from skiplake.log.paths import absolute_path
 from skiplake.spark.reads.planned_reads import path_from_spark, read_files
 from skiplake.table import Table
 from testing_support.query_tools import scan_metrics
+from tests.tiers import examples
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 ZORDER_TAGS = ("ZCUBE_ID", "ZCUBE_ZORDER_BY", "ZCUBE_ZORDER_CURVE")
 
@@ -249,7 +250,7 @@ def test_prop_table_has_files_to_skip(prop_table: Table) -> None:
         assert 0 < report.files_selected < report.files_total, where
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(where=predicates)
 def test_pruned_read_equals_full_read(spark: SparkSession, prop_table: Table, prop_all: DataFrame,
                                       where: str) -> None:
@@ -359,6 +360,7 @@ SQL_EXTRA_LEAVES = [
 ]
 
 
+@pytest.mark.both_modes
 def test_sql_pushdown_prunes_like_a_direct_scan(spark: SparkSession, prop_table: Table) -> None:
     """A filter that reaches the table through Spark's optimizer (Catalyst literals turned back
     into SQL) must select the same files as the same filter given to Table.scan: a literal
@@ -415,6 +417,7 @@ def check_same(spark: SparkSession, lake: skiplake.Lake, query: str) -> list[str
     return got
 
 
+@pytest.mark.both_modes
 def test_q1_item_in_list(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
     """The seed's Q1: an IN list on the item key reads one file of eight and sums correctly."""
     lake, rows = sql_lake
@@ -445,6 +448,7 @@ def test_table_names_are_found_where_they_lie(spark: SparkSession, sql_lake: tup
     assert listed
 
 
+@pytest.mark.both_modes
 def test_inner_join_prunes_both_sides(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
     """Filters on each side of an inner join prune that side's files; labels keep the aliases."""
     lake, _ = sql_lake
@@ -476,6 +480,7 @@ def test_left_join_is_null_does_not_prune_right_side(spark: SparkSession,
     assert ss.files_selected < ss.files_total
 
 
+@pytest.mark.both_modes
 def test_cte_used_twice_reads_union_of_filters(spark: SparkSession,
                                                sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
     """A CTE used with two different filters reads the files either filter needs, not fewer."""
@@ -629,6 +634,7 @@ def test_a_cte_read_twice_swaps_its_one_relation(spark: SparkSession, swap_lake:
     assert len(df.inputFiles()) == report.files_selected < report.files_total
 
 
+@pytest.mark.both_modes
 def test_in_subquery(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
     """The table inside an IN (SELECT ...) subquery is pruned by its own filter."""
     lake, rows = sql_lake
@@ -656,6 +662,7 @@ def test_union_all_of_one_table_gives_one_report_each(spark: SparkSession,
     assert first.data_filters != second.data_filters
 
 
+@pytest.mark.both_modes
 def test_filter_inferred_through_join(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
     """`a.k = b.k AND b.k = 5` lets Spark infer `a.k = 5`: the store_sales side is pruned too."""
     lake, _ = sql_lake
@@ -705,6 +712,7 @@ def _mean_width(files: Sequence[AddFile], col: str) -> float:
     return float(np.mean([hi - lo for lo, hi in (stat_range(f, col) for f in files)]))
 
 
+@pytest.mark.both_modes
 def test_zorder_clusters_and_is_incremental(spark: SparkSession, lake: skiplake.Lake) -> None:
     """Z-ordering keeps the rows, tags its files, narrows each file's ranges so point queries
     skip files, leaves its own files alone the second time and later rewrites only new files."""
@@ -901,6 +909,7 @@ def test_cli_explain_json_matches_scan(sql_lake: tuple[skiplake.Lake, list[tuple
 # ================================================================ regressions found in review
 
 
+@pytest.mark.both_modes
 def test_sql_float_literals_and_pivots_and_self_named_cte(spark: SparkSession, lake: skiplake.Lake) -> None:
     """A FLOAT literal reaching a scan through a join is the float32 value, not the double it
     spells; a WHERE after PIVOT/UNPIVOT filters the pivot's output, not the table; a CTE named

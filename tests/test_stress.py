@@ -25,6 +25,8 @@ from skiplake.log.storage_for import storage_at
 from skiplake.log.vacuum import vacuum
 from testing_support.concurrency_worker import PARTITIONS, STORE_OPTIONS_ENV, append_rows, create_table, read_file
 
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -160,7 +162,8 @@ def check_exceptions(acks: list[dict], isolation: str, deletion_vectors: bool = 
 
 @pytest.mark.parametrize("isolation,deletion_vectors,store", [
     ("WriteSerializable", False, "local"), ("Serializable", False, "local"), ("WriteSerializable", True, "local"),
-    ("Serializable", True, "local"), ("WriteSerializable", True, "s3"), ("Serializable", False, "s3")])
+    ("Serializable", True, "local"), pytest.param("WriteSerializable", True, "s3", marks=pytest.mark.s3),
+    pytest.param("Serializable", False, "s3", marks=pytest.mark.s3)])
 def test_eight_writers(tmp_path, isolation, deletion_vectors, store, request):
     table, env = new_table_location(store, tmp_path, request)
     create_table(table, isolation, deletion_vectors)
@@ -188,7 +191,7 @@ def test_eight_writers(tmp_path, isolation, deletion_vectors, store, request):
           f"conflicts {dict(seen)}, rows left alone by WriteSerializable {excluded}")
 
 
-@pytest.mark.parametrize("store", ["local", "s3"])
+@pytest.mark.parametrize("store", ["local", pytest.param("s3", marks=pytest.mark.s3)])
 def test_writers_killed_with_sigkill(tmp_path, store, request):
     table, env = new_table_location(store, tmp_path, request)
     create_table(table, "WriteSerializable")

@@ -25,6 +25,8 @@ from skiplake.errors import (
 from skiplake.log.actions import AddFile, RemoveFile
 from skiplake.log.snapshot import Snapshot, log_storage, read_commit
 
+pytestmark = [pytest.mark.spark, pytest.mark.connect, pytest.mark.both_modes]
+
 SCHEMA = ("id long, d date, cat string, qty int, price decimal(7,2), score double, "
           "ts timestamp, flag boolean")
 

@@ -19,7 +19,7 @@ from testing_support.tpcds_lake import build_lake, raw_root
 from tests.modes import CONNECT
 from tests.pruning_conf import SMALL_TABLES
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 # query -> a join type dynamic pruning must apply to in it
 QUERIES = {
@@ -52,6 +52,7 @@ def tpcds(spark, tmp_path_factory):
         spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
+@pytest.mark.both_modes
 def test_answers_equal_duckdbs_with_dynamic_pruning(spark, tpcds):
     lake, raw = tpcds
     answers = check(spark, lake, raw, sorted(QUERIES))

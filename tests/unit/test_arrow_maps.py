@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiplake.log.arrow_schema import STRING_MAP, map_value
+from tests.tiers import examples
 
 entry = st.tuples(st.sampled_from("pqx"), st.one_of(st.none(), st.sampled_from(["1", "2", ""])))
 row = st.one_of(st.none(), st.lists(entry, max_size=3))
@@ -16,7 +17,7 @@ def _plain(a: pa.Array | pa.ChunkedArray) -> list:
     return (a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a).to_pylist()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(rows=st.lists(row, max_size=8), start=st.integers(0, 3), key=st.sampled_from("pq"))
 def test_map_value_is_map_lookup_first(rows, start, key):
     array = pa.array(rows, STRING_MAP)

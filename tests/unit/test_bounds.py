@@ -32,6 +32,7 @@ from skiplake.skipping.columnar import evaluate_files, may_match_files
 from skiplake.skipping.key_filters import key_filter
 from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.skipping.stats_table import StatsTable
+from tests.tiers import examples
 
 SCHEMA = Schema((
     Field("i", "long"), Field("x", "double"), Field("f", "float"), Field("s", "string"),
@@ -143,7 +144,7 @@ def _outcomes(con: duckdb.DuckDBPyConnection, table: pa.Table, where: str) -> se
         con.unregister("t")
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=files, where=PREDICATES, short_floats=st.booleans())
 @example(entries=[(1, [{**_NULLS, "f": 0.1}])], where=("f > 0.1", "CAST(f AS DOUBLE) > 0.1"), short_floats=True)
 @example(entries=[(None, [{**_NULLS, "ts": dt.datetime(2000, 1, 1, 0, 0, 0, 999)}])],
@@ -166,7 +167,7 @@ def test_every_evaluator_keeps_the_files_whose_rows_match(entries, where, short_
             assert actual <= set(per_file), (spark_where, duck_where, n, stats, table.to_pylist())
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(entries=files, column=st.sampled_from(["i", "s", "d", "m", "p"]), keys=st.lists(
     st.one_of(ints, strings, days, decimals), max_size=12), max_values=st.sampled_from([0, 2, 100]))
 def test_dynamic_pruning_keeps_the_files_holding_a_key(entries, column, keys, max_values):

@@ -14,6 +14,7 @@ from skiplake.expr.tree import And, Cmp, Const, InList, IsNull, Node, Not, Or
 from skiplake.layout.bucketing import bucket_ids, bucket_of
 from skiplake.log.schema import Field, Schema
 from skiplake.skipping.bucket_pruning import selected_buckets
+from tests.tiers import examples
 
 SCHEMA = Schema((Field("a", "integer"), Field("s", "string"), Field("d", "date"), Field("m", "decimal(9,2)"),
                  Field("x", "long")))
@@ -80,7 +81,7 @@ def _predicates(cols: list[str]) -> st.SearchStrategy[str]:
 SPECS = [["a"], ["s"], ["d"], ["m"], ["a", "s"], ["s", "d", "a"], ["x", "m"]]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(spec=st.sampled_from(SPECS), n=st.sampled_from([1, 4, 7, 64]), data=st.data())
 def test_matching_rows_lie_in_selected_buckets(spec: list[str], n: int, data: st.DataObject) -> None:
     where = data.draw(_predicates(["a", "s", "d", "m", "x"]))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from skiplake.catalog.expression import Key, matches, parse, type_kind
 from skiplake.catalog.index_keys import encode, index_problem, plan_range
 from skiplake.errors import InvalidInputError
+from tests.tiers import examples
 
 KEYS = [("country", "string"), ("category", "varchar(20)"), ("year", "int"), ("month", "bigint"),
         ("creationDate", "date")]
@@ -106,7 +107,7 @@ years = st.integers(-3, 3) | st.sampled_from([2017, 2018, 2019, -(2 ** 40), 2 **
 dates = st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31)) | st.sampled_from([dt.date(2020, 8, d) for d in (14, 15, 16)])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.tuples(countries, years, dates), min_size=2, max_size=30))
 def test_encoding_sorts_like_the_tuples(rows):
     kinds = ["string", "integer", "date"]
@@ -121,7 +122,7 @@ leaves = st.one_of(
     "year BETWEEN 0 AND 2018", "country LIKE 'U%'", "year IN (1, 2019)", "NOT (year = 2)", "country = 'US' OR year = 1"])
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.lists(st.tuples(countries, years, dates), min_size=1, max_size=40),
        st.lists(leaves, min_size=1, max_size=4), st.sampled_from(list(itertools.permutations(["country", "year", "creationDate"], 2))))
 def test_index_range_never_loses_a_match(rows, parts, order):

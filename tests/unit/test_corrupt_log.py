@@ -21,6 +21,7 @@ from skiplake.log.actions import CommitInfo, Metadata, Protocol, encode_commit
 from skiplake.log.checkpoint import write_checkpoint
 from skiplake.log.snapshot import LOG_DIR, Snapshot, checkpoint_name, commit_name, log_storage
 from skiplake.skipping.plan import plan_scan
+from tests.tiers import examples
 from tests.unit.logutil import SCHEMA, add
 
 WRONG_VALUES = [None, 7, -1, 1.5, "x", "", [], ["a"], {}, {"a": 1}, True]
@@ -111,7 +112,7 @@ def _load_is_typed(table: str) -> None:
     assert _listing(table) == before
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(damage=commit_damage(), with_checkpoint=st.booleans())
 def test_a_damaged_commit_is_a_typed_error(tmp_path_factory, damage, with_checkpoint):
     table = _table(str(tmp_path_factory.mktemp("t")), with_checkpoint)
@@ -122,7 +123,7 @@ def test_a_damaged_commit_is_a_typed_error(tmp_path_factory, damage, with_checkp
 CHECKPOINT_COLUMNS = ["protocol", "metaData", "add", "remove", "txn"]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(column=st.sampled_from(CHECKPOINT_COLUMNS), kind=st.sampled_from(["nulls", "truncate", "drop field"]),
        cut=st.floats(0.0, 1.0), rnd=st.randoms(use_true_random=False))
 def test_a_damaged_checkpoint_is_a_typed_error_or_an_older_state(tmp_path_factory, column, kind, cut, rnd):

@@ -22,6 +22,7 @@ from skiplake.layout.curves import (
     range_ids,
 )
 from skiplake.layout.sortable import sortable
+from tests.tiers import examples
 
 
 def test_interleave_puts_bits_of_each_column_in_turn():
@@ -35,7 +36,7 @@ def test_interleave_puts_bits_of_each_column_in_turn():
     assert z[(a.ravel() == 1) & (b.ravel() == 1)].tolist() == [3]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(-1000, 1000) | st.none(), min_size=1, max_size=300), st.integers(2, 64))
 def test_range_ids_are_monotone_and_nulls_first(values, ranges):
     arr = pa.array(values, pa.int64())

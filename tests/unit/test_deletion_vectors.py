@@ -22,6 +22,7 @@ from skiplake.log.deletion_vectors import (
     z85_decode,
     z85_encode,
 )
+from tests.tiers import examples
 
 # A DV file written by Databricks Runtime (delta-rs keeps it as test data, table-with-dv-small):
 # version 1, size 36 (big-endian), magic, one bucket (key 0) holding an array container of rows 0
@@ -111,7 +112,7 @@ def _run_containers(draw) -> dict[int, list[tuple[int, int]]]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(_run_containers())
 def test_run_containers_decode_as_their_runs_one_by_one(containers):
     # The loop over runs the decoder had, as the reference.
@@ -133,7 +134,7 @@ rows = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rows)
 def test_bitmaps_round_trip_through_files_and_the_log(tmp_path_factory, values):
     expected = sorted(set(values))
@@ -178,7 +179,7 @@ def test_crc_and_size_frame_the_magic_and_bitmap(tmp_path):
     assert struct.unpack(">I", raw[5 + size:9 + size])[0] == zlib.crc32(raw[5:5 + size])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(1, 2 ** 40), min_size=1, max_size=128, unique=True))
 def test_file_sizes_get_slots_of_their_own(sizes):
     from skiplake.spark.reads.deleted_rows import MAX_SLOTS, _slots
@@ -189,7 +190,7 @@ def test_file_sizes_get_slots_of_their_own(sizes):
     assert m is None or (len(values) <= m <= MAX_SLOTS and len(set((values % m).tolist())) == len(values))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(0, 20_000), max_size=500, unique=True))
 def test_whole_file_bitmaps_set_the_bits_of_their_rows(rows):
     from skiplake.spark.reads.deleted_rows import _whole_bitmap

@@ -13,6 +13,7 @@ from skiplake.expr.parse import bind
 from skiplake.expr.tree import Cmp, InList, Opaque
 from skiplake.log.schema import Field, Schema
 from skiplake.skipping.metrics import evaluate, file_lookup, may_match, partition_lookup
+from tests.tiers import examples
 
 SCHEMA = Schema((Field("x", "long"), Field("s", "string"), Field("d", "date"), Field("p", "integer"),
                  Field("ts", "timestamp")))
@@ -169,7 +170,7 @@ preds = st.recursive(leaves, lambda kids: st.one_of(
     st.tuples(st.just("or"), kids, kids)), max_leaves=6)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(preds, st.lists(st.one_of(st.none(), st.integers(-25, 25)), min_size=1, max_size=8))
 def test_pruning_never_drops_a_matching_row(pred, rows):
     node = bind(to_sql(pred), SCHEMA)

@@ -17,6 +17,7 @@ from skiplake.skipping.columnar import may_match_files
 from skiplake.skipping.key_filters import file_overlap, key_filter, probe_value
 from skiplake.skipping.stats_table import StatsTable
 from skiplake.spark.pruning.pruning_settings import DynamicPruningSettings, _join_types, conf_bytes
+from tests.tiers import examples
 
 K = Col("k", "long")
 
@@ -72,7 +73,7 @@ def test_probe_value_keeps_only_values_the_column_can_hold_exactly(value, type_,
     assert probe_value(value, type_) == expected
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.tuples(st.integers(-50, 50), st.integers(0, 20)), min_size=1, max_size=12),
        st.lists(st.one_of(st.none(), st.integers(-80, 80)), max_size=30),
        st.integers(1, 5), st.integers(1, 4))
@@ -117,7 +118,7 @@ def test_alike_join_reports_are_listed_once_with_their_count() -> None:
     assert out[0].to_dict()["joins"] == 3
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.sampled_from(["byte", "short", "integer", "long", "string", "date"]),
        st.lists(st.one_of(st.none(), st.integers(-2 ** 64, 2 ** 64), st.text(max_size=3),
                           st.dates(), st.booleans()), max_size=30),

@@ -239,13 +239,16 @@ def test_corrupt_checkpoint_falls_back_to_replay_or_fails_clearly(tmp_path):
         Snapshot.load(path)
 
 
-def _committer(path: str, i: int, seconds: float, errors) -> None:
+COMMITS_EACH = 8        # commits per committing process
+LOADS_BETWEEN = 2       # loads the test makes after each commit before that process commits again
+SAFETY_TIMEOUT_S = 120  # only a hung process ends a wait by time: the race itself is bound by events
+
+
+def _committer(path: str, i: int, loads, errors) -> None:
+    """COMMITS_EACH commits, each after the loader has made LOADS_BETWEEN loads since the last one:
+    loads and commits interleave however slow the machine is."""
     import time
-    # At least `seconds` and six commits, so a loaded machine still races enough commits with the loads.
-    start = time.time()
-    n = 0
-    while (time.time() < start + seconds or n < 6) and time.time() < start + 120:
-        n += 1
+    for n in range(1, COMMITS_EACH + 1):
         try:
             snap = Snapshot.load(path)
         except (VersionNotFoundError, CorruptLogError):
@@ -253,32 +256,38 @@ def _committer(path: str, i: int, seconds: float, errors) -> None:
                 errors.value += 1
             continue
         commit(snap, [add(f"f-{i}-{n}.parquet")], "WRITE")
+        seen, waited = loads.value, time.monotonic()
+        while loads.value < seen + LOADS_BETWEEN and time.monotonic() - waited < SAFETY_TIMEOUT_S:
+            time.sleep(0.001)
 
 
 def test_loads_never_fail_while_other_processes_commit(tmp_path):
-    """A directory scan racing with commits can miss commit N-1 and return N; loads list again."""
-    import time
+    """A directory scan racing with commits can miss commit N-1 and return N; loads list again.
+    Four processes commit while this one loads, bound by events (commits and loads counted), not
+    by a time window: on a loaded machine the race runs as long as it needs."""
     path = str(tmp_path / "t")
     new_table(path)
     ctx = mp.get_context("fork")
-    errors = ctx.Value("i", 0)
-    procs = [ctx.Process(target=_committer, args=(path, i, 3.0, errors)) for i in range(4)]
+    errors, loads = ctx.Value("i", 0), ctx.Value("i", 0)
+    procs = [ctx.Process(target=_committer, args=(path, i, loads, errors)) for i in range(4)]
     for p in procs:
         p.start()
-    loads = failures = 0
+    failures = 0
     while any(p.is_alive() for p in procs):
         try:
             Snapshot.load(path)
         except (VersionNotFoundError, CorruptLogError):
             failures += 1
-        loads += 1
-        time.sleep(0.001)
+        with loads.get_lock():
+            loads.value += 1
     for p in procs:
         p.join()
+    assert all(p.exitcode == 0 for p in procs)
     assert (failures, errors.value) == (0, 0)
     final = Snapshot.load(path)
-    assert loads > 50 and final.version > 20
+    assert final.version == 4 * COMMITS_EACH   # every commit made, each exactly once
     assert final.num_files == final.version  # one file per commit after version 0, none lost
+    assert loads.value >= COMMITS_EACH * LOADS_BETWEEN   # each committer waited for its loads
 
 
 def test_advanced_snapshot_equals_a_load_and_checkpoints_use_it(tmp_path):

@@ -23,6 +23,7 @@ from skiplake.txn.row_placements import (
     rebase_compaction,
     rebase_onto_compaction,
 )
+from tests.tiers import examples
 
 
 def add(path: str, rows: int, dv: dict | None = None, data_change: bool = True, tags: dict | None = None) -> AddFile:
@@ -104,7 +105,7 @@ def _live_rows(table: str, inputs: list[AddFile], commits: list[list], origin: d
     return rows
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.data())
 def test_every_order_keeps_the_same_rows(tmp_path_factory, data):
     """Inputs with random DVs are compacted while two DMLs, one after the other, mark random live
@@ -152,7 +153,7 @@ def _check_every_order(table: str, data, inputs: list[AddFile], opt: list, origi
 ROW_ID = "_row-id-col-test"
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.data())
 def test_every_order_keeps_the_same_rows_when_row_ids_say_where_they_went(tmp_path_factory, data):
     """As above, for a compaction that reordered the rows (a Z-order, clustering) over two

@@ -17,6 +17,7 @@ from skiplake.skipping.local_build import local_keys
 from skiplake.skipping.metrics import evaluate, exact_value
 from skiplake.skipping.rows import NotExact, keep_rows, row_mask
 from skiplake.skipping.stats_table import arrow_type
+from tests.tiers import examples
 from tests.unit.test_vector_eval import PREDICATES, SCHEMA, dates, decs, ints, stamps, strs
 
 # Columns the row evaluator takes; f, x (floating point) and ts (timestamp) it refuses.
@@ -40,7 +41,7 @@ def _outcome(node, row: dict):
     return next(iter(out)) if len(out) == 1 else "several"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(table=tables(), where=PREDICATES)
 def test_rows_evaluate_as_sql_does(table, where):
     node = bind(where, SCHEMA)

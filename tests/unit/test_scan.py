@@ -15,6 +15,7 @@ from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.metrics import file_lookup, may_match
 from skiplake.skipping.plan import plan_scan
 from skiplake.txn import commit, create
+from tests.tiers import examples
 
 SCHEMA = Schema((Field("v", "long"), Field("d", "date"), Field("s", "string")))
 DATES = ["2001-01-01", "2001-01-02", "2001-02-01", None]
@@ -54,7 +55,7 @@ def snap(tmp_path_factory) -> Snapshot:
     return build(str(tmp_path_factory.mktemp("scan") / "t"))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(where=preds)
 def test_plan_equals_per_file_evaluation(snap, where):
     node = bind(where, SCHEMA)

@@ -17,6 +17,7 @@ from skiplake.skipping.columnar import evaluate_files, may_match_files
 from skiplake.skipping.literals import literal_array, literal_scalar
 from skiplake.skipping.metrics import evaluate, file_lookup
 from skiplake.skipping.stats_table import StatsTable, arrow_type
+from tests.tiers import examples
 
 SCHEMA = Schema((
     Field("i", "integer"), Field("l", "long"), Field("f", "float"), Field("x", "double"),
@@ -111,7 +112,7 @@ def _table(entries) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=FILES_SCHEMA)
 
 
-@settings(max_examples=250, deadline=None, phases=[Phase.explicit, Phase.generate])
+@settings(max_examples=examples(250), deadline=None, phases=[Phase.explicit, Phase.generate])
 @given(entries=files(), where=PREDICATES)
 def test_columnar_equals_scalar(entries, where):
     node = bind(where, SCHEMA)
@@ -175,7 +176,7 @@ def test_wide_decimal_literals_plan():
     assert may_match_files(bind("d > 30000000000", schema), table).tolist() == [False]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.sampled_from(["byte", "short", "integer", "long", "string", "date", "decimal(9,2)"]),
        st.lists(st.one_of(st.integers(-2 ** 70, 2 ** 70), st.text(max_size=3), st.dates(), st.booleans(),
                           st.datetimes(), st.decimals(allow_nan=False, allow_infinity=False, places=3)),
