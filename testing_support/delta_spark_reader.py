@@ -17,10 +17,11 @@ JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional 
 "hadoop": optional {key: value} set in the Hadoop configuration before the jobs (fs.s3a.*),
 "jobs": [...]}, each job one of
 
-    {"id": "...", "op": "read", "path": P, "version": optional int, "columns": optional [names]}
+    {"id": "...", "op": "read", "path": P, "version": optional int, "columns": optional [names],
+     "history": optional bool (default true)}
         -> count, rows (every value cast to STRING by Spark, sorted), schema, version seen and,
            without "version", history (DESCRIBE HISTORY: version, operation, operationParameters,
-           operationMetrics)
+           operationMetrics; with "history": false only the latest version is asked for)
     {"id": "...", "op": "append", "path": P, "sql": "SELECT ..."}
         -> the rows of the query appended with df.write.format("delta").mode("append").save(P)
     {"id": "...", "op": "sql", "sql": "DELETE FROM delta.`P` WHERE ..."}
@@ -116,9 +117,11 @@ def _read(spark, job: dict) -> dict:
            "schema": json.loads(df.schema.json()), "columns": df.columns}
     if job.get("version") is not None:
         out["version"] = int(job["version"])
-    else:
+    elif job.get("history", True):
         out["history"] = _history(spark, job["path"])
         out["version"] = max(h["version"] for h in out["history"])
+    else:
+        out["version"] = int(spark.sql(f"DESCRIBE HISTORY {_quote_path(job['path'])} LIMIT 1").first()["version"])
     return out
 
 

@@ -291,7 +291,6 @@ def layout_table(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
     return lake.table("layout"), writes
 
 
-@pytest.mark.both_modes
 def test_each_write_has_one_sorted_file_per_partition_and_bucket(
         spark: SparkSession, layout_table: tuple[Table, list[tuple[list[tuple], list[AddFile]]]]) -> None:
     t, writes = layout_table

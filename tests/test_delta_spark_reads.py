@@ -84,8 +84,8 @@ class Reads:
         return [tuple(r) for r in self.job(job_id)["rows"]]
 
 
-def _read(name: str, path: str, columns) -> dict:
-    return {"id": name, "op": "read", "path": path, "columns": list(columns)}
+def _read(name: str, path: str, columns, history: bool = False) -> dict:
+    return {"id": name, "op": "read", "path": path, "columns": list(columns), "history": history}
 
 
 def _query(name: str, sql: str) -> dict:
@@ -163,7 +163,7 @@ def _build_on_s3(spark, s3_lake: skiplake.Lake) -> list[tuple]:
 
 def _jobs(lake: skiplake.Lake, versions: dict[str, int], s3_path: str) -> list[dict]:
     main = lake.path_of("main")
-    jobs = [_read("main", main, COLUMNS)]
+    jobs = [_read("main", main, COLUMNS, history=True)]
     jobs += [{"id": f"main@{s}", "op": "read", "path": main, "version": versions[s], "columns": COLUMNS}
              for s in TIME_TRAVEL_STEPS]
     jobs += [_read(n, lake.path_of(n), cols) for n, cols in (
@@ -195,10 +195,9 @@ def reads(spark, delta_spark: DeltaSpark, s3_server, tmp_path_factory) -> Reads:
     s3_path = s3_lake.path_of("shared")
     built = time.time() - started
     delta_spark.check()
-    # S3A's per-bucket settings, as skiplake gives its own session for the bucket; reads only, so
-    # two at a time.
+    # S3A's per-bucket settings, as skiplake gives its own session for the bucket.
     hadoop = bucket_hadoop_conf(bucket_and_key(s3_path)[0], s3_server.options)
-    result = delta_spark.run_batch(_jobs(lake, versions, s3_path), threads=2, hadoop=hadoop)
+    result = delta_spark.run_batch(_jobs(lake, versions, s3_path), hadoop=hadoop)
     print(f"\nskiplake's tables built in {built:.1f}s; delta-spark {result.get('delta_version')} read them in "
           f"{sum(j['seconds'] for j in result['jobs'].values()):.1f}s ({len(result['jobs'])} jobs)")
     return Reads(lake, result["jobs"], versions, expected)
