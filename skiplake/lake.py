@@ -9,7 +9,7 @@ from skiplake.layout.bucket_spec import BucketSpec
 from skiplake.log.location import is_remote, join, resolve
 from skiplake.log.snapshot import Snapshot, list_latest, log_storage
 from skiplake.log.storage_for import has_log, storage_at
-from skiplake.spark.buckets.bucket_join import JoinReport, bucket_join
+from skiplake.spark.buckets.join_runner import JoinReport, bucket_join
 from skiplake.spark.query.frames import prune_frame
 from skiplake.spark.query.model import QueryExplain, Source
 from skiplake.spark.query.planner import plan_query, run_query

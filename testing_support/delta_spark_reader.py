@@ -29,7 +29,7 @@ JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional 
     {"id": "...", "op": "sql_read", "sql": "MERGE INTO delta.`P` ...", "path": P}
         -> the statement's result rows, then what "read" gives for P (only when the statement ran)
     {"id": "...", "op": "detail", "path": P}
-        -> DESCRIBE DETAIL's row as {column: value} (lists and maps as JSON, timestamps as text)
+        -> DESCRIBE DETAIL's row as {column: value} (lists and maps as JSON, times as epoch milliseconds)
 
 Each job's result is {"ok": true, ...} or {"ok": false, "error_class": ..., "error": message};
 one failing job does not stop the others. RESULT.json also gets "delta_version" and
@@ -126,9 +126,13 @@ def _read(spark, job: dict) -> dict:
 
 
 def _detail(spark, path: str) -> dict:
-    row = spark.sql(f"DESCRIBE DETAIL {_quote_path(path)}").collect()[0].asDict()
+    # Times as epoch milliseconds, read by Spark: PySpark would turn them into datetimes in this
+    # machine's time zone, whatever the session's.
+    df = spark.sql(f"DESCRIBE DETAIL {_quote_path(path)}")
+    times = [f.name for f in df.schema.fields if f.dataType.typeName() == "timestamp"]
+    row = df.selectExpr(*[f"unix_millis(`{c}`) AS `{c}`" if c in times else f"`{c}`" for c in df.columns]).first()
     plain = (type(None), bool, int, float, str, list, dict)
-    return {"detail": {k: v if isinstance(v, plain) else str(v) for k, v in row.items()}}
+    return {"detail": {k: v if isinstance(v, plain) else str(v) for k, v in row.asDict().items()}}
 
 
 def _run(spark, job: dict) -> dict:

@@ -1,6 +1,7 @@
 """What is particular to a Spark Connect session: the pruning lake.sql plans from the plan's
 text, the operations that refuse or fall back (and say so), and what the client sends the
-server. The other suites run against the Connect server too (`make test`, CONNECT_TESTS)."""
+server. Tests of the other suites marked `both_modes` run against the Connect server too in
+`make test`, and those marked `connect` in `make test-full` (docs/testing.md)."""
 from __future__ import annotations
 
 import pytest

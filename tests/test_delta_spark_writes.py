@@ -72,6 +72,10 @@ def _sql(job_id: str, sql: str) -> dict:
     return {"id": job_id, "op": "sql", "sql": sql}
 
 
+def _read(job_id: str, path: str, columns) -> dict:
+    return {"id": job_id, "op": "read", "path": path, "columns": list(columns), "history": False}
+
+
 def _build(spark, lake: skiplake.Lake) -> tuple[list, dict]:
     # "written": checkpointInterval=3 makes delta-spark's append (version 3) write a checkpoint.
     w = lake.create_table("written", SCHEMA, partition_by=PARTITION_BY, properties={"delta.checkpointInterval": "3"})
@@ -102,8 +106,11 @@ def _jobs(lake: skiplake.Lake) -> list[dict]:
     written, wser = lake.path_of("written"), lake.path_of("wser")
     jobs = [
         {"id": "written:append", "op": "append", "path": written, "sql": select_sql(WRITTEN_IDS)},
+        _read("written@append", written, COLUMNS),
         _sql("written:delete", f"DELETE FROM {q('written')} WHERE {DELETE_WHERE_DS}"),
+        _read("written@delete", written, COLUMNS),
         {"id": "wser:append", "op": "append", "path": wser, "sql": select_sql(range(500, 505))},
+        _read("wser:read_after", wser, COLUMNS),
         _sql("wser_alter:set", f"ALTER TABLE {q('wser_alter')} SET TBLPROPERTIES "
                                "('delta.isolationLevel' = 'WriteSerializable')"),
     ]
@@ -115,6 +122,7 @@ def _jobs(lake: skiplake.Lake) -> list[dict]:
                                   "FROM range(1005, 1020)) s ON t.id = s.id WHEN MATCHED THEN UPDATE SET * "
                                   "WHEN NOT MATCHED THEN INSERT *"),
             _sql(f"{name}:changes_after", changes_sql(lake.path_of(name))),
+            _read(f"{name}:read", lake.path_of(name), ["id", "part", "qty"]),
         ]
     jobs += [
         _sql("ck_ours:bad", f"INSERT INTO {q(CK_OURS)} VALUES (100, -1, 'bad')"),
@@ -152,9 +160,11 @@ def test_skiplake_reads_what_delta_spark_wrote(writes: Writes, spark) -> None:
     # delta-spark wrote a checkpoint at 3 (delta.checkpointInterval=3); skiplake loads through it.
     assert (Path(t.path) / "_delta_log" / f"{3:020d}.checkpoint.parquet").exists()
     after_append = sort_rows(writes.written_before + rows_as_strings(frame(spark, WRITTEN_IDS), COLUMNS))
+    assert [tuple(r) for r in writes.job("written@append")["rows"]] == after_append   # delta-spark's own read
     assert rows_as_strings(t.read(version=3), COLUMNS) == after_append
-    # After delta-spark's DELETE: none of the rows it matched.
+    # After delta-spark's DELETE: none of the rows it matched, and the rows delta-spark reads.
     ours = rows_as_strings(t.read(), COLUMNS)
+    assert ours == [tuple(r) for r in writes.job("written@delete")["rows"]]
     assert t.read(where=DELETE_WHERE_DS).count() == 0
     kept = t.read(version=3).filter(f"NOT coalesce(({DELETE_WHERE_DS}), false)")
     assert ours == rows_as_strings(kept, COLUMNS) and len(ours) < len(after_append)
@@ -177,7 +187,9 @@ def test_delta_spark_appends_at_skiplakes_write_serializable_level(writes: Write
     # delta.isolationLevel must be Serializable". If a later delta-spark refuses the value, this fails.
     t = writes.lake.table("wser")
     assert writes.job("wser:append")["version"] == 2 and t.version == 2
-    assert t.read().count() == 15
+    after = writes.job("wser:read_after")
+    assert after["version"] == 2 and [tuple(r) for r in after["rows"]] == rows_as_strings(t.read(), COLUMNS)
+    assert t.read().count() == 15 and t.read(version=1).count() == 10
     commit = [json.loads(line) for line in (Path(t.path) / "_delta_log" / f"{2:020d}.json").read_text().splitlines()]
     info = next(a["commitInfo"] for a in commit if "commitInfo" in a)
     assert info["isolationLevel"] == "WriteSerializable" and "Delta-Lake/" in info["engineInfo"]
@@ -198,6 +210,7 @@ def test_skiplake_reads_the_change_feed_after_delta_sparks_dml(writes: Writes, n
     t = writes.lake.table(name)
     theirs = sort_rows(writes.job(f"{name}:changes_after")["rows"])
     assert theirs == changes_as_strings(t.changes(0))
+    assert [tuple(r) for r in writes.job(f"{name}:read")["rows"]] == rows_as_strings(t.read(), ["id", "part", "qty"])
     assert {r[4] for r in theirs} >= {str(t.version)}
 
 

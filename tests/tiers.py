@@ -15,8 +15,8 @@ GATE_MINIMUM = 10
 
 def examples(full: int) -> int:
     """A property test's example count: `full` in the full run, a quarter of it (at least 10,
-    at most `full`) in the gate. Hypothesis keeps the examples that failed before in its database
-    (.hypothesis/), and replays them first in either tier."""
+    at most `full`) in the gate. On a machine that ran the tests before, hypothesis's database
+    (.hypothesis/, not committed) replays the examples that failed there first, in either tier."""
     if FULL:
         return full
     return min(full, max(GATE_MINIMUM, full // GATE_SHARE))

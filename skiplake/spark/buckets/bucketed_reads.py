@@ -1,7 +1,7 @@
 """Bucketed reads under Spark Connect: a table's planned files read through a bucketed catalog table.
 
 In classic mode a bucketed read declares the bucket spec on the relation itself
-(read.bucketed_relation), through Spark's internal API, which a Connect client cannot reach. What
+(planned_reads.bucketed_relation), through Spark's internal API, which a Connect client cannot reach. What
 a client can do is say the same in SQL: an external Parquet table at the table's root, `CLUSTERED
 BY ... INTO n BUCKETS`, read with a filter on `_metadata.file_path` that keeps exactly the
 planned files. Spark applies such a filter while it lists the files, so the scan reads those

@@ -3,8 +3,8 @@
 - clauses: the MERGE's ON condition and clauses, Delta's grammar rules, the commit's parameters;
 - conditions: what the conditions' SQL says (target-only parts, key equalities, refused parts);
 - resolve: each clause against the columns Delta lets it see, as values per column of the table;
-- pruning: which target files can matter (static conjuncts, the source's keys, the clauses);
-- engine: the Spark jobs and the transaction's actions; result: Delta's metrics;
+- target_files: which target files can matter (static conjuncts, the source's keys, the clauses);
+- engine: the Spark jobs and the transaction's actions; merge_result: Delta's metrics;
 - stage / builder / keywords: one MERGE into a transaction, the builder, the keyword form.
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Stage 4 of `lake.sql` planning: which joins of two lake tables run as bucket joins.
 
 A join qualifies when its right side is a lake table joined by equalities to exactly one lake
-table on its left and the pair passes skiplake.spark.buckets.bucket_join.check. A join's left
+table on its left and the pair passes skiplake.spark.buckets.join_runner.check. A join's left
 candidates are the tables of the same FROM clause before it, as long as every join before it
 was a bucket join (only then is its output still laid out by buckets), and of those, not the
 right side of a left outer or semi join. For inner joins Spark also turns WHERE equalities
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from skiplake.layout.bucket_spec import bucket_spec_of
-from skiplake.spark.buckets.bucket_join import JoinReport, JoinSide, check, connect_reads, prepare_session
+from skiplake.spark.buckets.join_runner import JoinReport, JoinSide, check, connect_reads, prepare_session
 from skiplake.spark.query.model import QueryPlan, Resolver, TableReference
 from skiplake.spark.session.gateway import is_connect
 

@@ -12,8 +12,8 @@ from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCount
-from skiplake.spark.buckets.bucket_join import JoinReport
 from skiplake.spark.buckets.bucketed_reads import BucketedRead
+from skiplake.spark.buckets.join_runner import JoinReport
 from skiplake.spark.query.catalyst import RelationParts, condition_sql
 from skiplake.spark.query.plan_conditions import condition_sql as text_condition_sql
 from skiplake.spark.reads.catalog_tables import CatalogTable

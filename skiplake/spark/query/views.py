@@ -125,7 +125,7 @@ def _identity(source: Source) -> tuple[Any, Any]:
 
 
 def _relations(df: "DataFrame", snapshot: Snapshot) -> tuple[ViewRelation, ...]:
-    """The view's file relations: one per kind of file the snapshot has (read.read_files reads
+    """The view's file relations: one per kind of file the snapshot has (planned_reads.read_files reads
     the files with deletion vectors apart), else none."""
     has_dv, marked = files_with_dv(snapshot)
     kinds = {bool(k) for k in has_dv}
