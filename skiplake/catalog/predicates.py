@@ -21,6 +21,8 @@ _GLUE_TO_DELTA = {"string": "string", "varchar": "string", "char": "string", "in
 
 
 def delta_type(glue_type: str) -> Any:
+    """The Delta type of a Glue column type; a nested or unknown type is an empty struct (a predicate on
+    it never prunes)."""
     t = glue_type.strip().lower()
     if t.startswith("decimal"):
         return t.replace(" ", "")
@@ -61,7 +63,9 @@ class _GlueWriter(BooleanVisitor["str | None"]):
         return f"{node.col.name} IN ({', '.join(known)})"
 
     def visit_is_null(self, node: IsNull) -> str | None:
-        return f"{node.col.name} IS NULL"
+        """No Glue form: a NULL partition value is stored as "" (as Glue spells it), which Glue's
+        IS NULL does not match, so the partitions are fetched and Spark applies the test."""
+        return None
 
     def visit_starts_with(self, node: StartsWith) -> str | None:
         if any(ch in node.prefix for ch in "%_"):
