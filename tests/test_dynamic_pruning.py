@@ -625,3 +625,16 @@ def test_row_filter_only_from_short_in_lists() -> None:
     assert ref([short], [long_]).row_filter() is None        # one occurrence would be cut short
     both = ref([short], [InList(col, (42,))]).row_filter()
     assert both is not None and " OR " in both
+
+
+@pytest.mark.parametrize("key, value", [(dfp.FILES_THRESHOLD, "many"), (dfp.MAX_VALUES, "-3"),
+                                        (dfp.MAX_RANGES, "1.5"), (dfp.MAX_FILE_OVERLAP, "most")])
+def test_a_setting_that_does_not_parse_is_a_typed_error_naming_it(spark, key: str, value: str) -> None:
+    from skiplake.errors import InvalidArgumentError
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        with pytest.raises(InvalidArgumentError, match=key.rsplit(".", 1)[-1]):
+            dfp.DynamicPruningSettings.of(spark)
+    finally:
+        spark.conf.unset(key) if previous is None else spark.conf.set(key, previous)

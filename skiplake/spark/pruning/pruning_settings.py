@@ -40,6 +40,7 @@ ALL_JOIN_TYPES = ("Inner", "LeftSemi", "LeftOuter", "RightOuter")
 
 @dataclass(frozen=True)
 class DynamicPruningSettings:
+    """Dynamic file pruning's settings, each under its PREFIX conf key; the defaults apply where one is unset."""
     enabled: bool = True
     size_threshold: int = 32 * 1024 * 1024     # probe table's selected bytes
     files_threshold: int = 8                    # probe table's selected files
@@ -65,6 +66,9 @@ class DynamicPruningSettings:
 
     @staticmethod
     def of(spark: "SparkSession") -> "DynamicPruningSettings":
+        """The settings the session's conf gives now (the defaults, disabled, when dynamicFilePruning is off).
+
+        A size, share, cost or join type that does not parse is an InvalidArgumentError."""
         conf = _prefixed_conf(spark)
         enabled = _bool(conf.get(ENABLED, "true"))
         if not enabled:
@@ -74,12 +78,12 @@ class DynamicPruningSettings:
         return DynamicPruningSettings(
             enabled=True,
             size_threshold=conf_bytes(conf.get(SIZE_THRESHOLD), d.size_threshold),
-            files_threshold=int(conf.get(FILES_THRESHOLD) or d.files_threshold),
-            max_values=int(conf.get(MAX_VALUES) or d.max_values),
-            max_ranges=max(1, int(conf.get(MAX_RANGES) or d.max_ranges)),
+            files_threshold=_count(FILES_THRESHOLD, conf.get(FILES_THRESHOLD), d.files_threshold),
+            max_values=_count(MAX_VALUES, conf.get(MAX_VALUES), d.max_values),
+            max_ranges=max(1, _count(MAX_RANGES, conf.get(MAX_RANGES), d.max_ranges)),
             join_types=_join_types(types) if types else d.join_types,
             build_size_threshold=conf_bytes(conf.get(BUILD_SIZE_THRESHOLD), d.build_size_threshold),
-            max_file_overlap=float(conf.get(MAX_FILE_OVERLAP) or d.max_file_overlap),
+            max_file_overlap=_number(MAX_FILE_OVERLAP, conf.get(MAX_FILE_OVERLAP), d.max_file_overlap),
             local_build_threshold=conf_bytes(conf.get(LOCAL_BUILD_THRESHOLD), d.local_build_threshold),
             unclustered_row_filter=_bool(conf.get(UNCLUSTERED_ROW_FILTER, "true")),
             cost_model=_bool(conf.get(COST_MODEL, "true")),
@@ -128,6 +132,19 @@ def conf_bytes(text: str | None, default: int) -> int:
     if unit not in _UNITS or not digits.strip():
         raise InvalidArgumentError(f"{text!r} is not a size; write it like 32MB, 10GB or a number of bytes")
     return int(float(digits) * _UNITS[unit])
+
+
+def _count(key: str, text: str | None, default: int) -> int:
+    """A whole number of at least 0 from the conf; InvalidArgumentError names the setting otherwise."""
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidArgumentError(f"{key}: {text!r} is not a whole number of at least 0")
+    return value
 
 
 def _number(key: str, text: str | None, default: float) -> float:
