@@ -625,7 +625,6 @@ def test_bucket_pruning_never_drops_a_matching_row(spark: SparkSession,
             assert report.buckets_selected < report.buckets_total
 
 
-@pytest.mark.both_modes
 def test_pruning_examples(spark: SparkSession, prune_lake: tuple[dict[str, Table], DataFrame]) -> None:
     """Fixed cases: what prunes, what must not, and what selects no bucket at all."""
     tables, everything = prune_lake

@@ -52,7 +52,6 @@ def tpcds(spark, tmp_path_factory):
         spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
-@pytest.mark.both_modes
 def test_answers_equal_duckdbs_with_dynamic_pruning(spark, tpcds):
     lake, raw = tpcds
     answers = check(spark, lake, raw, sorted(QUERIES))
