@@ -1,10 +1,10 @@
-"""The `skiplake` command line: describe, history, explain, optimize, vacuum, restore, convert, demo.
+"""The `skiplake` command line: describe, history, explain, optimize, vacuum, restore, convert, demo, catalog.
 
-describe, history, explain, vacuum and restore read the Delta log directly and never start Spark, so
-they answer in well under a second; optimize, convert and demo start a local SparkSession (pyspark is
-imported only by those). Every command takes --json and then prints exactly one JSON document on
-stdout. A SkiplakeError (or an OS error about the path) is printed as one line on stderr and the
-exit status is 2.
+describe, history, explain --where, vacuum and restore read the Delta log directly and never start Spark,
+so they answer in well under a second; optimize, convert, demo and explain --sql start a local SparkSession
+(pyspark is imported only by those). Every command but `catalog serve` takes --json and then prints exactly
+one JSON document on stdout. A SkiplakeError (or an OS error about the path) is printed as one line on
+stderr and the exit status is 2.
 """
 from __future__ import annotations
 
@@ -360,6 +360,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of the `skiplake` command: its subcommands, their arguments and help."""
     parser = argparse.ArgumentParser(
         prog="skiplake",
         description="skiplake: Delta-protocol lakehouse tables for PySpark that read less data.")
@@ -488,6 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `skiplake` command on `argv` (sys.argv[1:] when None); the exit status: 0, 2 for an
+    error (printed as one line on stderr) or a usage error, 130 when interrupted."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -22,6 +22,7 @@ def iso_ms(ms: int | None) -> str | None:
 
 
 def human_bytes(n: int | None) -> str:
+    """A byte count in binary units (`512 B`, `1.5 MiB`, up to TiB); `-` for None."""
     if n is None:
         return "-"
     size = float(n)
@@ -44,10 +45,12 @@ def json_default(o: Any) -> Any:
 
 
 def to_json(doc: Any) -> str:
+    """`doc` as indented JSON text, with the values json_default converts."""
     return json.dumps(doc, indent=2, default=json_default)
 
 
 def print_json(doc: Any) -> None:
+    """Write `doc` to stdout as one JSON document (to_json) and a newline, flushed."""
     sys.stdout.write(to_json(doc) + "\n")
     sys.stdout.flush()
 

@@ -18,6 +18,7 @@ class MissingExtraError(SkiplakeError):
     """A feature was used whose optional packages (a `skiplake[extra]`) are not installed."""
 
     def __init__(self, feature: str, extra: str, missing: list[str]) -> None:
+        """The error for `feature`, whose `extra` is not installed (`missing`: the absent packages)."""
         self.feature = feature
         self.extra = extra
         self.missing = missing
@@ -32,9 +33,11 @@ class MissingExtraError(SkiplakeError):
 
 
 class NotATableError(SkiplakeError):
-    """The path holds no Delta log (`_delta_log/` with at least one commit)."""
+    """The path holds no Delta log (`_delta_log/` with at least one commit), or a Lake's catalog or SQL
+    query names a table the lake does not have."""
 
     def __init__(self, path: str, detail: str = "") -> None:
+        """The error for `path` (or a catalog's `database.table`); `detail`, when given, says more."""
         self.path = path
         extra = f" ({detail})" if detail else ""
         super().__init__(
@@ -44,7 +47,11 @@ class NotATableError(SkiplakeError):
 
 
 class TableAlreadyExistsError(SkiplakeError):
+    """A table is created where one already exists: version 0 of its log is taken (by an earlier or a
+    concurrent creator); nothing of this creation is written."""
+
     def __init__(self, path: str) -> None:
+        """The error for the table at `path`."""
         self.path = path
         super().__init__(
             f"a table already exists at {path} (its _delta_log/00000000000000000000.json is taken). "
@@ -53,7 +60,11 @@ class TableAlreadyExistsError(SkiplakeError):
 
 
 class VersionNotFoundError(SkiplakeError):
+    """A version asked for (time travel, RESTORE, a change read) that is not in the log, or no longer
+    readable there (its commits cleaned up with no checkpoint to rebuild it)."""
+
     def __init__(self, path: str, version: int, earliest: int | None, latest: int | None) -> None:
+        """The error for `version` of `path`; earliest..latest are the readable versions (None: there are none)."""
         self.path = path
         self.version = version
         if latest is None:
@@ -64,7 +75,11 @@ class VersionNotFoundError(SkiplakeError):
 
 
 class TimestampNotFoundError(SkiplakeError):
+    """A timestamp (time travel, RESTORE, a change read) that no version of the table answers: before its
+    earliest readable commit, or, for the start of a change read, after its latest."""
+
     def __init__(self, path: str, timestamp: str, earliest: str | None) -> None:
+        """The error for `timestamp` on `path`; `earliest` is the time of the table's earliest commit."""
         self.path = path
         super().__init__(
             f"no version of {path} existed at {timestamp}: the earliest commit is at {earliest}. "
@@ -76,6 +91,7 @@ class UnsupportedLocationError(SkiplakeError):
     """A table or lake location whose scheme skiplake cannot store tables at (never taken for a local path)."""
 
     def __init__(self, location: str, scheme: str) -> None:
+        """The error for `location`, whose URL scheme is `scheme`."""
         self.location = location
         self.scheme = scheme
         super().__init__(
@@ -88,6 +104,7 @@ class StorageError(SkiplakeError):
     """The object store refused or failed a request; nothing was committed."""
 
     def __init__(self, location: str, what: str, fix: str = "") -> None:
+        """The error for `location`: `what` went wrong, and `fix`, when given, what to do."""
         self.location = location
         super().__init__(f"{location}: {what}" + (f". {fix}" if fix else ""))
 
@@ -108,6 +125,7 @@ class FilesVacuumedError(SkiplakeError):
     """A version is in the log but some of its data files were deleted by VACUUM."""
 
     def __init__(self, path: str, version: int, missing: list[str]) -> None:
+        """The error for `version` of `path`, whose data files `missing` are gone."""
         self.path = path
         self.version = version
         self.missing = missing
@@ -122,6 +140,7 @@ class RestoreFilesMissingError(FilesVacuumedError):
     """RESTORE to a version some of whose files are gone (VACUUM, or deleted by hand)."""
 
     def __init__(self, path: str, version: int, missing: list[str]) -> None:
+        """The error for restoring `path` to `version`, whose files `missing` are gone."""
         SkiplakeError.__init__(
             self, f"cannot restore {path} to version {version}: {len(missing)} of the files that version "
             f"needs no longer exist (removed by VACUUM or by hand): {', '.join(missing[:100])}"
@@ -133,7 +152,12 @@ class RestoreFilesMissingError(FilesVacuumedError):
 
 
 class CorruptLogError(SkiplakeError):
+    """A Delta log that cannot be read as it is: a commit, checkpoint or sidecar file that is missing,
+    empty or does not parse, a commit missing that no checkpoint replaces, or stats or a domain the
+    log holds in a malformed shape."""
+
     def __init__(self, file: str, detail: str) -> None:
+        """The error for the log file `file`; `detail` says what is wrong with it."""
         self.file = file
         super().__init__(
             f"the Delta log file {file} is corrupt: {detail}. A commit file is written whole or not at all "
@@ -146,6 +170,7 @@ class CorruptPartitionValueError(CorruptLogError):
     """A partition value in the log that does not parse as its column's type."""
 
     def __init__(self, value: str, type_name: str, detail: str) -> None:
+        """The error for the partition value `value`, which is not a `type_name`; `file` is left empty."""
         self.file = ""
         self.value = value
         SkiplakeError.__init__(
@@ -155,7 +180,11 @@ class CorruptPartitionValueError(CorruptLogError):
 
 
 class CorruptDeletionVectorError(SkiplakeError):
+    """A deletion vector that cannot be read: its file of an unknown format version or cut short, or its
+    bitmap not decoding or not matching its descriptor (size, checksum, number of rows)."""
+
     def __init__(self, where: str, detail: str) -> None:
+        """The error for the deletion vector at `where` (its file and offset, or its id and table)."""
         self.where = where
         super().__init__(
             f"the deletion vector {where} is corrupt: {detail}. Deletion vector files are written once and "
@@ -165,7 +194,11 @@ class CorruptDeletionVectorError(SkiplakeError):
 
 
 class ProtocolNotSupportedError(SkiplakeError):
+    """A table whose protocol needs a reader or writer version or a table feature skiplake does not
+    support: checked before every read, and before every write for the writer side."""
+
     def __init__(self, path: str, detail: str) -> None:
+        """The error for the table at `path`, whose protocol needs `detail` (a version, or features)."""
         self.path = path
         super().__init__(
             f"the table at {path} needs {detail}, which skiplake does not support; "
@@ -177,7 +210,13 @@ class ProtocolNotSupportedError(SkiplakeError):
 
 
 class SchemaMismatchError(SkiplakeError):
+    """Columns that do not fit the table's schema: a written DataFrame's (a non-nullable column missing, a
+    column of another type, a new one without merge_schema=True), an UPDATE setting an unknown column,
+    partition columns missing from a new table's schema, or a column named as the change data feed
+    names its own."""
+
     def __init__(self, path: str, differences: list[str], hint: str = "") -> None:
+        """The error for `path`, one of `differences` per problem; `hint` replaces the default advice."""
         self.path = path
         self.differences = differences
         how = hint or (
@@ -190,7 +229,11 @@ class SchemaMismatchError(SkiplakeError):
 
 
 class PartitionValueError(SkiplakeError):
+    """A partition column whose values cannot be stored as partition values: not in the schema, of a
+    type without a partition value encoding, or (on a write) too long for a folder name."""
+
     def __init__(self, path: str, column: str, value: object, detail: str) -> None:
+        """The error for partition column `column` of `path` and a `value` of it; `detail` says why."""
         self.path = path
         self.column = column
         super().__init__(
@@ -201,13 +244,19 @@ class PartitionValueError(SkiplakeError):
 
 
 class InvalidPredicateError(SkiplakeError):
+    """A predicate (a `where`, a condition) that is empty, is not valid Spark SQL, or names a column the
+    table does not have."""
+
     def __init__(self, text: str, detail: str) -> None:
+        """The error for the predicate `text`; `detail` says why it cannot be used."""
         self.text = text
         super().__init__(f"cannot use the predicate {text!r}: {detail}")
 
 
 class InvalidArgumentError(SkiplakeError):
-    pass
+    """An argument, option or table setting skiplake refuses: a value out of range, a combination that
+    conflicts, an unknown name, or an operation the table does not allow (a write to a table opened
+    for time travel); the message says which and how to fix it."""
 
 
 class ConstraintViolationError(SkiplakeError):
@@ -215,6 +264,8 @@ class ConstraintViolationError(SkiplakeError):
 
     def __init__(self, path: str, rule: str, expression: str, row: str, existing: bool = False,
                  fix: str = "") -> None:
+        """The error for `row` (as text) of `path`, which breaks `rule` (`expression`, when it has one): a
+        row already in the table when `existing`; `fix` replaces the default advice."""
         self.path, self.rule, self.expression, self.row = path, rule, expression, row
         where = "a row already in the table" if existing else "a row of the write"
         fix = fix or ("Fix or delete such rows first." if existing else
@@ -227,6 +278,7 @@ class ChangeDataNotRecordedError(InvalidArgumentError):
     """A change read over versions written while the table's change data feed was off."""
 
     def __init__(self, path: str, version: int, start: int, end: int) -> None:
+        """The error for `version` of `path`, in a change read of versions `start` to `end`."""
         self.path, self.version = path, version
         super().__init__(f"{path}: no change data was recorded for version {version} (the table's "
                          f"delta.enableChangeDataFeed was off then), so changes of versions {start} to {end} "
@@ -237,6 +289,7 @@ class SparkConnectUnsupportedError(SkiplakeError):
     """An operation that needs Spark's JVM objects, which a Spark Connect client does not have."""
 
     def __init__(self, operation: str, why: str, instead: str) -> None:
+        """The error for `operation`: `why` it needs the JVM, and what to do `instead`."""
         self.operation = operation
         super().__init__(f"{operation} is not available on a Spark Connect session: {why}. {instead}")
 
@@ -245,6 +298,7 @@ class AppendOnlyTableError(SkiplakeError):
     """A commit would remove or change rows of a table whose `delta.appendOnly` is true."""
 
     def __init__(self, path: str, operation: str) -> None:
+        """The error for `operation` on the append-only table at `path`."""
         self.path = path
         super().__init__(
             f"{path} only allows appends (delta.appendOnly=true), and {operation} would remove or change rows; "
@@ -260,6 +314,7 @@ class ConversionError(SkiplakeError):
     SHOWN = 5
 
     def __init__(self, path: str, problem: str, files: list[str] | None = None, fix: str = "") -> None:
+        """The error for converting `path`: the `problem`, the offending `files` (SHOWN of them named), a `fix`."""
         self.path = path
         self.files = list(files or [])
         shown = ""
@@ -286,6 +341,7 @@ class MergeConflictError(SkiplakeError):
     one WHEN MATCHED clause is an unconditional DELETE)."""
 
     def __init__(self, path: str, file: str) -> None:
+        """The error for a MERGE into `path` whose target row in `file` several source rows matched."""
         self.path = path
         self.file = file
         super().__init__(
@@ -304,6 +360,7 @@ class MergeClauseError(InvalidArgumentError):
     expression: a type mismatch, a syntax error)."""
 
     def __init__(self, path: str, clause: str, reason: str, detail: str, fix: str = "") -> None:
+        """The error for a MERGE into `path`: `clause`, `reason` (as above), what is wrong and, optionally, a `fix`."""
         self.path = path
         self.clause = clause
         self.reason = reason
@@ -312,7 +369,11 @@ class MergeClauseError(InvalidArgumentError):
 
 
 class ReplaceWhereViolationError(SkiplakeError):
+    """An overwrite with `where` (replaceWhere) whose DataFrame holds rows that do not satisfy it;
+    nothing is committed."""
+
     def __init__(self, path: str, where: str) -> None:
+        """The error for an overwrite of `path` with the condition `where`."""
         self.path = path
         super().__init__(
             f"overwrite of {path} with where={where!r}: the DataFrame holds rows that do not satisfy the "
@@ -321,7 +382,11 @@ class ReplaceWhereViolationError(SkiplakeError):
 
 
 class RetentionTooShortError(SkiplakeError):
+    """A VACUUM whose retention is shorter than the table's `delta.deletedFileRetentionDuration` (7 days
+    by default), without force=True; nothing is deleted."""
+
     def __init__(self, path: str, hours: float, minimum: float) -> None:
+        """The error for a vacuum of `path` keeping `hours`, less than the table's `minimum` hours."""
         self.path = path
         super().__init__(
             f"vacuum of {path} with retention_hours={hours} is shorter than the table's minimum of "
@@ -338,33 +403,38 @@ class ConcurrentModificationError(SkiplakeError):
 
     def __init__(self, message: str, *, winning_version: int | None = None,
                  winning_operation: str | None = None) -> None:
+        """The error with its `message`, and the version and operation of the commit that won."""
         self.winning_version = winning_version
         self.winning_operation = winning_operation
         super().__init__(message)
 
 
 class ConcurrentAppendException(ConcurrentModificationError):
-    pass
+    """A concurrent commit added files (rows) that this transaction's reads would have seen at its
+    isolation level."""
 
 
 class ConcurrentDeleteReadException(ConcurrentModificationError):
-    pass
+    """A concurrent commit removed a file that this transaction read."""
 
 
 class ConcurrentDeleteDeleteException(ConcurrentModificationError):
-    pass
+    """A concurrent commit removed, rewrote or marked rows of a file that this transaction also removes
+    or changes, in a way row-level concurrency cannot reconcile (the same rows, or both compacted it)."""
 
 
 class MetadataChangedException(ConcurrentModificationError):
-    pass
+    """A concurrent commit changed the table's metadata (schema, partitioning, properties), or a
+    metadata domain this transaction acted on (such as the clustering columns)."""
 
 
 class ConcurrentTransactionException(ConcurrentModificationError):
-    pass
+    """A concurrent commit wrote the same application transaction id (a txn appId), or the same
+    metadata domain, as this transaction."""
 
 
 class ProtocolChangedException(ConcurrentModificationError):
-    pass
+    """A concurrent commit changed the table's protocol."""
 
 
 class ConcurrentWriteException(ConcurrentModificationError):
@@ -383,6 +453,7 @@ class CatalogError(SkiplakeError):
     code = "InternalServiceException"
 
     def __init__(self, message: str) -> None:
+        """The error with its `message`, kept as `.message` for Glue's error body."""
         self.message = message
         super().__init__(message)
 
@@ -393,14 +464,18 @@ class InvalidInputError(CatalogError):
 
 
 class EntityNotFoundError(CatalogError):
+    """Glue's EntityNotFoundException: a database, table, partition or partition index that does not exist."""
     code = "EntityNotFoundException"
 
 
 class AlreadyExistsError(CatalogError):
+    """Glue's AlreadyExistsException: a database, table, partition or partition index created where one
+    exists (or a partition named twice in one batch)."""
     code = "AlreadyExistsException"
 
 
 class ResourceNumberLimitExceededError(CatalogError):
+    """Glue's ResourceNumberLimitExceededException: more partition indexes than a table may have."""
     code = "ResourceNumberLimitExceededException"
 
 

@@ -36,6 +36,10 @@ class Lake:
 
     def __init__(self, spark: "SparkSession", root: str | None = None, catalog: Any = None,
                  database: str = "default", storage_options: Mapping[str, str] | None = None) -> None:
+        """A lake over `root` (a local folder, made if missing, or an s3:// location, reached with
+        `storage_options`) and/or `catalog`; the session gets the Spark conf skiplake needs.
+
+        Neither a root nor a catalog raises InvalidArgumentError."""
         if root is None and catalog is None:
             raise InvalidArgumentError("Lake needs a root folder, a catalog, or both")
         ensure_conf(spark)
@@ -55,6 +59,10 @@ class Lake:
     # ------------------------------------------------------------------ tables
 
     def path_of(self, name: str) -> str:
+        """The location of the lake table `name`: its folder under the root.
+
+        InvalidArgumentError when the lake has no root, or `name` is empty, holds a `/` or starts with
+        `.` or `_`."""
         if self.root is None:
             raise InvalidArgumentError(f"this Lake has no root folder for table {name!r}; use catalog_table(...)")
         if not name or "/" in name or name.startswith((".", "_")):
@@ -67,6 +75,9 @@ class Lake:
                      generated_columns: Mapping[str, str] | None = None,
                      identity_columns: Mapping[str, IdentityColumn] | None = None,
                      cluster_by: Sequence[str] | None = None) -> Table:
+        """A new table `name` under the lake's root, named `name` in its metadata; the other arguments
+        are Table.create's. TableAlreadyExistsError when the table exists; InvalidArgumentError for a
+        lake without a root or a name path_of refuses."""
         return Table.create(self.spark, self.path_of(name), schema, partition_by, bucket_by, properties,
                             name=name, description=description, generated_columns=generated_columns,
                             identity_columns=identity_columns, cluster_by=cluster_by)

@@ -78,7 +78,17 @@ __all__ = ["BucketSpec", "IdentityColumn", "RestoreResult", "Table", "TableDetai
 
 
 class Table:
+    """One Delta table: reads see one pinned snapshot, and each write commits a new version and moves
+    the Table to it.
+
+    Open one with Table.open, Table.create, Table.convert or Lake.table. A Table opened at a past
+    version or timestamp is read-only: a write or RESTORE through it raises InvalidArgumentError. A
+    write that conflicts with a concurrent commit raises a ConcurrentModificationError subclass
+    (skiplake.errors), and nothing of it is committed."""
+
     def __init__(self, spark: "SparkSession", path: str, snapshot: Snapshot, pinned: bool = False) -> None:
+        """The table at `path` as of `snapshot`, read-only when `pinned`; the session gets the Spark conf
+        skiplake needs. Table.open, create and convert make Tables: call those instead."""
         self.spark = spark
         self.path = path
         self._snapshot: Snapshot | None = snapshot
@@ -155,6 +165,7 @@ class Table:
 
     @property
     def snapshot(self) -> Snapshot:
+        """The log's state at `version`, which reads and scans see (loaded again on first use after a commit)."""
         # Loaded on first use after a commit, so a chain of writes does not pay a load per commit.
         if self._snapshot is None:
             self._snapshot = Snapshot.load(self.path, self._version)
@@ -162,26 +173,32 @@ class Table:
 
     @property
     def version(self) -> int:
+        """The table version this Table reads: the one it was opened at, or the one its last write committed."""
         return self._version
 
     @property
     def schema(self) -> "StructType":
+        """The table's schema as a Spark StructType."""
         return to_spark(self.snapshot.schema)
 
     @property
     def log_schema(self) -> Schema:
+        """The table's schema as the Delta log holds it (a skiplake Schema, with each field's metadata)."""
         return self.snapshot.schema
 
     @property
     def partition_by(self) -> list[str]:
+        """The partition columns, in order ([] for an unpartitioned table)."""
         return self.snapshot.partition_columns
 
     @property
     def bucket_spec(self) -> BucketSpec | None:
+        """The bucket columns, number of buckets and sort columns; None when the table is not bucketed."""
         return bucket_spec_of(self.snapshot.configuration)
 
     @property
     def properties(self) -> dict[str, str]:
+        """The table's properties (Delta's metaData.configuration), e.g. `delta.appendOnly`."""
         return self.snapshot.configuration
 
     @property
@@ -192,20 +209,28 @@ class Table:
 
     @property
     def isolation_level(self) -> str:
+        """`Serializable` or `WriteSerializable` (the default): the level, from `delta.isolationLevel`, at which
+        writes are checked against concurrent commits."""
         return isolation_level(self.properties)
 
     def refresh(self) -> "Table":
+        """This Table moved to the table's latest version (one opened at a past version or timestamp stays)."""
         if not self._pinned:
             self._snapshot = Snapshot.load(self.path)
             self._version = self._snapshot.version
         return self
 
     def __repr__(self) -> str:
+        """`Table('<path>', version=<n>)`."""
         return f"Table({self.path!r}, version={self.version})"
 
     # ------------------------------------------------------------------ reads
 
     def scan(self, where: str | None = None) -> ScanPlan:
+        """The files a read with `where` must scan, planned from the log without Spark: a ScanPlan of the
+        files and a report of what partitions, min/max stats and buckets pruned.
+
+        A `where` that is not valid Spark SQL or names an unknown column raises InvalidPredicateError."""
         return plan_scan(self.snapshot, where)
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None,
@@ -240,6 +265,7 @@ class Table:
                             ending_timestamp)
 
     def to_df(self) -> "DataFrame":
+        """Every row of the pinned snapshot as a DataFrame: `read()` without arguments."""
         return self.read()
 
     def detail(self) -> TableDetail:
@@ -267,6 +293,8 @@ class Table:
                 "open it without version=/timestamp= to write.")
 
     def begin(self) -> Transaction:
+        """A Transaction on the latest snapshot, for a write of several steps; its commit moves this Table
+        to the version it made. Raises InvalidArgumentError on a Table opened for time travel."""
         self._check_writable()
         return Transaction(self.spark, Snapshot.load(self.path), on_commit=self._moved_to)
 
@@ -286,9 +314,21 @@ class Table:
         return dml_jobs.overwrite(self.begin(), df, where, merge_schema, options).commit()
 
     def delete(self, where: str | None = None) -> int:
+        """DELETE the rows matching `where` (every row when None); returns the version committed.
+
+        Files whose stats show that every row matches are removed whole; of the others, with deletion
+        vectors enabled the matching rows are marked deleted (a file mostly deleted is rewritten),
+        otherwise each file holding one is rewritten without them. A bad `where` raises
+        InvalidPredicateError; an append-only table, AppendOnlyTableError."""
         return dml_jobs.delete(self.begin(), where).commit()
 
     def update(self, where: str | None, set: Mapping[str, str]) -> int:
+        """UPDATE the rows matching `where` (every row when None): `set` maps columns to Spark SQL
+        expressions over the row, cast to the column's type. Returns the version committed.
+
+        An empty `set` or one naming an identity column raises InvalidArgumentError, an unknown
+        column SchemaMismatchError, a bad `where` InvalidPredicateError, an append-only table
+        AppendOnlyTableError."""
         return dml_jobs.update(self.begin(), where, set).commit()
 
     def merge(self, source: "DataFrame", on: str, *, source_alias: str = "source", target_alias: str = "target",
@@ -357,6 +397,12 @@ class Table:
         return result
 
     def vacuum(self, retention_hours: float = 168, dry_run: bool = False, force: bool = False) -> VacuumResult:
+        """VACUUM: delete the files the latest version does not reference that are older than
+        `retention_hours` (files removed within it stay for time travel); dry_run only lists them.
+        The VacuumResult counts and lists the files.
+
+        A retention shorter than the table's `delta.deletedFileRetentionDuration` (7 days by default)
+        raises RetentionTooShortError unless force=True, safe only when no reader or writer runs."""
         return vacuum(self.path, retention_hours, dry_run, force)
 
     def set_properties(self, properties: Mapping[str, str]) -> int:

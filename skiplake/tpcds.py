@@ -86,6 +86,7 @@ _SPARK_CASTS: dict[str, str] = {
 
 @dataclass(frozen=True)
 class GeneratedTables:
+    """What generate() made, or reused: one Parquet file per TPC-DS table under `root`, and their row counts."""
     root: Path  # folder holding one Parquet file per table
     files: dict[str, Path]  # table name -> parquet file path
     rows: dict[str, int]  # table name -> row count

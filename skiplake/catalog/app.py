@@ -60,6 +60,7 @@ class Limits:
 
 @dataclass
 class Answer:
+    """An answer: HTTP status, body, the error type for `x-amzn-ErrorType`, and what the access log records."""
     status: int
     body: bytes
     error: str | None = None
@@ -76,6 +77,7 @@ def _json_default(value: Any) -> Any:
 
 
 def error(status: int, code: str, message: str, operation: str = "", principal: str = "") -> Answer:
+    """An error answer with Glue's `{"__type", "message"}` body; `code` is its error type."""
     return Answer(status, json.dumps({"__type": code, "message": message}).encode(), code, operation, principal)
 
 
@@ -94,6 +96,7 @@ class GlueApp:
         self._health_pool = ThreadPoolExecutor(1, thread_name_prefix="catalog-health")
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        """The ASGI entry point: lifespan events and HTTP requests (no other scope is served)."""
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":
@@ -112,6 +115,7 @@ class GlueApp:
                 return
 
     def close(self) -> None:
+        """Shut the thread pools and release the database's connections."""
         # Calls still queued were cancelled with their requests; only running ones are awaited.
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._health_pool.shutdown(wait=True, cancel_futures=True)

@@ -43,6 +43,7 @@ class AuthError(CatalogError):
     """A request the server does not accept from its sender; `code` and `status` are AWS's."""
 
     def __init__(self, code: str, message: str, status: int = 403) -> None:
+        """An error of AWS type `code` saying `message`, answered with HTTP `status`."""
         self.code = code
         self.status = status
         super().__init__(message)
@@ -50,11 +51,13 @@ class AuthError(CatalogError):
 
 @dataclass(frozen=True)
 class Principal:
+    """One principal of the credentials file: its access key id, secret access key and role."""
     access_key_id: str
     secret_access_key: str
     role: str = "read-write"
 
     def may_call(self, operation: str) -> bool:
+        """Whether its role allows `operation`: read-write calls anything, read-only only reads."""
         return self.role == "read-write" or is_read(operation)
 
 
@@ -94,6 +97,8 @@ def _canonical_query(query: str) -> str:
 
 
 class SignatureLog(Protocol):
+    """Where the signatures of accepted writes are recorded, so that a replay of one is refused."""
+
     def first_time(self, signature: str, stamp: dt.datetime, now: dt.datetime) -> bool:
         """Record `signature` (signed at `stamp`); False when it was recorded before."""
 
@@ -102,10 +107,12 @@ class MemorySignatures:
     """Signatures seen by this process: enough for one process serving alone."""
 
     def __init__(self) -> None:
+        """A log with no signature in it yet."""
         self._seen: dict[str, dt.datetime] = {}
         self._lock = threading.Lock()
 
     def first_time(self, signature: str, stamp: dt.datetime, now: dt.datetime) -> bool:
+        """SignatureLog.first_time in memory; past 10,000 signatures, those outside the skew window are forgotten."""
         with self._lock:
             if signature in self._seen:
                 return False
@@ -123,11 +130,14 @@ class DatabaseSignatures:
     PRUNE_EVERY = 1000
 
     def __init__(self, engine: Engine) -> None:
+        """A log in the request_signatures table of `engine`'s database."""
         self.engine = engine
         self._count = 0
         self._lock = threading.Lock()
 
     def first_time(self, signature: str, stamp: dt.datetime, now: dt.datetime) -> bool:
+        """SignatureLog.first_time as an INSERT, which the primary key refuses for a signature already
+        there; every PRUNE_EVERY-th call in this process also deletes the expired rows."""
         expires = (max(stamp, now) + MAX_SKEW).timestamp()
         with self._lock:
             self._count += 1

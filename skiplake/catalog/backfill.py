@@ -69,6 +69,7 @@ def _entries(conn: Connection, table_id: int, index_id: int, keys: dict[str, str
 
 
 def keep_last_failures(conn: Connection, table_id: int) -> None:
+    """Delete all but the newest MAX_FAILED_INDEXES FAILED indexes of the table."""
     failed = conn.execute(select(store.partition_indexes.c.id).where(and_(
         store.partition_indexes.c.table_id == table_id, store.partition_indexes.c.status == "FAILED"))
         .order_by(store.partition_indexes.c.id.desc())).all()

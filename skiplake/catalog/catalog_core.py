@@ -26,6 +26,7 @@ class CatalogCore:
     """A Glue-compatible catalog's database at `url` (SQLite file or PostgreSQL)."""
 
     def __init__(self, url: str) -> None:
+        """The catalog in the database at `url`, opened with its schema created or checked (store.connect)."""
         self.url = url
         self.engine: Engine = store.connect(url)
         # Reads run outside a transaction: each statement sees committed data either way (READ

@@ -9,13 +9,17 @@ from skiplake.extras import require, require_database
 
 
 class CatalogClient(Protocol):
-    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]: ...
+    """Anything that answers Glue operations by name: a GlueCatalog, a Boto3Catalog."""
+
+    def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Glue's response to `operation` (GetPartitions, ...) on request `params`, both in Glue's JSON shapes."""
 
 
 class Boto3Catalog:
     """boto3's Glue client (AWS Glue itself, or `skiplake catalog serve`) behind `call`."""
 
     def __init__(self, client: Any) -> None:
+        """The catalog behind `client`, a boto3 Glue client."""
         self.client = client
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:

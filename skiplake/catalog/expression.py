@@ -50,6 +50,7 @@ def type_kind(glue_type: str) -> str:
 
 @dataclass(frozen=True)
 class Key:
+    """A partition key an expression may name, as the table declares it."""
     name: str     # the key's name as the table declares it
     kind: str     # type_kind of its type
     type: str     # the declared type
@@ -57,6 +58,7 @@ class Key:
 
 @dataclass(frozen=True)
 class Compare:
+    """`key op value`."""
     key: Key
     op: str       # = <> > < >= <=
     value: Any    # typed literal
@@ -64,6 +66,7 @@ class Compare:
 
 @dataclass(frozen=True)
 class Between:
+    """`key BETWEEN low AND high`, both bounds included."""
     key: Key
     low: Any
     high: Any
@@ -71,12 +74,14 @@ class Between:
 
 @dataclass(frozen=True)
 class In:
+    """`key IN (values)`."""
     key: Key
     values: tuple[Any, ...]
 
 
 @dataclass(frozen=True)
 class Like:
+    """`key LIKE pattern`, with the pattern as a regular expression (like_regex)."""
     key: Key
     pattern: str
     regex: re.Pattern
@@ -84,22 +89,26 @@ class Like:
 
 @dataclass(frozen=True)
 class IsNull:
+    """`key IS NULL`, or `key IS NOT NULL` when `negated`."""
     key: Key
     negated: bool = False
 
 
 @dataclass(frozen=True)
 class And:
+    """The AND of its children."""
     children: tuple["Expr", ...]
 
 
 @dataclass(frozen=True)
 class Or:
+    """The OR of its children."""
     children: tuple["Expr", ...]
 
 
 @dataclass(frozen=True)
 class Not:
+    """The NOT of its child."""
     child: "Expr"
 
 
@@ -107,6 +116,7 @@ Expr = Union[Compare, Between, In, Like, IsNull, And, Or, Not]
 
 
 def conjuncts(expr: Expr) -> list[Expr]:
+    """The AND parts of `expr`, nested ANDs flattened; `[expr]` when it is no AND."""
     if isinstance(expr, And):
         out: list[Expr] = []
         for c in expr.children:
@@ -299,6 +309,7 @@ def like_regex(pattern: str) -> re.Pattern:
 
 
 def parse_date(text: str) -> dt.date:
+    """A date as Glue reads one, `Y-M-D` with unpadded parts allowed (`2023-9-1`); ValueError if it is not one."""
     m = _DATE.fullmatch(text)
     if m is None:
         raise ValueError(text)
@@ -331,6 +342,8 @@ def typed_value(raw: str, kind: str) -> Any:
 
 
 def cast_literal(raw: str, key: Key, text: str = "") -> Any:
+    """A literal as a value of `key`'s type; InvalidInputError naming both when it is not one (`text` is
+    the expression, for the message)."""
     try:
         return typed_value(raw, key.kind)
     except ValueError:

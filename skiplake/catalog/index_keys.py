@@ -35,6 +35,8 @@ _INT_OFFSET = 1 << 63
 
 
 def encode_component(value: Any, kind: str) -> str:
+    """One value's component of an index string: an integer offset by 2**63 and zero-padded, a date as
+    YYYY-MM-DD, a string as it is."""
     if kind == "integer":
         return f"{int(value) + _INT_OFFSET:020d}"
     if kind == "date":
@@ -67,7 +69,8 @@ def index_problem(raw: str | None, kind: str) -> str | None:
 
 @dataclass(frozen=True)
 class KeyRange:
-    """Index strings s with low <= s (or low < s) and s < high; None = unbounded."""
+    """Index strings s with low <= s < high; None = unbounded. (_ranged puts a value's exclusive low
+    bound and inclusive high bound in this form by appending END.)"""
     low: str | None
     high: str | None
     keys_used: tuple[str, ...]   # index keys the range constrains, for explain output
@@ -76,6 +79,7 @@ class KeyRange:
     covered: tuple[Expr, ...] = ()
 
     def contains(self, s: str) -> bool:
+        """Whether index string `s` is in the range."""
         return (self.low is None or s >= self.low) and (self.high is None or s < self.high)
 
 

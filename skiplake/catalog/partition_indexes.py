@@ -18,6 +18,9 @@ from skiplake.errors import AlreadyExistsError, EntityNotFoundError, InvalidInpu
 
 
 def add_index(conn: Connection, table_id: int, keys: dict[str, str], index: dict, status: str) -> int:
+    """Add Glue's PartitionIndex `index` to a table, with `status`; its id. Refused: a name in use, more
+    than MAX_INDEXES live indexes, a key that is not a partition key or not of an indexable type, a key
+    named twice."""
     require_members(index, "IndexName", "Keys")
     names = list(index["Keys"])
     live = conn.execute(select(store.partition_indexes).where(and_(
@@ -49,8 +52,12 @@ def add_index(conn: Connection, table_id: int, keys: dict[str, str], index: dict
 
 
 class PartitionIndexOperations(CatalogCore):
+    """Glue's partition index operations, a part of GlueCatalog."""
+
     def create_partition_index(self, DatabaseName: str, TableName: str, PartitionIndex: dict,
                                CatalogId: str | None = None) -> dict:
+        """CreatePartitionIndex: the index is CREATING while a backfill thread fills it, then ACTIVE, or
+        FAILED with its BackfillErrors."""
         with self.engine.begin() as conn:
             t = self._table_row(conn, DatabaseName, TableName)
             index_id = add_index(conn, t.id, key_types(json.loads(t.body)), PartitionIndex, status="CREATING")
@@ -63,6 +70,8 @@ class PartitionIndexOperations(CatalogCore):
 
     def get_partition_indexes(self, DatabaseName: str, TableName: str, NextToken: str | None = None,
                               CatalogId: str | None = None) -> dict:
+        """GetPartitionIndexes: every index of the table, oldest first, with its status, keys and a
+        failed one's BackfillErrors; one page (NextToken is ignored)."""
         with self.reader.connect() as conn:
             t = self._table_row(conn, DatabaseName, TableName)
             keys = key_types(json.loads(t.body))
@@ -80,6 +89,8 @@ class PartitionIndexOperations(CatalogCore):
 
     def delete_partition_index(self, DatabaseName: str, TableName: str, IndexName: str,
                                CatalogId: str | None = None) -> dict:
+        """DeletePartitionIndex: the index is DELETING until its entries are gone. A FAILED index is not
+        found (EntityNotFoundError); keep_last_failures removes those."""
         with self.engine.begin() as conn:
             t = self._table_row(conn, DatabaseName, TableName)
             row = conn.execute(select(store.partition_indexes).where(and_(

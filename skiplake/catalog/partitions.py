@@ -57,6 +57,8 @@ def _index_scan(low: bool, high: bool, after: bool) -> Select:
 
 
 class PartitionOperations(CatalogCore):
+    """Glue's partition operations, a part of GlueCatalog."""
+
     def _partition_values_ok(self, table_row: Any, values: Sequence[str], indexes: Sequence[Any]) -> None:
         """New partitions: arity, and (once an index exists) the indexed values' types and characters."""
         keys = key_types(json.loads(table_row.body))
@@ -100,12 +102,15 @@ class PartitionOperations(CatalogCore):
 
     def create_partition(self, DatabaseName: str, TableName: str, PartitionInput: dict,
                          CatalogId: str | None = None) -> dict:
+        """CreatePartition; a value of a key in a live index must be of the key's type (InvalidInputError)."""
         with self.engine.begin() as conn:
             self._insert_partition(conn, self._table_row(conn, DatabaseName, TableName), PartitionInput)
         return {}
 
     def batch_create_partition(self, DatabaseName: str, TableName: str, PartitionInputList: list,
                                CatalogId: str | None = None) -> dict:
+        """BatchCreatePartition of up to 100: the items refused (bad values, in the request twice,
+        already there) are its Errors, in request order; the others are created together."""
         if len(PartitionInputList) > MAX_BATCH_CREATE:
             raise InvalidInputError(f"BatchCreatePartition takes at most {MAX_BATCH_CREATE} partitions, "
                                     f"not {len(PartitionInputList)}")
@@ -180,12 +185,14 @@ class PartitionOperations(CatalogCore):
 
     def get_partition(self, DatabaseName: str, TableName: str, PartitionValues: list,
                       CatalogId: str | None = None) -> dict:
+        """GetPartition (EntityNotFoundError when the table has no partition of those values)."""
         with self.reader.connect() as conn:
             t = self._table_row(conn, DatabaseName, TableName)
             return {"Partition": self._partition_out(t, self._partition_row(conn, t, PartitionValues))}
 
     def batch_get_partition(self, DatabaseName: str, TableName: str, PartitionsToGet: list,
                             CatalogId: str | None = None) -> dict:
+        """BatchGetPartition of up to 1000; the values with no partition are its UnprocessedKeys."""
         if len(PartitionsToGet) > MAX_BATCH_GET:
             raise InvalidInputError(f"BatchGetPartition takes at most {MAX_BATCH_GET} partitions")
         found, missing = [], []
@@ -200,6 +207,8 @@ class PartitionOperations(CatalogCore):
 
     def update_partition(self, DatabaseName: str, TableName: str, PartitionValueList: list, PartitionInput: dict,
                          CatalogId: str | None = None) -> dict:
+        """UpdatePartition: the partition's input replaced; new Values re-create it under them, checked
+        as CreatePartition checks them."""
         with self.engine.begin() as conn:
             t = self._table_row(conn, DatabaseName, TableName)
             row = self._partition_row(conn, t, PartitionValueList)
@@ -215,6 +224,7 @@ class PartitionOperations(CatalogCore):
 
     def delete_partition(self, DatabaseName: str, TableName: str, PartitionValues: list,
                          CatalogId: str | None = None) -> dict:
+        """DeletePartition, with its index entries."""
         with self.engine.begin() as conn:
             t = self._table_row(conn, DatabaseName, TableName)
             row = self._partition_row(conn, t, PartitionValues)
@@ -223,6 +233,7 @@ class PartitionOperations(CatalogCore):
 
     def batch_delete_partition(self, DatabaseName: str, TableName: str, PartitionsToDelete: list,
                                CatalogId: str | None = None) -> dict:
+        """BatchDeletePartition of up to 25; the values with no partition are its Errors."""
         if len(PartitionsToDelete) > MAX_BATCH_DELETE:
             raise InvalidInputError(f"BatchDeletePartition takes at most {MAX_BATCH_DELETE} partitions, "
                                     f"not {len(PartitionsToDelete)}")
@@ -241,6 +252,9 @@ class PartitionOperations(CatalogCore):
                        NextToken: str | None = None, Segment: dict | None = None, MaxResults: int | None = None,
                        ExcludeColumnSchema: bool | None = None, CatalogId: str | None = None,
                        **_: Any) -> dict:
+        """GetPartitions: the partitions `Expression` matches, read through the ACTIVE index that
+        constrains the most keys (else by a scan in id order), up to 1000 a page, split by Segment.
+        `last_plan` then says which index was used and how many rows were read."""
         limit = page_size(MaxResults, MAX_RESULTS)
         segment, total = segment_of(Segment)
         with self.reader.connect() as conn:
@@ -297,8 +311,8 @@ class PartitionOperations(CatalogCore):
 
 
 def choose_index(indexes: Sequence[Any], keys: dict[str, str], expr: Expr) -> tuple[str, KeyRange, int] | None:
-    """Of a table's ACTIVE indexes, the one whose range fixes the most keys (an equality prefix
-    beats a range)."""
+    """Of a table's ACTIVE indexes, the one whose range constrains the most keys (its equality prefix
+    and a range on the next key each count one); the oldest wins a tie."""
     best: tuple[int, tuple[str, KeyRange, int]] | None = None
     for idx in indexes:
         names = json.loads(idx.key_names)

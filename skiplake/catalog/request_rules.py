@@ -21,18 +21,22 @@ INDEXABLE_TYPES = ("string", "char", "varchar", "int", "bigint", "long", "tinyin
 
 
 def now_seconds() -> float:
+    """The time now in seconds since the epoch, as the store's time columns hold it."""
     return time.time()
 
 
 def utc_time(seconds: float) -> dt.datetime:
+    """A stored time (seconds since the epoch) as a UTC datetime, as answers give times."""
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
 
 
 def next_token(payload: Any) -> str:
+    """A NextToken carrying `payload` (where the next page starts): its JSON in URL-safe base64."""
     return base64.urlsafe_b64encode(json.dumps(payload).encode()).decode()
 
 
 def read_token(token: str | None) -> Any:
+    """The payload of a NextToken; None without one, InvalidInputError for one that does not decode."""
     if not token:
         return None
     try:
@@ -42,12 +46,14 @@ def read_token(token: str | None) -> Any:
 
 
 def require_members(params: dict, *names: str) -> None:
+    """Raise InvalidInputError for the first of `names` that `params` lacks or has empty."""
     for n in names:
         if params.get(n) in (None, ""):
             raise InvalidInputError(f"{n} is required")
 
 
 def page_size(max_results: int | None, ceiling: int) -> int:
+    """The page size MaxResults asks for, `ceiling` when it asks none; InvalidInputError outside 1..ceiling."""
     if max_results is None:
         return ceiling
     if not 1 <= int(max_results) <= ceiling:
@@ -56,6 +62,8 @@ def page_size(max_results: int | None, ceiling: int) -> int:
 
 
 def segment_of(segment: dict | None) -> tuple[int, int]:
+    """(SegmentNumber, TotalSegments) of GetPartitions' Segment, (0, 1) without one; InvalidInputError
+    when out of range."""
     if not segment:
         return 0, 1
     number, total = int(segment.get("SegmentNumber", 0)), int(segment.get("TotalSegments", 1))
@@ -77,6 +85,7 @@ def key_types(body: dict) -> dict[str, str]:
 
 
 def check_partition_keys(keys: list) -> None:
+    """Raise InvalidInputError for a partition key without a Name, or a name given twice (ignoring case)."""
     names = [k.get("Name") for k in keys]
     if any(not n for n in names):
         raise InvalidInputError("every partition key needs a Name")

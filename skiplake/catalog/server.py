@@ -61,6 +61,8 @@ class ServeOptions:
     limits: Limits = field(default_factory=Limits)
 
     def check(self) -> None:
+        """Raise InvalidArgumentError for options that cannot work: no worker, TLS files unpaired, missing
+        or not loading as a certificate chain and its key, limits out of range."""
         if self.workers < 1:
             raise InvalidArgumentError(f"--workers must be at least 1, not {self.workers}")
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -81,15 +83,18 @@ class ServeOptions:
                                        "--graceful-timeout not negative")
 
     def to_json(self) -> str:
+        """The options as JSON, as the parent hands them to its workers (in OPTIONS_ENV)."""
         return json.dumps(dataclasses.asdict(self))
 
     @classmethod
     def from_json(cls, text: str) -> "ServeOptions":
+        """The options `to_json` wrote."""
         raw = json.loads(text)
         return cls(**{**raw, "limits": Limits(**raw["limits"])})
 
     @property
     def scheme(self) -> str:
+        """`https` when serving TLS, else `http`."""
         return "https" if self.tls_cert else "http"
 
 
@@ -112,6 +117,9 @@ def access_log(destination: str | None, name: str = "") -> logging.Logger | None
 
 def build_app(options: ServeOptions, catalog: GlueCatalog | None = None,
               principals: Mapping[str, Principal] | None = None, log_name: str = "") -> GlueApp:
+    """The ASGI app of `options` on `catalog` (else a new one on options.db). With `principals` (else
+    those of the credentials file, if any), requests must be signed by one of them, and replays are
+    recorded in the database."""
     catalog = catalog or GlueCatalog(options.db)
     if principals is None and options.credentials:
         principals = load_principals(options.credentials)
@@ -177,11 +185,13 @@ class CatalogServer:
 
     @property
     def address(self) -> tuple[str, int]:
+        """(host, port) the socket is bound to: the port the system picked when 0 was asked."""
         host, port = self._socket.getsockname()[:2]
         return host, port
 
     @property
     def endpoint(self) -> str:
+        """The server's URL, e.g. `http://127.0.0.1:54321` (an IPv6 host in brackets)."""
         host, port = self.address
         return f"{self.options.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
@@ -192,6 +202,7 @@ class CatalogServer:
             self._failure = e
 
     def start(self) -> "CatalogServer":
+        """Serve on a thread; the server, once uvicorn is up (CatalogError saying why when it does not come up)."""
         self._failure = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="catalog-server")
         self._thread.start()
@@ -211,6 +222,7 @@ class CatalogServer:
         return f"{type(failure).__name__}: {failure}" if failure else "uvicorn logged why"
 
     def stop(self) -> None:
+        """Ask the server to exit, wait up to graceful_timeout + 5 s for it to drain, and close its socket."""
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(self.options.graceful_timeout + 5)

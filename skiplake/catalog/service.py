@@ -38,6 +38,9 @@ class GlueCatalog(DatabaseOperations, TableOperations, PartitionOperations, Part
     """A Glue-compatible catalog in the database at `url` (SQLite file or PostgreSQL)."""
 
     def call(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Glue operation `operation` on request `params`, as Glue's JSON API takes and answers it. An
+        operation this catalog does not serve is an InvalidInputError, a request that breaks Glue's API
+        model a ValidationError."""
         if operation not in OPERATIONS:
             raise InvalidInputError(f"unknown operation {operation!r}; this catalog serves {', '.join(OPERATIONS)}")
         validate(operation, params)  # Glue's API model first: types, lengths, patterns, required members

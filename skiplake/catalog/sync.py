@@ -14,12 +14,14 @@ BATCH = 100
 
 @dataclass(frozen=True)
 class SyncResult:
+    """What a sync found and did, counted in partition folders, and the Errors BatchCreatePartition gave."""
     found: int        # partition folders under the location
     registered: int   # newly created in the catalog
     existing: int     # already there
     errors: list[dict[str, Any]]
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as a dict (the JSON `skiplake catalog sync` prints)."""
         return self.__dict__.copy()
 
 
@@ -50,6 +52,9 @@ def partition_folders(location: str, keys: list[str]) -> list[tuple[list[str], s
 
 
 def sync_partitions(client: CatalogClient, database: str, table: str) -> SyncResult:
+    """Register the partition folders under the table's location that the catalog lacks
+    (BatchCreatePartition, 100 at a time, each with the table's StorageDescriptor and its own Location);
+    nothing when the table has no location or no partition keys."""
     spec = client.call("GetTable", {"DatabaseName": database, "Name": table})["Table"]
     keys = [k["Name"] for k in spec.get("PartitionKeys") or []]
     sd = spec.get("StorageDescriptor") or {}

@@ -25,6 +25,8 @@ from skiplake.errors import AlreadyExistsError, InvalidInputError, ResourceNumbe
 
 
 class TableOperations(CatalogCore):
+    """Glue's table operations, a part of GlueCatalog."""
+
     @staticmethod
     def _table_out(row: Any) -> dict:
         body = json.loads(row.body)
@@ -34,6 +36,9 @@ class TableOperations(CatalogCore):
     def create_table(self, DatabaseName: str, TableInput: dict, PartitionIndexes: list | None = None,
                      CatalogId: str | None = None, TransactionId: str | None = None,
                      OpenTableFormatInput: dict | None = None) -> dict:
+        """CreateTable, with up to MAX_INDEXES partition indexes, ACTIVE at once (there are no partitions
+        yet to fill them). The name is kept lower-case; OpenTableFormatInput and TransactionId are
+        ignored."""
         require_members(TableInput, "Name")
         name = TableInput["Name"].lower()
         check_partition_keys(TableInput.get("PartitionKeys") or [])
@@ -58,11 +63,14 @@ class TableOperations(CatalogCore):
         return {}
 
     def get_table(self, DatabaseName: str, Name: str, CatalogId: str | None = None, **_: Any) -> dict:
+        """GetTable (EntityNotFoundError names the database when that is what is missing)."""
         with self.reader.connect() as conn:
             return {"Table": self._table_out(self._table_row(conn, DatabaseName, Name))}
 
     def get_tables(self, DatabaseName: str, Expression: str | None = None, NextToken: str | None = None,
                    MaxResults: int | None = None, CatalogId: str | None = None, **_: Any) -> dict:
+        """GetTables in name order, at most 100 a page; `Expression` is matched as a shell glob, with
+        `.*` read as `*`."""
         import fnmatch
         limit = page_size(MaxResults, 100)
         after = read_token(NextToken)
@@ -83,6 +91,8 @@ class TableOperations(CatalogCore):
 
     def update_table(self, DatabaseName: str, TableInput: dict, CatalogId: str | None = None,
                      SkipArchive: bool | None = None, **_: Any) -> dict:
+        """UpdateTable: the table's input replaced. A partition key in a live index may not be renamed,
+        removed, retyped or reordered (InvalidInputError: delete the index first)."""
         require_members(TableInput, "Name")
         with self.engine.begin() as conn:
             row = self._table_row(conn, DatabaseName, TableInput["Name"])
@@ -110,6 +120,7 @@ class TableOperations(CatalogCore):
         return {}
 
     def delete_table(self, DatabaseName: str, Name: str, CatalogId: str | None = None, **_: Any) -> dict:
+        """DeleteTable, with its partitions and indexes (the foreign keys cascade)."""
         with self.engine.begin() as conn:
             row = self._table_row(conn, DatabaseName, Name)
             conn.execute(delete(store.tables).where(store.tables.c.id == row.id))

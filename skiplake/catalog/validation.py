@@ -9,7 +9,7 @@ length less than or equal to 255"). Members the model does not know are refused 
 The model's patterns are Java regular expressions; the one construct Python's `re` lacks in
 them, a surrogate-pair range for the supplementary planes, is rewritten as the code point range
 it means. A pattern `re` still cannot compile (Unicode property classes, `\\p{L}`) is not checked;
-`UNCHECKED_PATTERNS` counts them.
+`unchecked_patterns()` lists them.
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def unchecked_patterns() -> list[str]:
 
 
 def input_shape(operation: str) -> str | None:
+    """The name of `operation`'s request shape in Glue's API model; None for an operation it lacks."""
     op = _model()["operations"].get(operation)
     return (op.get("input") or {}).get("shape") if op else None
 

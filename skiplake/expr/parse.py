@@ -30,6 +30,7 @@ _NOT_A_LITERAL = object()
 
 
 def parse_sql(text: str) -> exp.Expression:
+    """The sqlglot tree of the Spark SQL `text`; InvalidPredicateError when it does not parse or is empty."""
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except ParseError as e:

@@ -20,31 +20,40 @@ class BooleanVisitor(ABC, Generic[T]):
     """What a predicate means in one domain; `visit` calls these bottom-up."""
 
     @abstractmethod
-    def visit_const(self, node: Const) -> T: ...
+    def visit_const(self, node: Const) -> T:
+        """The answer for a literal TRUE, FALSE or NULL."""
 
     @abstractmethod
-    def visit_opaque(self, node: Opaque) -> T: ...
+    def visit_opaque(self, node: Opaque) -> T:
+        """The answer for what cannot be analysed (it may be anything)."""
 
     @abstractmethod
-    def visit_cmp(self, node: Cmp) -> T: ...
+    def visit_cmp(self, node: Cmp) -> T:
+        """The answer for a column compared with a literal."""
 
     @abstractmethod
-    def visit_in(self, node: InList) -> T: ...
+    def visit_in(self, node: InList) -> T:
+        """The answer for an IN list."""
 
     @abstractmethod
-    def visit_is_null(self, node: IsNull) -> T: ...
+    def visit_is_null(self, node: IsNull) -> T:
+        """The answer for IS NULL."""
 
     @abstractmethod
-    def visit_starts_with(self, node: StartsWith) -> T: ...
+    def visit_starts_with(self, node: StartsWith) -> T:
+        """The answer for a string prefix test."""
 
     @abstractmethod
-    def visit_and(self, node: And, children: list[T]) -> T: ...
+    def visit_and(self, node: And, children: list[T]) -> T:
+        """The answer for an AND, from its children's answers."""
 
     @abstractmethod
-    def visit_or(self, node: Or, children: list[T]) -> T: ...
+    def visit_or(self, node: Or, children: list[T]) -> T:
+        """The answer for an OR, from its children's answers."""
 
     @abstractmethod
-    def visit_not(self, node: Not, child: T) -> T: ...
+    def visit_not(self, node: Not, child: T) -> T:
+        """The answer for a NOT, from its child's answer."""
 
 
 def visit(node: Node, visitor: BooleanVisitor[T]) -> T:

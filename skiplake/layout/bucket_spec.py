@@ -40,6 +40,8 @@ class BucketSpec:
     sort_by: Sequence[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        """`columns` and `sort_by` as tuples (a lone name as a one-name tuple); InvalidArgumentError for
+        anything but column names."""
         # Lists are accepted for convenience; tuples keep the spec hashable and immutable.
         for name in ("columns", "sort_by"):
             value = getattr(self, name)
@@ -54,6 +56,7 @@ class BucketSpec:
         return f"pmod(hash({', '.join(f'`{c}`' for c in self.columns)}), {self.num_buckets})"
 
     def to_configuration(self) -> dict[str, str]:
+        """The spec as the configuration keys it is kept under (bucket_spec_of reads it back)."""
         out = {NUM_BUCKETS_KEY: str(self.num_buckets), COLUMNS_KEY: json.dumps(list(self.columns))}
         if self.sort_by:
             out[SORT_COLUMNS_KEY] = json.dumps(list(self.sort_by))

@@ -38,6 +38,7 @@ ZCUBE_ZORDER_CURVE = "ZCUBE_ZORDER_CURVE"
 
 
 def bits_per_column(num_columns: int) -> int:
+    """Bits of range id per column: log2(MAX_RANGES), fewer when all columns' bits would not fit a Z-value's 62."""
     return max(1, min(int(np.log2(MAX_RANGES)), ZVALUE_BITS // max(1, num_columns)))
 
 
@@ -113,6 +114,8 @@ class Curve:
 
     @staticmethod
     def from_sample(sample: pa.Table, columns: Sequence[str], kind: str = "zorder") -> "Curve":
+        """The `kind` curve ("zorder" or "hilbert") over `columns`, each cut into ranges from `sample`'s
+        values; ValueError for another kind."""
         if kind not in CURVES:
             raise ValueError(f"unknown curve {kind!r}; one of {CURVES}")
         bits = bits_per_column(len(columns))

@@ -36,10 +36,12 @@ class Folder:
 
     @property
     def is_partition(self) -> bool:
+        """Whether it is a `column=value` folder."""
         return "=" in self.name
 
     @property
     def column(self) -> str:
+        """The column a `column=value` folder names, unescaped."""
         return unescape_path_name(self.name.partition("=")[0])
 
     @property
@@ -49,40 +51,48 @@ class Folder:
 
     @property
     def value(self) -> str | None:
+        """The partition value, unescaped; None for NULL (`__HIVE_DEFAULT_PARTITION__`)."""
         return partition_value(self.raw_value)
 
 
 @dataclass(frozen=True)
 class DataFile:
+    """A data file below the root: its path, size in bytes and modification time in ms since the epoch."""
     rel: str            # path below the root as on disk, '/'-separated
     size: int
     mtime_ms: int
 
     @property
     def folders(self) -> tuple[Folder, ...]:
+        """The folders of its path below the root, outermost first."""
         return tuple(Folder(p) for p in self.rel.split("/")[:-1])
 
     @property
     def folder(self) -> str:
+        """Its folder's path below the root; empty at the root."""
         return self.rel.rpartition("/")[0]
 
     @property
     def name(self) -> str:
+        """Its file name."""
         return self.rel.rpartition("/")[2]
 
     @property
     def bucket_id(self) -> int | None:
+        """The bucket id Spark reads from its name; None when it has none."""
         return bucket_id_from_name(self.name)
 
 
 @dataclass
 class DirectoryListing:
+    """A directory's files: its data files, by path, and the paths Spark's file index skips."""
     root: str
     files: list[DataFile]
     skipped: list[str] = field(default_factory=list)   # hidden files (and files in hidden folders)
 
     @property
     def total_bytes(self) -> int:
+        """The size of the data files, in bytes."""
         return sum(f.size for f in self.files)
 
 

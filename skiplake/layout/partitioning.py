@@ -16,10 +16,12 @@ _PARTITION_TYPES_REFUSED = {"binary"}
 
 
 def escape_path_name(value: str) -> str:
+    """A value (or column name) as Spark spells it in a folder name: `%XX` for the characters escapePathName escapes."""
     return "".join(f"%{ord(ch):02X}" if ch in _ESCAPED else ch for ch in value)
 
 
 def unescape_path_name(name: str) -> str:
+    """A folder name's text with its `%XX` escapes decoded (a `%` without two hex digits after it stays)."""
     out = []
     i = 0
     while i < len(name):

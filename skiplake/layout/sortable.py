@@ -12,6 +12,8 @@ import pyarrow as pa
 
 
 def sortable(values: pa.Array) -> np.ndarray:
+    """`values` as a NumPy array that sorts as Spark sorts them, NULLs as a placeholder; TypeError for a
+    type with no order here."""
     t = values.type
     if pa.types.is_dictionary(t):
         return sortable(values.dictionary_decode())

@@ -20,6 +20,7 @@ _NUM_RECORDS = re.compile(NUM_RECORDS_PATTERN)
 
 
 def now_ms() -> int:
+    """The current time in milliseconds since the epoch, as the log's timestamps count it."""
     return int(time.time() * 1000)
 
 
@@ -29,12 +30,15 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Protocol:
+    """The protocol action: the reader and writer versions a table needs, and the features it lists
+    (readerFeatures from reader version 3, writerFeatures from writer version 7)."""
     minReaderVersion: int = 1
     minWriterVersion: int = 2
     readerFeatures: tuple[str, ...] | None = None
     writerFeatures: tuple[str, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The action's JSON object, as it sits under "protocol" in a commit file."""
         return _drop_none({
             "minReaderVersion": self.minReaderVersion,
             "minWriterVersion": self.minWriterVersion,
@@ -44,6 +48,7 @@ class Protocol:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Protocol":
+        """The action from its JSON object; FieldError when a field is missing or of another type."""
         rf = _field(d, "protocol", "readerFeatures", list)
         wf = _field(d, "protocol", "writerFeatures", list)
         return Protocol(_field(d, "protocol", "minReaderVersion", int, required=True),
@@ -53,12 +58,15 @@ class Protocol:
 
 @dataclass(frozen=True)
 class Format:
+    """The `format` of a metaData action: the data files' provider (`parquet`) and its options."""
     provider: str = "parquet"
     options: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Metadata:
+    """The metaData action: the table's id, schema (schemaString), partition columns, properties
+    (configuration), name, description and creation time."""
     id: str
     schemaString: str
     partitionColumns: tuple[str, ...] = ()
@@ -71,6 +79,7 @@ class Metadata:
     @staticmethod
     def new(schema: Schema, partition_columns: list[str], configuration: dict[str, str],
             name: str | None = None, description: str | None = None) -> "Metadata":
+        """A new table's metaData: a fresh UUID for id, `schema` as schemaString, createdTime now."""
         return Metadata(id=str(uuid.uuid4()), schemaString=schema.json_string(),
                         partitionColumns=tuple(partition_columns), configuration=dict(configuration),
                         name=name, description=description, createdTime=now_ms())
@@ -78,10 +87,12 @@ class Metadata:
     @cached_property
     def schema(self) -> Schema:
         # Parsed once: planning asks for it per reference and per filter.
+        """The schema schemaString holds; raises when it is not a Delta schema (see problems())."""
         return Schema.from_json(self.schemaString)
 
     def to_json(self) -> dict[str, Any]:
         # name/description are written as explicit nulls, as Delta writers do.
+        """The action's JSON object, as it sits under "metaData" in a commit file."""
         return {
             "id": self.id, "name": self.name, "description": self.description,
             "format": {"provider": self.format.provider, "options": dict(self.format.options)},
@@ -113,6 +124,8 @@ class Metadata:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Metadata":
+        """The action from its JSON object. FieldError for a malformed partitionColumns, configuration,
+        format or createdTime; id and schemaString are taken as they are (see problems())."""
         fmt = _field(d, "metaData", "format", dict, default={})
         return Metadata(
             id=d.get("id"), schemaString=d.get("schemaString"),  # type: ignore[arg-type]  # see problems()
@@ -127,6 +140,7 @@ class Metadata:
 
 @dataclass(frozen=True)
 class AddFile:
+    """An add action: a data file of the table, with its partition values, size, stats and deletion vector."""
     path: str  # URI-encoded, relative to the table root (or absolute)
     partitionValues: dict[str, str | None]
     size: int
@@ -141,6 +155,7 @@ class AddFile:
     defaultRowCommitVersion: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The action's JSON object, as it sits under "add" in a commit file."""
         return _drop_none({
             "path": self.path, "partitionValues": dict(self.partitionValues), "size": self.size,
             "modificationTime": self.modificationTime, "dataChange": self.dataChange,
@@ -151,6 +166,7 @@ class AddFile:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "AddFile":
+        """The action from its JSON object; FieldError for a missing path or size, or a field of another type."""
         return AddFile(_field(d, "add", "path", str, required=True),
                        _string_map(d, "add", "partitionValues") or {},
                        _field(d, "add", "size", int, required=True),
@@ -161,12 +177,15 @@ class AddFile:
                        _field(d, "add", "baseRowId", int), _field(d, "add", "defaultRowCommitVersion", int))
 
     def remove(self, timestamp: int | None = None, data_change: bool = True) -> "RemoveFile":
+        """The remove action that takes this file out of the table at `timestamp` (now by default), with
+        extendedFileMetadata: the add's partition values, size, tags, deletion vector and row ids."""
         return RemoveFile(self.path, timestamp if timestamp is not None else now_ms(), data_change,
                           True, dict(self.partitionValues), self.size, self.tags, self.deletionVector,
                           self.baseRowId, self.defaultRowCommitVersion)
 
     @property
     def num_records(self) -> int | None:
+        """numRecords of the file's stats; None without stats, or stats without it."""
         if not self.stats:
             return None
         # A regex, not json.loads: reports count rows over every file of large tables.
@@ -176,6 +195,8 @@ class AddFile:
 
 @dataclass(frozen=True)
 class RemoveFile:
+    """A remove action: a data file (path and deletion vector) taken out of the table; a tombstone until
+    the retention period ends."""
     path: str
     deletionTimestamp: int | None = None
     dataChange: bool = True
@@ -188,6 +209,7 @@ class RemoveFile:
     defaultRowCommitVersion: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The action's JSON object, as it sits under "remove" in a commit file."""
         return _drop_none({
             "path": self.path, "deletionTimestamp": self.deletionTimestamp, "dataChange": self.dataChange,
             "extendedFileMetadata": self.extendedFileMetadata, "partitionValues": self.partitionValues,
@@ -197,6 +219,7 @@ class RemoveFile:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "RemoveFile":
+        """The action from its JSON object; FieldError for a missing path, or a field of another type."""
         return RemoveFile(_field(d, "remove", "path", str, required=True),
                           _field(d, "remove", "deletionTimestamp", int),
                           _field(d, "remove", "dataChange", bool, default=True),
@@ -217,11 +240,13 @@ class AddCDCFile:
     tags: Mapping[str, str | None] | None = None   # values as the log holds them: null is read as is
 
     def to_json(self) -> dict[str, Any]:
+        """The action's JSON object, as it sits under "cdc" in a commit file."""
         return _drop_none({"path": self.path, "partitionValues": dict(self.partitionValues), "size": self.size,
                            "dataChange": self.dataChange, "tags": self.tags})
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "AddCDCFile":
+        """The action from its JSON object; FieldError for a missing path or size, or a field of another type."""
         return AddCDCFile(_field(d, "cdc", "path", str, required=True),
                           _string_map(d, "cdc", "partitionValues") or {},
                           _field(d, "cdc", "size", int, required=True),
@@ -238,10 +263,13 @@ class DomainMetadata:
     removed: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The action's JSON object, as it sits under "domainMetadata" in a commit file."""
         return {"domain": self.domain, "configuration": self.configuration, "removed": self.removed}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "DomainMetadata":
+        """The action from its JSON object; FieldError for a missing domain or configuration, or a field
+        of another type."""
         return DomainMetadata(_field(d, "domainMetadata", "domain", str, required=True),
                               _field(d, "domainMetadata", "configuration", str, required=True),
                               _field(d, "domainMetadata", "removed", bool, default=False))
@@ -249,15 +277,18 @@ class DomainMetadata:
 
 @dataclass(frozen=True)
 class Txn:
+    """A txn action: the latest version of application `appId` committed to the table (idempotent writes)."""
     appId: str
     version: int
     lastUpdated: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The action's JSON object, as it sits under "txn" in a commit file."""
         return _drop_none({"appId": self.appId, "version": self.version, "lastUpdated": self.lastUpdated})
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "Txn":
+        """The action from its JSON object; FieldError for a missing appId or version, or a field of another type."""
         return Txn(_field(d, "txn", "appId", str, required=True), _field(d, "txn", "version", int, required=True),
                    _field(d, "txn", "lastUpdated", int))
 
@@ -278,6 +309,7 @@ class CommitInfo:
 
     def to_json(self) -> dict[str, Any]:
         # Delta writers store operationParameters values as JSON-encoded strings.
+        """The action's JSON object, as it sits under "commitInfo" in a commit file, `extra` merged in."""
         params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in self.operationParameters.items()}
         d = _drop_none({
             "timestamp": self.timestamp, "operation": self.operation, "operationParameters": params,
@@ -290,6 +322,8 @@ class CommitInfo:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "CommitInfo":
+        """The action from its JSON object, taken leniently (commitInfo is free-form): no timestamp is 0,
+        no operation UNKNOWN, and the fields not modelled are kept in `extra`."""
         known = {"timestamp", "operation", "operationParameters", "readVersion", "isolationLevel",
                  "isBlindAppend", "operationMetrics", "engineInfo", "txnId"}
         return CommitInfo(
@@ -360,15 +394,17 @@ def _shown(value: Any) -> str:
 
 
 def action_to_line(action: Action) -> str:
+    """The action as its line of a commit file, `{"<actionName>": {...}}` in compact JSON (no newline)."""
     return json.dumps({_NAMES[type(action)]: action.to_json()}, separators=(",", ":"))
 
 
 def encode_commit(actions: list[Action]) -> bytes:
+    """The bytes of a commit file: one line per action, UTF-8, each ending with a newline."""
     return ("\n".join(action_to_line(a) for a in actions) + "\n").encode("utf-8")
 
 
 def parse_action(obj: dict[str, Any]) -> Action | None:
-    """One decoded JSON line to an action; None for actions this reader does not model (rowIdHighWaterMark…)."""
+    """One decoded JSON line to an action; None for actions this reader does not model (checkpointMetadata…)."""
     for key, parser in _PARSERS.items():
         if key in obj:
             if not isinstance(obj[key], dict):

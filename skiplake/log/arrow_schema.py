@@ -105,6 +105,7 @@ TOMBSTONES_SCHEMA = pa.schema(list(REMOVE_TYPE))
 
 
 def map_items(d: dict[str, str | None] | None) -> list[tuple[str, str | None]] | None:
+    """A string map (partitionValues, tags) as the (key, value) pairs of an Arrow map value; None stays None."""
     return None if d is None else list(d.items())
 
 

@@ -67,6 +67,7 @@ class VersionChanges:
 
     @property
     def empty(self) -> bool:
+        """Whether no file holds a change of this version."""
         return not self.files()
 
     def files(self) -> list[AddCDCFile | AddFile]:
@@ -77,6 +78,7 @@ class VersionChanges:
 
 @dataclass(frozen=True)
 class ChangePlan:
+    """The plan of a change feed read: for each version start..end (both included), where its changes are."""
     metadata: Metadata          # the table's at the last version read: its schema reads every file
     column_mapping: str
     start: int

@@ -39,6 +39,8 @@ def parse_interval_ms(text: str | None, default: int) -> int:
 
 
 def checkpoint_interval(snapshot: Snapshot) -> int:
+    """Every how many versions a checkpoint is written: delta.checkpointInterval (at least 1), 10
+    when it is unset or not an integer."""
     try:
         return max(1, int(snapshot.configuration.get("delta.checkpointInterval", DEFAULT_INTERVAL)))
     except ValueError:
@@ -124,7 +126,8 @@ def _with_files(head: pa.Table, adds: pa.StructArray, removes: pa.StructArray, s
 
 
 def checkpoint_table(snapshot: Snapshot) -> pa.Table:
-    """A V1 checkpoint: one row per action, protocol, metaData, each txn, each live add, each unexpired remove."""
+    """A V1 checkpoint: one row per action, protocol, metaData, each txn, each live domainMetadata, each live
+    add, each unexpired remove."""
     adds, removes = _file_actions(snapshot)
     return _with_files(_rows_table(_singleton_rows(snapshot), CHECKPOINT_SCHEMA), adds, removes, CHECKPOINT_SCHEMA)
 
@@ -136,6 +139,7 @@ def _parquet_bytes(table: pa.Table) -> bytes:
 
 
 def uses_v2_checkpoints(snapshot: Snapshot) -> bool:
+    """Whether the table's protocol supports v2Checkpoint, so that its checkpoints are V2."""
     return supports(snapshot.protocol, V2_CHECKPOINT)
 
 
@@ -182,6 +186,7 @@ def _write_v2(storage: Storage, snapshot: Snapshot) -> tuple[str, int, bytes]:
 
 
 def read_last_checkpoint(storage: Storage) -> dict | None:
+    """The parsed `_last_checkpoint`; None when there is none or it does not parse."""
     try:
         return json.loads(storage.read(LAST_CHECKPOINT))
     except (FileNotFoundError, json.JSONDecodeError, ValueError):

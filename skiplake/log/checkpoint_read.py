@@ -32,6 +32,8 @@ SIDECAR_DIR = "_sidecars"
 
 @dataclass(frozen=True)
 class CheckpointState:
+    """What a checkpoint holds: the protocol, metaData, txns and live domains, and its add and remove
+    actions as Arrow tables."""
     protocol: Protocol | None
     metadata: Metadata | None
     txns: dict[str, Txn]
@@ -67,6 +69,8 @@ class TypedStats:
     planning asks for: a snapshot load reads none of them."""
 
     def __init__(self, storage: Storage, names: list[str], fields: frozenset[str]) -> None:
+        """The typed stats of the adds in the Parquet files `names`, each with typed min, max and null
+        count of the columns `fields`."""
         self.storage = storage
         self.names = names      # the Parquet files holding the adds: the checkpoint or its sidecars
         self.fields = fields    # the columns every file has typed min, max and null count of

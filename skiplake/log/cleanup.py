@@ -45,11 +45,13 @@ _COMPACTED_RE = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 
 @dataclass(frozen=True)
 class CleanupResult:
+    """What a log cleanup did: the cut-off checkpoint's version, and the files it deleted."""
     cutoff_version: int | None   # the cut-off checkpoint's version (None: nothing expired)
     deleted: tuple[str, ...]     # names under the log folder
 
 
 def cleanup_enabled(configuration: dict[str, str]) -> bool:
+    """Whether expired log cleanup is on: delta.enableExpiredLogCleanup is anything but `false`."""
     return str(configuration.get(ENABLE_CLEANUP, "true")).strip().lower() != "false"
 
 

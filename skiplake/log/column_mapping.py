@@ -51,6 +51,8 @@ def mapping_mode(configuration: Mapping[str, str], protocol: Protocol) -> str:
 
 
 def physical_name(f: Field, mode: str) -> str:
+    """The column's name in data files and in the log's partition values and stats: its physicalName
+    (its own name in mode `none`). ValueError when a mapped column has none."""
     if mode == "none":
         return f.name
     name = f.metadata.get(PHYSICAL_NAME)
@@ -60,6 +62,7 @@ def physical_name(f: Field, mode: str) -> str:
 
 
 def field_id(f: Field) -> int:
+    """The column's delta.columnMapping.id; ValueError when it has none."""
     value = f.metadata.get(ID)
     if value is None:
         raise ValueError(f"column {f.name!r} has no {ID}")

@@ -33,6 +33,8 @@ AtVersion = Callable[[int, list[Action]], list[Action]]
 
 @dataclass(frozen=True)
 class CommitResult:
+    """A written commit: its version, the attempts it took, whether a checkpoint was written after it,
+    and its actions."""
     version: int
     attempts: int
     checkpointed: bool

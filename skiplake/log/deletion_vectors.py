@@ -60,6 +60,7 @@ class DeletionVector:
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> "DeletionVector":
+        """The descriptor from its JSON object in the log; ValueError for an unknown storageType."""
         storage = d.get("storageType")
         if storage not in STORAGE_TYPES:
             raise ValueError(f"deletion vector storageType {storage!r} is not one of {', '.join(STORAGE_TYPES)}")
@@ -68,6 +69,7 @@ class DeletionVector:
                               int(offset) if offset is not None else None)
 
     def to_json(self) -> dict[str, Any]:
+        """The descriptor as the log's JSON object (offset left out when None)."""
         out: dict[str, Any] = {"storageType": self.storage_type, "pathOrInlineDv": self.path_or_inline}
         if self.offset is not None:
             out["offset"] = self.offset
@@ -82,7 +84,7 @@ class DeletionVector:
         return base if self.offset is None else f"{base}@{self.offset}"
 
     def file_path(self, table_path: str) -> str | None:
-        """The local path of the DV file; None for an inline DV."""
+        """The full path of the DV file (a URI on object stores); None for an inline DV."""
         if self.storage_type == "i":
             return None
         if self.storage_type == "p":
@@ -105,7 +107,7 @@ def unique_id(descriptor: dict[str, Any] | None) -> str:
 
 
 def dv_files(table_path: str, descriptors: Iterable[dict[str, Any] | None]) -> set[str]:
-    """The normalized local paths of the DV files the log descriptors name (inline ones have none)."""
+    """The full paths, normalized (location.norm), of the DV files the log descriptors name (inline ones have none)."""
     out = set()
     for d in descriptors:
         if d:

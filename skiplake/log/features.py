@@ -66,6 +66,8 @@ def change_data_feed_enabled(configuration: Mapping[str, str]) -> bool:
 
 
 def supports(protocol: Protocol, feature: str) -> bool:
+    """Whether the protocol lists `feature` as both a reader and a writer feature (a legacy protocol,
+    which lists none, supports none here)."""
     return feature in (protocol.readerFeatures or ()) and feature in (protocol.writerFeatures or ())
 
 

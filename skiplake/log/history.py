@@ -12,12 +12,15 @@ from skiplake.log.values import parse_timestamp
 
 @dataclass(frozen=True)
 class Commit:
+    """A version in the table's history: its commitInfo and its commit file's modification time."""
     version: int
     info: CommitInfo | None   # None for a commit another writer made without one
     file_time_ms: int         # the commit file's modification time (Delta's fallback timestamp)
 
     @property
     def timestamp_ms(self) -> int:
+        """When the version was committed, ms since the epoch: commitInfo.timestamp, else the commit
+        file's modification time."""
         return (self.info.timestamp if self.info and self.info.timestamp else None) or self.file_time_ms
 
 
@@ -47,6 +50,7 @@ def utc_ms(when: str | dt.datetime) -> int:
 
 
 def utc_iso(ms: int) -> str:
+    """`ms` (since the epoch) as an ISO-8601 UTC timestamp, for messages."""
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).isoformat()
 
 

@@ -59,6 +59,7 @@ def is_remote(path: str) -> bool:
 
 
 def join(root: str, *parts: str) -> str:
+    """`parts` joined below `root`: with `/` on object stores (empty parts skipped), with os.path.join on disks."""
     if not is_remote(root):
         return os.path.join(root, *parts)
     out = root.rstrip("/")
@@ -90,15 +91,18 @@ def relative(root: str, path: str) -> str:
 
 
 def is_under(root: str, path: str) -> bool:
+    """Whether `path` is below `root` (both canonical), not `root` itself."""
     sep = "/" if is_remote(root) else os.sep
     return path.startswith(root.rstrip(sep) + sep)
 
 
 def dirname(path: str) -> str:
+    """The folder `path` is in (the URI up to its last `/` on object stores)."""
     return posixpath.dirname(path) if is_remote(path) else os.path.dirname(path)
 
 
 def basename(path: str) -> str:
+    """The last component of `path`, a trailing separator ignored."""
     return posixpath.basename(path.rstrip("/")) if is_remote(path) else os.path.basename(path.rstrip(os.sep))
 
 

@@ -27,6 +27,7 @@ class UnsupportedColumnError(ValueError):
     """A column of a type a table cannot hold (or Spark cannot read)."""
 
     def __init__(self, column: str, type_: str) -> None:
+        """The error for column `column` (a dotted path for a nested one) of type `type_`."""
         self.column = column
         self.type = type_
         super().__init__(f"column {column!r} has type {type_}")
@@ -40,6 +41,7 @@ class SchemaConflict(Exception):
     right: str
 
     def __str__(self) -> str:
+        """The conflict as a message naming the column and its two types."""
         return f"column {self.column!r} is {self.left} in one file and {self.right} in another"
 
 

@@ -15,10 +15,13 @@ _URI_SAFE = "/=:@!$&'()*+,;-._~"
 
 
 def to_log_path(relative_path: str) -> str:
+    """A file's path relative to the table root as `add.path` holds it: percent-encoded as java.net.URI
+    encodes it."""
     return quote(relative_path, safe=_URI_SAFE)
 
 
 def from_log_path(log_path: str) -> str:
+    """An `add.path` back to the path it encodes (percent-escapes decoded once)."""
     return unquote(log_path)
 
 

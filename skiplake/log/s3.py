@@ -42,8 +42,8 @@ _ACCESS_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", 
                  "TokenRefreshRequired", "AuthorizationHeaderMalformed", "InvalidClientTokenId", "403"}
 _CONFLICT_RETRIES = 10
 _DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys per request
-_TAIL = 64 * 1024
-PROBE_PREFIX = ".skiplake-probe-"  # the conditional-write check's key in _delta_log/  # a Parquet footer read fetches this much of the file's end in one request
+_TAIL = 64 * 1024  # a Parquet footer read fetches this much of the file's end in one request
+PROBE_PREFIX = ".skiplake-probe-"  # the conditional-write check's key in _delta_log/
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -76,6 +76,7 @@ def set_bucket_options(bucket: str, options: Mapping[str, str] | None) -> None:
 
 
 def bucket_options(bucket: str) -> dict[str, str]:
+    """A copy of the options set for `bucket` (empty when none are)."""
     return dict(_bucket_options.get(bucket, {}))
 
 
@@ -186,6 +187,7 @@ class S3Storage(Storage):
     """Storage under `s3://bucket/prefix`: the log's folder or a table's root."""
 
     def __init__(self, root: str) -> None:
+        """Storage at `root`, an `s3://bucket/prefix` URI; MissingExtraError without boto3 (the s3 extra)."""
         require("s3", f"the location {root}")
         self.root = root.rstrip("/")
         self.bucket, prefix = bucket_and_key(self.root)
@@ -195,6 +197,7 @@ class S3Storage(Storage):
 
     @property
     def client(self) -> Any:
+        """The process's boto3 client for the bucket's options."""
         return client_for(self.bucket)
 
     def _key(self, name: str) -> str:
@@ -227,6 +230,7 @@ class S3Storage(Storage):
             return _status(e) != 404
 
     def read(self, name: str) -> bytes:
+        """The whole object; FileNotFoundError if there is none."""
         return self._call("reading", name,
                           lambda: self.client.get_object(Bucket=self.bucket, Key=self._key(name))["Body"].read())
 
@@ -240,11 +244,13 @@ class S3Storage(Storage):
                           missing_may_be_bucket)
 
     def size(self, name: str) -> int:
+        """The object's size in bytes (one HEAD request)."""
         return int(self._head(name)["ContentLength"])
 
     def exists(self, name: str) -> bool:
         # Asked after every lost commit race: a missing key is the common answer, not worth a
         # second request to tell a missing bucket apart (the PUT before it would have said so).
+        """Whether the object exists (one HEAD request)."""
         try:
             self._head(name, missing_may_be_bucket=False)
             return True
@@ -252,9 +258,12 @@ class S3Storage(Storage):
             return False
 
     def put(self, name: str, data: bytes) -> None:
+        """Write `data` at `name` in one PUT, replacing what is there."""
         self._call("writing", name, lambda: self.client.put_object(Bucket=self.bucket, Key=self._key(name), Body=data))
 
     def put_if_absent(self, name: str, data: bytes) -> bool:
+        """Write `data` at `name` with a conditional PUT unless it exists. True if written, False if
+        taken; the first call per process and store checks that the store honours the condition."""
         self._check_conditional_writes()
         return self._put_if_absent(name, data)
 
@@ -317,9 +326,12 @@ class S3Storage(Storage):
         _checked_conditional.add(key)
 
     def delete(self, name: str) -> None:
+        """Delete the object `name` (one DeleteObject request)."""
         self._call("deleting", name, lambda: self.client.delete_object(Bucket=self.bucket, Key=self._key(name)))
 
     def delete_many(self, names: list[str]) -> None:
+        """Delete the objects, 1,000 per DeleteObjects request; StorageError names one the store did
+        not delete (missing ones aside)."""
         for i in range(0, len(names), _DELETE_BATCH):
             batch = [{"Key": self._key(n)} for n in names[i:i + _DELETE_BATCH]]
             answer = self._call("deleting", names[i], lambda: self.client.delete_objects(
@@ -343,6 +355,8 @@ class S3Storage(Storage):
             kwargs["ContinuationToken"] = page["NextContinuationToken"]
 
     def list(self, start_after: str | None = None) -> list[FileInfo]:
+        """The objects directly under the prefix (not below), size and mtime from the listing, names after
+        `start_after` only if given; dot-files (the conditional-write probes) left out."""
         out = []
         for page in self._pages(True, start_after):
             for obj in page.get("Contents", []):
@@ -354,10 +368,12 @@ class S3Storage(Storage):
 
     # builtins.list: in this class, after `def list`, a bare `list` names that method
     def dirs(self) -> builtins.list[str]:
+        """The names of the common prefixes (folders) directly under the prefix."""
         return [p["Prefix"][len(self.prefix):].rstrip("/") for page in self._pages(True, None)
                 for p in page.get("CommonPrefixes", [])]
 
     def walk(self) -> builtins.list[ObjectInfo]:
+        """Every object below the prefix, at any depth (folder marker keys left out)."""
         out = []
         for page in self._pages(False, None):
             for obj in page.get("Contents", []):
@@ -367,6 +383,7 @@ class S3Storage(Storage):
         return out
 
     def open_input(self, name: str, size: int | None = None) -> RangeReader:
+        """A RangeReader of the object; `size`, when known, saves a HEAD request."""
         return RangeReader(self, name, self.size(name) if size is None else size)
 
 
@@ -380,24 +397,32 @@ class RangeReader(io.RawIOBase):
     last 64 KiB at once, so a Parquet footer costs one request (two for large footers)."""
 
     def __init__(self, storage: S3Storage, name: str, size: int) -> None:
+        """A reader of object `name` of `storage`, `size` bytes long, at position 0 with nothing fetched."""
         self.storage, self.name, self._size, self._pos = storage, name, size, 0
         self._buf_start, self._buf = size, b""
 
     def readable(self) -> bool:
+        """True: the object can be read."""
         return True
 
     def seekable(self) -> bool:
+        """True: a read can start anywhere (a ranged GET)."""
         return True
 
     def tell(self) -> int:
+        """The current position, in bytes from the object's start."""
         return self._pos
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        """Move to `offset` from the start, the current position or the end (`whence`), never before 0;
+        the new position."""
         base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
         self._pos = max(0, base + offset)
         return self._pos
 
     def readinto(self, b: Any) -> int:
+        """Fill `b` from the current position, fetching a range (the object's last 64 KiB near its end,
+        else at least 64 KiB) when the buffer lacks it; the bytes read, 0 at the end."""
         n = min(len(b), self._size - self._pos)
         if n <= 0:
             return 0

@@ -43,10 +43,12 @@ def column_path_parts(text: str) -> list[str]:
 
 
 def is_decimal(type_: Any) -> bool:
+    """Whether `type_` names a decimal type (`decimal(p,s)`)."""
     return isinstance(type_, str) and bool(_DECIMAL.match(type_))
 
 
 def is_primitive(type_: Any) -> bool:
+    """Whether `type_` names a primitive type, decimals included (not a nested type)."""
     return isinstance(type_, str) and (type_ in PRIMITIVE_TYPES or is_decimal(type_))
 
 
@@ -78,21 +80,25 @@ def type_name(type_: Any, leaf: Callable[[str], str] = str, field_name: Callable
 
 @dataclass(frozen=True)
 class Field:
+    """A field of a schema as Delta's schema JSON spells it; its metadata is left out of comparisons."""
     name: str
     type: Any  # a primitive type name ("long", "decimal(7,2)") or a nested type's JSON dict
     nullable: bool = True
     metadata: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The field as an element of the schema JSON's `fields`."""
         return {"name": self.name, "type": self.type, "nullable": self.nullable, "metadata": self.metadata}
 
 
 @dataclass(frozen=True)
 class Schema:
+    """A table schema (Spark's StructType): its top-level fields, in order."""
     fields: tuple[Field, ...]
 
     @staticmethod
     def from_json(text: str | dict[str, Any]) -> "Schema":
+        """The schema from its JSON, as text or parsed; ValueError when it is not a struct."""
         obj = json.loads(text) if isinstance(text, str) else text
         if obj.get("type") != "struct":
             raise ValueError("a table schema must be a struct")
@@ -102,13 +108,16 @@ class Schema:
         ))
 
     def to_json(self) -> dict[str, Any]:
+        """The schema as Delta's schema JSON (a struct type)."""
         return {"type": "struct", "fields": [f.to_json() for f in self.fields]}
 
     def json_string(self) -> str:
+        """The schema as compact JSON text, as metaData.schemaString holds it."""
         return json.dumps(self.to_json(), separators=(",", ":"))
 
     @property
     def names(self) -> list[str]:
+        """The top-level column names, in order."""
         return [f.name for f in self.fields]
 
     def find(self, name: str) -> Field | None:
@@ -120,10 +129,12 @@ class Schema:
         return None
 
     def field(self, name: str) -> Field:
+        """Case-insensitive lookup, as find(); KeyError when there is no such column."""
         found = self.find(name)
         if found is None:
             raise KeyError(name)
         return found
 
     def __len__(self) -> int:
+        """The number of top-level fields."""
         return len(self.fields)

@@ -65,24 +65,29 @@ LAST_CHECKPOINT = "_last_checkpoint"
 
 
 def commit_name(version: int) -> str:
+    """The file name of version `version`'s commit: `<20-digit version>.json`."""
     return f"{version:020d}.json"
 
 
 def checkpoint_name(version: int) -> str:
+    """The file name of a classic V1 checkpoint of version `version`."""
     return f"{version:020d}.checkpoint.parquet"
 
 
 def log_storage(table_path: str) -> Storage:
+    """The Storage of the table's log folder, `_delta_log`."""
     return storage_at(join(table_path, LOG_DIR))
 
 
 @dataclass(frozen=True)
 class LogListing:
+    """A log folder's commit files by version, and its complete checkpoints."""
     commits: dict[int, FileInfo]
     checkpoints: dict[int, list[str]]  # version -> file names, complete checkpoints only
 
     @property
     def latest(self) -> int | None:
+        """The newest version with a commit or a checkpoint listed; None when there is neither."""
         versions = list(self.commits) + list(self.checkpoints)
         return max(versions) if versions else None
 
@@ -94,6 +99,7 @@ class LogListing:
 
 
 def list_log(storage: Storage, start_after: str | None = None) -> LogListing:
+    """The commits and complete checkpoints in the log folder (names after `start_after` only, if given)."""
     return listing_of(storage.list(start_after))
 
 
@@ -192,6 +198,8 @@ def _replay_plan(table_path: str, listing: LogListing, version: int | None) -> t
 
 
 def check_readable(path: str, protocol: Protocol) -> None:
+    """Raise ProtocolNotSupportedError unless skiplake reads the protocol: reader version at most 3, every
+    reader feature supported."""
     if protocol.minReaderVersion > 3:
         raise ProtocolNotSupportedError(path, f"reader version {protocol.minReaderVersion}")
     unsupported = set(protocol.readerFeatures or ()) - SUPPORTED_READER_FEATURES
@@ -208,6 +216,8 @@ def _check_type_changes(path: str, protocol: Protocol, metadata: Metadata) -> No
 
 
 def check_writable(path: str, protocol: Protocol) -> None:
+    """Raise ProtocolNotSupportedError unless skiplake writes the protocol: readable, not column mapping at
+    reader version 2, writer version at most 7, every writer feature (listed or implied) supported."""
     check_readable(path, protocol)
     if protocol.minReaderVersion == 2:
         raise ProtocolNotSupportedError(path, "column mapping at reader version 2 (read-only in this release)")
@@ -252,6 +262,7 @@ def _without_keys(table: pa.Table, keys: set[FileKey]) -> pa.Table:
 
 @dataclass(frozen=True)
 class Snapshot:
+    """A table at one version: its protocol, metaData, live files and tombstones, txns and metadata domains."""
     table_path: str
     version: int
     protocol: Protocol
@@ -275,6 +286,12 @@ class Snapshot:
     @staticmethod
     def load(table_path: str, version: int | None = None, storage: Storage | None = None,
              listing: LogListing | None = None) -> "Snapshot":
+        """The table at `version` (the latest when None), replayed from the newest readable checkpoint.
+
+        `listing`, when given, saves listing the log. When the listing turns out stale (a checkpoint
+        unreadable, a file deleted by log cleanup) the log is listed again, a few times. NotATableError,
+        VersionNotFoundError or CorruptLogError when the log cannot give the version;
+        ProtocolNotSupportedError when skiplake cannot read it."""
         storage = storage or log_storage(table_path)
         listing = listing if listing is not None else list_latest(storage, version)
         for attempt in range(LISTING_ATTEMPTS):
@@ -347,6 +364,7 @@ class Snapshot:
 
     @property
     def schema(self) -> Schema:
+        """The table's schema, from metaData."""
         return self.metadata.schema
 
     @property
@@ -356,18 +374,22 @@ class Snapshot:
 
     @property
     def partition_columns(self) -> list[str]:
+        """The partition columns, by logical name (metaData.partitionColumns)."""
         return list(self.metadata.partitionColumns)
 
     @property
     def configuration(self) -> dict[str, str]:
+        """A copy of the table's properties (metaData.configuration)."""
         return dict(self.metadata.configuration)
 
     @property
     def num_files(self) -> int:
+        """The number of live files."""
         return self.files.num_rows
 
     @property
     def size_bytes(self) -> int:
+        """The live files' total size in bytes."""
         return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
 
     @cached_property
@@ -387,6 +409,7 @@ class Snapshot:
 
     @cached_property
     def tombstone_list(self) -> list[RemoveFile]:
+        """The tombstones as RemoveFile records (built on first use)."""
         out = []
         for row in self.tombstones.to_pylist():
             out.append(RemoveFile(row["path"], row["deletionTimestamp"], bool(row["dataChange"]),
@@ -402,6 +425,7 @@ class Snapshot:
         return d.configuration if d is not None else None
 
     def txn_version(self, app_id: str) -> int | None:
+        """The latest version application `app_id` committed (its txn action); None when it has none."""
         t = self.txns.get(app_id)
         return t.version if t else None
 

@@ -177,6 +177,8 @@ class FooterColumns:
 def footer_columns(meta: pq.FileMetaData, schema: Schema, partition_columns: Iterable[str],
                    num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS,
                    stats_columns: Sequence[str] | None = None) -> FooterColumns:
+    """The FooterColumns of files with `meta`'s Parquet schema: the columns that get stats, as
+    indexed_columns picks them (partition columns aside), each matched to its footer column by path."""
     skip = {c.lower() for c in partition_columns}
     index = {path: i for i, path in enumerate(column_paths(meta))}
     lower_index = {tuple(p.lower() for p in k): v for k, v in index.items()}
@@ -253,6 +255,7 @@ def read_footers(paths: Sequence[str], sizes: Sequence[int | None] | None = None
 
 def file_stats(path: str, schema: Schema, partition_columns: Iterable[str],
                num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS) -> str:
+    """The stats JSON of one data file, from its footer."""
     return stats_from_metadata(pq.read_metadata(parquet_source(path)), schema, partition_columns, num_indexed_cols)
 
 

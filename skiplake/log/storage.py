@@ -32,10 +32,12 @@ class FileInfo:
 
     @property
     def size(self) -> int:
+        """The file's size in bytes (fetched on first use)."""
         return self._size_mtime[0]
 
     @property
     def mtime_ms(self) -> int:
+        """The file's modification time, ms since the epoch (fetched on first use)."""
         return self._size_mtime[1]
 
 
@@ -78,7 +80,8 @@ class Storage(ABC):
         return f"{self.root.rstrip('/')}/{name}" if "://" in self.root else os.path.join(self.root, name)
 
     @abstractmethod
-    def exists(self, name: str) -> bool: ...
+    def exists(self, name: str) -> bool:
+        """Whether there is a file at `name`."""
 
     @abstractmethod
     def put_if_absent(self, name: str, data: bytes) -> bool:
@@ -93,21 +96,27 @@ class Storage(ABC):
         """The files directly under the root (not below), names after `start_after` only if given."""
 
     @abstractmethod
-    def delete(self, name: str) -> None: ...
+    def delete(self, name: str) -> None:
+        """Delete the file `name`."""
 
 
 class LocalStorage(Storage):
+    """Storage in a local folder; put_if_absent links a whole temporary file to its name (see the module)."""
+
     def __init__(self, root: str) -> None:
+        """Storage in the local folder `root`, created by the first write."""
         self.root = root
 
     def _full(self, name: str) -> str:
         return os.path.join(self.root, name)
 
     def read(self, name: str) -> bytes:
+        """The whole file; FileNotFoundError if there is none."""
         with open(self._full(name), "rb") as f:
             return f.read()
 
     def exists(self, name: str) -> bool:
+        """Whether there is a file (or folder) at `name`."""
         return os.path.exists(self._full(name))
 
     def _write_temp(self, data: bytes) -> str:
@@ -125,6 +134,8 @@ class LocalStorage(Storage):
         return tmp
 
     def put_if_absent(self, name: str, data: bytes) -> bool:
+        """Write `data` at `name` unless it exists: a whole temporary file, linked to the name
+        (link(2) refuses a taken name). True if written, False if taken."""
         if os.sep in name:
             os.makedirs(os.path.dirname(self._full(name)), exist_ok=True)
         tmp = self._write_temp(data)
@@ -139,10 +150,13 @@ class LocalStorage(Storage):
             os.unlink(tmp)
 
     def put(self, name: str, data: bytes) -> None:
+        """Write `data` at `name`, replacing what is there: a whole temporary file renamed over it."""
         tmp = self._write_temp(data)
         os.replace(tmp, self._full(name))
 
     def list(self, start_after: str | None = None) -> list[FileInfo]:
+        """The files directly under the root, dot-files and folders left out, names after `start_after`
+        only if given; none when the root does not exist."""
         out: list[FileInfo] = []
         try:
             entries = list(os.scandir(self.root))
@@ -154,16 +168,19 @@ class LocalStorage(Storage):
         return out
 
     def delete(self, name: str) -> None:
+        """Delete the file; a missing one is no error."""
         try:
             os.unlink(self._full(name))
         except FileNotFoundError:
             pass
 
     def open_input(self, name: str, size: int | None = None) -> BinaryIO:
+        """The file opened for binary reading (`size` is not needed on a disk)."""
         return open(self._full(name), "rb")
 
     # builtins.list: in this class, after `def list`, a bare `list` names that method
     def walk(self) -> builtins.list[ObjectInfo]:
+        """Every file below the root, at any depth; one deleted while walked is left out."""
         out = []
         for root, _dirs, files in os.walk(self.root):
             for f in files:
@@ -176,10 +193,12 @@ class LocalStorage(Storage):
         return out
 
     def delete_many(self, names: builtins.list[str]) -> None:
+        """Delete the files one by one; missing ones are no error."""
         for name in names:
             self.delete(name)
 
     def dirs(self) -> builtins.list[str]:
+        """The names of the folders directly under the root; none when the root does not exist."""
         try:
             return [e.name for e in os.scandir(self.root) if e.is_dir()]
         except (FileNotFoundError, NotADirectoryError):

@@ -39,7 +39,7 @@ def missing(root: str, paths: list[str], table_files: int = 0) -> list[str]:
 
 
 def has_log(table_path: str) -> bool:
-    """Whether `table_path` holds a Delta log folder with anything in it."""
+    """Whether `table_path` holds a Delta log folder: on disks the folder, on object stores a file directly in it."""
     if not is_remote(table_path):
         return os.path.isdir(join(table_path, "_delta_log"))
     return bool(storage_at(join(table_path, "_delta_log")).list())

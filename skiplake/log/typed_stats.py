@@ -26,6 +26,7 @@ _INTS = {"byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long": 
 
 
 def writes_struct_stats(configuration: Mapping[str, str]) -> bool:
+    """Whether checkpoints write typed stats: delta.checkpoint.writeStatsAsStruct is anything but `false`."""
     return str(configuration.get(WRITE_STATS_AS_STRUCT, "true")).strip().lower() != "false"
 
 

@@ -27,17 +27,25 @@ LOG_TEMP_MAX_AGE_S = 3600
 
 @dataclass(frozen=True)
 class VacuumResult:
+    """What VACUUM deleted, or with dry_run would delete: the number of files, their bytes, their names."""
     dry_run: bool
     files_deleted: int
     bytes_deleted: int
     files: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
+        """The result as a JSON-ready dict."""
         return {"dry_run": self.dry_run, "files_deleted": self.files_deleted, "bytes_deleted": self.bytes_deleted,
                 "files": self.files}
 
 
 def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False, force: bool = False) -> VacuumResult:
+    """Delete the files of the table that neither its current version nor a version within `retention_hours`
+    needs, and the temporary files dead committers left in its log (see the module); `dry_run` only
+    lists them.
+
+    RetentionTooShortError, unless `force`, when `retention_hours` is shorter than the table's
+    delta.deletedFileRetentionDuration; ProtocolNotSupportedError when skiplake cannot write the table."""
     snapshot = Snapshot.load(table_path)
     # The write protocol, for every table (as the vacuumProtocolCheck feature asks): a writer
     # feature skiplake does not know may keep files that the log alone does not name.

@@ -27,6 +27,8 @@ from skiplake.skipping.stats_table import ColumnStats, StatsTable
 
 @dataclass(frozen=True)
 class Masks:
+    """The outcomes a predicate may take on some row of each file, one boolean per file: `t` TRUE,
+    `f` FALSE, `n` NULL."""
     t: np.ndarray
     f: np.ndarray
     n: np.ndarray
@@ -39,6 +41,7 @@ def may_match_files(node: Node, stats: StatsTable) -> np.ndarray:
 
 
 def evaluate_files(node: Node, stats: StatsTable) -> Masks:
+    """The Masks of `node` over every file of `stats`."""
     return visit(node, _ColumnarEvaluator(stats))
 
 

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class CostModel:
+    """The constants of the cost model (see the module): throughputs, fixed costs in seconds, and shares."""
     parallelism: int = 2                        # tasks the probe's scan runs at once (Spark's defaultParallelism)
     scan_bytes_per_second: int = 700 << 20      # bytes of files one task gets through per second (scan and the work above it)
     file_open_bytes: int = 4 * 1024 * 1024      # a file costs as much as this many bytes more (Spark's openCostInBytes)
@@ -49,9 +50,13 @@ class CostModel:
     speculative_seconds: float = 0.025          # ... or at most this long
 
     def scan_seconds(self, files: int, bytes_: int) -> float:
+        """Seconds to scan `files` files of `bytes_` bytes in all (each file file_open_bytes more), over
+        `parallelism` tasks."""
         return (bytes_ + files * self.file_open_bytes) / (self.scan_bytes_per_second * max(1, self.parallelism))
 
     def build_seconds(self, bytes_: int, rows: int, local: bool) -> float:
+        """Seconds a build side costs: read in the driver (`local`, by the `rows` of its table), or as
+        a Spark job (plus a scan of its `bytes_` when reused_builds is off)."""
         if local:
             return self.local_build_seconds + rows * self.local_row_seconds
         if self.reused_builds:
@@ -61,6 +66,9 @@ class CostModel:
 
     def estimate(self, probe_files: int, probe_bytes: int, best_share: float, sure_share: float,
                  build_bytes: int, build_rows: int, build_local: bool) -> "CostEstimate":
+        """The costs and savings of one build side for a probe static pruning left at `probe_files`
+        and `probe_bytes`; `best_share` and `sure_share` (clamped to 0..1) are the shares of the probe
+        one key keeps at best and the build's key range keeps for sure."""
         return CostEstimate(probe_files, probe_bytes, self.scan_seconds(probe_files, probe_bytes),
                             _share(best_share), _share(sure_share), build_bytes,
                             self.build_seconds(build_bytes, build_rows, build_local), build_local, self.apply_seconds,
@@ -88,14 +96,17 @@ class CostEstimate:
 
     @property
     def best_saving_s(self) -> float:
+        """Seconds pruning saves at best: the probe's scan less the share one key keeps (and its extra cost)."""
         return self.scan_s * (1.0 - self.best_share * (1.0 + self.filtered_share))
 
     @property
     def sure_saving_s(self) -> float:
+        """Seconds pruning saves for sure: the probe's scan less the share the build's key range keeps."""
         return self.scan_s * (1.0 - self.sure_share * (1.0 + self.filtered_share))
 
     @property
     def cost_s(self) -> float:
+        """Seconds pruning costs: the build, and applying its keys."""
         return self.build_s + self.apply_s
 
     def worth_building(self) -> tuple[bool, str]:
@@ -133,11 +144,13 @@ class CostEstimate:
                        f"~{_s(max(0.0, saving))}, less than applying ~{_s(self.apply_s)}")
 
     def text(self) -> str:
+        """The estimate in one line, as explain's `cost:` line shows it."""
         return (f"probe {self.probe_files:,} files, {self.probe_bytes:,} bytes, scan ~{_s(self.scan_s)}; "
                 f"one key keeps ~{self.best_share:.0%}, the build's key range {self.sure_share:.0%}; "
                 f"build ~{_s(self.build_s)} ({self._where()}) + applying ~{_s(self.apply_s)}")
 
     def to_dict(self) -> dict:
+        """The fields as a dict, with best_saving_s and sure_saving_s."""
         out = asdict(self)
         out.update(best_saving_s=self.best_saving_s, sure_saving_s=self.sure_saving_s)
         return out

@@ -55,6 +55,7 @@ KEY_CAP = 1_000_000
 
 @dataclass(frozen=True)
 class BuildKeys:
+    """The keys a build side of a join produced, per key column, and how they were computed."""
     columns: list[list[Any]]   # per key column: its distinct non-null values, or [min, max] when bounded
     bounded: bool = False      # more keys than KEY_CAP: only each column's min and max
     seconds: float = 0.0       # the time to compute them
@@ -66,6 +67,7 @@ class BuildKeys:
 
     @property
     def count(self) -> int:
+        """The number of keys of the key column with the most (2, its min and max, when bounded)."""
         return max((len(c) for c in self.columns), default=0)
 
     def key_filter(self, i: int, column: Col, max_values: int, max_ranges: int) -> KeyFilter:

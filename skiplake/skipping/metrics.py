@@ -39,6 +39,7 @@ UNKNOWN = ColumnRange()
 
 
 def exact_value(value: Any) -> ColumnRange:
+    """The range of a column whose every value in the file is `value` (a partition value; None: all NULL)."""
     if value is None:
         return ColumnRange(None, None, True, True, True)
     return ColumnRange(value, value, False, False, True)
@@ -110,6 +111,7 @@ def evaluate(node: Node, lookup: Lookup) -> Outcomes:
 
 
 def may_match(node: Node, lookup: Lookup) -> bool:
+    """Whether `node` may be TRUE on some row of the file `lookup` describes (False: the file can be skipped)."""
     return T in evaluate(node, lookup)
 
 

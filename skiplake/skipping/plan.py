@@ -35,6 +35,7 @@ class ScanPlan:
 
     def __init__(self, selected: pa.Table, report: ScanReport, predicate: Node | None,
                  buckets: frozenset[int] | None = None, mask: np.ndarray | None = None) -> None:
+        """The plan of the `selected` file rows, as plan_scan makes it."""
         self.selected = selected
         self.mask = mask        # which of the snapshot's files are selected, when planned from it
         self.report = report

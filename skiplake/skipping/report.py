@@ -17,12 +17,15 @@ class StageCount:
     rows: int | None
 
     def text(self) -> str:
+        """`<stage> <files> files, <bytes> bytes, <rows> rows` (`?` rows when unknown)."""
         rows = "?" if self.rows is None else f"{self.rows:,}"
         return f"{self.stage} {self.files:,} files, {self.bytes:,} bytes, {rows} rows"
 
 
 @dataclass(frozen=True)
 class ScanReport:
+    """What a scan of one table version selects of its files, bytes, partitions, buckets and rows,
+    and the filters that selected them; `text()` says it as Spark's explain does."""
     table: str
     version: int
     predicate: str | None
@@ -44,15 +47,20 @@ class ScanReport:
 
     @property
     def files_skipped(self) -> int:
+        """The files pruned: files_total less files_selected."""
         return self.files_total - self.files_selected
 
     def to_dict(self) -> dict:
+        """The report's fields as a dict (its stages as dicts too)."""
         return asdict(self)
 
     def to_json(self) -> str:
+        """The report as one line of JSON (to_dict's)."""
         return json.dumps(self.to_dict())
 
     def text(self) -> str:
+        """The report as Spark's explain shows a scan: its pushed, partition, data and dynamic filters,
+        the partitions, files, bytes and buckets selected out of all, and each stage's counts."""
         def pct(a: int, b: int) -> str:
             return f"{100.0 * (b - a) / b:.1f}% skipped" if b else "nothing to skip"
         lines = [
@@ -76,6 +84,7 @@ class ScanReport:
         return "\n".join(lines)
 
     def __str__(self) -> str:
+        """The report's text()."""
         return self.text()
 
 
@@ -97,11 +106,13 @@ class DynamicPruningReport:
     cost: CostEstimate | None = None  # the cost model's figures, when it decided
 
     def to_dict(self) -> dict:
+        """The report's fields as a dict, its cost as the CostEstimate's to_dict()."""
         out = asdict(self)
         out["cost"] = self.cost.to_dict() if self.cost is not None else None
         return out
 
     def text(self) -> str:
+        """The report as explain shows it: the join, the cost figures, and whether pruning applied and why."""
         on = " AND ".join(f"{p} = {b}" for p, b in self.keys) or "?"
         alike = f", {self.joins} joins alike" if self.joins > 1 else ""
         head = f"DynamicFilePruning {self.probe} <- {self.build} ({self.join_type} ON {on}{alike})"
@@ -113,4 +124,5 @@ class DynamicPruningReport:
         return f"{head}{estimate}\n  applied: {self.reason}{cost}"
 
     def __str__(self) -> str:
+        """The report's text()."""
         return self.text()

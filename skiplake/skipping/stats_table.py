@@ -79,6 +79,8 @@ class StatsTable:
 
     def __init__(self, files: pa.Table, schema: Schema, partition_columns: Sequence[str],
                  typed: TypedStats | None = None) -> None:
+        """Stats of the snapshot's file rows `files`; `typed`, a checkpoint's typed stats, is read
+        instead of the JSON stats for the files it covers."""
         self.files = files
         self.typed = typed  # a checkpoint's typed stats, or None
         self.schema = schema
@@ -92,6 +94,7 @@ class StatsTable:
 
     @property
     def num_files(self) -> int:
+        """The number of files."""
         return self.files.num_rows
 
     @property
@@ -121,6 +124,7 @@ class StatsTable:
 
     @property
     def partition_ids(self) -> np.ndarray:
+        """Each file's partition, as an index into partition_keys (all 0 for an unpartitioned table)."""
         if self._partition_ids is None:
             self._partitions()
         assert self._partition_ids is not None
@@ -128,6 +132,8 @@ class StatsTable:
 
     @property
     def partition_keys(self) -> list[tuple[str | None, ...]]:
+        """The distinct partitions' values as the log writes them (None for NULL), in the order of
+        partition_columns; [()] for an unpartitioned table with files."""
         if self._partition_keys is None:
             self._partitions()
         assert self._partition_keys is not None

@@ -1,4 +1,6 @@
-"""Isolation: what a transaction read, the isolation levels, and Delta's conflict checks in order."""
+"""Commits: what a transaction read, the isolation levels, Delta's conflict checks in order and the
+row-level rebases past them, the rules a commit keeps (table definitions, constraints, clustering,
+identity columns, row tracking), and RESTORE."""
 from skiplake.txn.commit import commit, create
 from skiplake.txn.isolation import isolation_level
 from skiplake.txn.read_set import ReadSet

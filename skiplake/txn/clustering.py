@@ -40,6 +40,8 @@ MAX_COLUMNS = 4                      # as delta-spark: more columns would each g
 
 
 def is_clustered(protocol: Protocol) -> bool:
+    """Whether the protocol has the `clustering` writer feature: a clustered table, even one whose
+    clustering is off."""
     return CLUSTERING in features_of(protocol)[1]
 
 

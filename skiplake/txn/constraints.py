@@ -53,6 +53,7 @@ def check_constraints(configuration: Mapping[str, str]) -> dict[str, str]:
 
 
 def constraint_rule(name: str, expression: str, schema: Schema) -> Rule:
+    """The Rule of CHECK constraint `name`: rows must make `expression` TRUE (its columns found in `schema`)."""
     return Rule(f"CHECK constraint {name.lower()}", expression.strip(), tuple(referenced_columns(expression, schema)))
 
 

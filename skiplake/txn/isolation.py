@@ -13,6 +13,8 @@ SNAPSHOT_ISOLATION = "SnapshotIsolation"
 
 
 def isolation_level(configuration: Mapping[str, str]) -> str:
+    """The level a table's commits are checked at: Serializable when its `delta.isolationLevel` says so
+    (in any case), else WriteSerializable (the default)."""
     value = configuration.get(ISOLATION_PROPERTY, WRITE_SERIALIZABLE)
     return SERIALIZABLE if value.lower() == "serializable" else WRITE_SERIALIZABLE
 

@@ -61,6 +61,7 @@ class RestorePlan:
     removed: list[AddFile]
 
     def result(self, version: int) -> RestoreResult:
+        """The RestoreResult of this plan, committed as `version`."""
         return RestoreResult(
             version=version, restored_version=self.target.version,
             table_size_after_restore=self.target.size_bytes, num_of_files_after_restore=self.target.num_files,
@@ -69,6 +70,9 @@ class RestorePlan:
             restored_files_size=sum(f.size for f in self.restored))
 
     def actions(self) -> list[Action]:
+        """The commit's actions: the protocol when it must grow (ProtocolNotSupportedError when skiplake
+        cannot write the result), the earlier metadata and domains, then removes of the files that go
+        and adds (dataChange=true) of those that come back."""
         protocol = merged_protocol(self.target.protocol, self.latest.protocol)
         check_writable(self.latest.table_path, protocol)
         ts = now_ms()

@@ -111,9 +111,12 @@ class RowIdPlacement:
         return self.outputs.inputs[self.path]
 
     def physical_rows(self, table_path: str, read: np.ndarray) -> int:
+        """The input's physical rows: as many as its row ids (`read` is not needed)."""
         return len(self._ids(table_path))
 
     def locate(self, table_path: str, read: np.ndarray, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The output positions of the input's physical `rows`, by output, found by their row ids;
+        ValueError when one was deleted when the compaction read it (in `read`) or is past its rows."""
         rows = np.unique(rows.astype(np.uint64))
         ids = self._ids(table_path)
         if len(np.intersect1d(rows, read)) or (len(rows) and int(rows[-1]) >= len(ids)):

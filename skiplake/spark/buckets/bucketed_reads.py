@@ -53,6 +53,7 @@ class BucketedRead:
         return f"(SELECT {hint}{columns} FROM {self.table} AS __skiplake_bucketed WHERE {self.condition})"
 
     def frame(self, spark: "SparkSession") -> "DataFrame":
+        """The rows as a DataFrame of the lake table's columns."""
         return spark.table(self.table).filter(self.condition).select(*[f"`{c}`" for c in self.columns])
 
 

@@ -56,18 +56,22 @@ class JoinReport:
     buckets: int = 0                # buckets per side as joined (after coalescing), 0 when not bucketed
 
     def to_dict(self) -> dict:
+        """The report's fields as a dict (the scan reports as nested dicts)."""
         return asdict(self)
 
     def to_json(self) -> str:
+        """The report as JSON text."""
         return json.dumps(self.to_dict())
 
     def text(self) -> str:
+        """The join as SQL, then which join runs (bucket join or Spark's own) and why."""
         on = " AND ".join(f"{_short(self.left)}.{a} = {_short(self.right)}.{b}" for a, b in self.keys)
         head = f"Join {self.left} {self.how.upper().replace('_', ' ')} JOIN {self.right} ON {on}"
         kind = "BucketJoin (no Exchange)" if self.bucketed else "Spark's own join (shuffle)"
         return f"{head}\n  {kind}: {self.reason}"
 
     def __str__(self) -> str:
+        """The report's text()."""
         return self.text()
 
 
@@ -85,14 +89,18 @@ class JoinSide:
     columns: dict[str, str] = field(default_factory=dict)  # lower-case name -> schema spelling
 
     def __post_init__(self) -> None:
+        """Index the table's column names by their lower case."""
         self.columns = {n.lower(): n for n in self.snapshot.schema.names}
 
     @property
     def spec(self) -> BucketSpec | None:
+        """The table's bucket spec, or None when it is not bucketed."""
         return bucket_spec_of(self.snapshot.configuration)
 
 
 def normal_join_type(how: str) -> str:
+    """Spark's spelling of the join type `how` (any case, spaces for underscores); an unknown type is
+    an InvalidArgumentError."""
     key = how.lower().replace(" ", "_")
     if key in JOIN_TYPES:
         return JOIN_TYPES[key]

@@ -96,9 +96,11 @@ class ConversionReport:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        """The report's fields as a dict."""
         return asdict(self)
 
     def text(self) -> str:
+        """The report as text: the version committed, its files, partitions and buckets, and what was left out."""
         if not self.converted:
             return f"{self.path} already holds a Delta table (version {self.version}); nothing was written"
         parts = f"partitioned by {', '.join(self.partition_columns)} ({self.partitions:,} partitions)" \
@@ -121,6 +123,7 @@ class ConversionReport:
 
 @dataclass(frozen=True)
 class Conversion:
+    """The table a conversion leaves (its snapshot at the version committed, or found) and its report."""
     snapshot: Snapshot
     report: ConversionReport
 

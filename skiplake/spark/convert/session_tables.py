@@ -21,6 +21,8 @@ PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 
 @dataclass(frozen=True)
 class SessionTable:
+    """A table of the session's catalog as a conversion needs it: its folder, provider, partition columns and
+    bucket spec."""
     name: str
     location: str
     provider: str
@@ -29,6 +31,7 @@ class SessionTable:
 
     @property
     def is_delta(self) -> bool:
+        """Whether the catalog says the table is a Delta table already."""
         return self.provider == "delta"
 
 

@@ -124,6 +124,8 @@ def _rows_removed(txn: "Transaction") -> int:
 
 
 def delete(txn: "Transaction", where: str | None) -> "Transaction":
+    """Stage deleting the rows matching `where` (every row when None), rewriting or marking only the files
+    that hold such a row."""
     _delete_rows(txn, where)  # its scan binds `where` before anything is written
     return txn.stage("DELETE", {"predicate": [where] if where else []}, {"numDeletedRows": _rows_removed(txn)})
 
@@ -160,6 +162,11 @@ def overwrite(txn: "Transaction", df: DataFrame, where: str | None = None, merge
 
 
 def update(txn: "Transaction", where: str | None, assignments: Mapping[str, str]) -> "Transaction":
+    """Stage setting `assignments` (column -> SQL expression) on the rows matching `where` (every row
+    when None), rewriting or marking only the files that hold such a row.
+
+    No assignment, or one to an identity column, is an InvalidArgumentError; one to an unknown
+    column a SchemaMismatchError."""
     schema = txn.snapshot.schema
     sets = _checked_assignments(txn, assignments)
     plan = txn.scan(where)

@@ -29,6 +29,8 @@ class MergeBuilder:
     whose condition holds acts on a row; only the last clause of a kind may omit its condition."""
 
     def __init__(self, begin: Callable[[], "Transaction"], source: "DataFrame", spec: MergeSpec) -> None:
+        """A builder over `source` whose `spec` holds ON, the aliases and the clauses so far; `begin`
+        starts the transaction execute() commits (made by Table.merge, not by hand)."""
         self._begin = begin
         self._source = source
         self.spec = spec
@@ -99,6 +101,7 @@ class MergeBuilder:
         return MergeResult(**asdict(metrics), version=version)
 
     def __repr__(self) -> str:
+        """The ON condition and each clause's heading and action, in order."""
         kinds = ", ".join(f"{c.heading} {c.action}" for c in self.spec.clauses) or "no clauses yet"
         return f"MergeBuilder(on={self.spec.on!r}, {kinds})"
 

@@ -58,6 +58,9 @@ class MergeClause:
     assignments: Mapping[str, Expr] | None = None
 
     def __post_init__(self) -> None:
+        """Refuse (InvalidArgumentError) an action its kind does not take, a condition that is not SQL text or a
+        Column, a DELETE with assignments, and assignments that are not a non-empty mapping of column name to
+        SQL text or Column."""
         if self.kind not in KINDS or self.action not in ACTIONS[self.kind]:
             raise InvalidArgumentError(f"a MERGE {HEADINGS.get(self.kind, self.kind)} clause cannot {self.action}")
         if self.condition is not None and not (isinstance(self.condition, str) or _is_column(self.condition)):
@@ -80,10 +83,12 @@ class MergeClause:
 
     @property
     def heading(self) -> str:
+        """The clause's heading as Delta's SQL spells it: `WHEN NOT MATCHED BY SOURCE`."""
         return HEADINGS[self.kind]
 
     @property
     def star(self) -> bool:
+        """Whether the clause is UPDATE SET * or INSERT * (every column by name from the source)."""
         return self.action != "delete" and self.assignments is None
 
     def describe(self, number: int) -> str:
@@ -113,6 +118,8 @@ class MergeSpec:
     schema_evolution: bool = False
 
     def __post_init__(self) -> None:
+        """Refuse (InvalidArgumentError) an ON condition that is not SQL text, and aliases that are not plain
+        SQL names or are the same name."""
         # As the user passed them (typed or not): checked here, not trusted.
         on: object = self.on
         if not isinstance(on, str) or not on.strip():
@@ -125,26 +132,32 @@ class MergeSpec:
             raise InvalidArgumentError(f"MERGE's source and target aliases must differ (both {self.source_alias!r})")
 
     def of_kind(self, kind: str) -> tuple[MergeClause, ...]:
+        """The clauses of one kind, in the order given."""
         return tuple(c for c in self.clauses if c.kind == kind)
 
     @property
     def matched(self) -> tuple[MergeClause, ...]:
+        """The WHEN MATCHED clauses, in order."""
         return self.of_kind(MATCHED)
 
     @property
     def not_matched(self) -> tuple[MergeClause, ...]:
+        """The WHEN NOT MATCHED [BY TARGET] clauses, in order."""
         return self.of_kind(NOT_MATCHED)
 
     @property
     def not_matched_by_source(self) -> tuple[MergeClause, ...]:
+        """The WHEN NOT MATCHED BY SOURCE clauses, in order."""
         return self.of_kind(NOT_MATCHED_BY_SOURCE)
 
     @property
     def insert_only(self) -> bool:
+        """Whether every clause is a WHEN NOT MATCHED [BY TARGET] one (inserts only)."""
         return bool(self.not_matched) and not self.matched and not self.not_matched_by_source
 
     @property
     def matched_only(self) -> bool:
+        """Whether every clause is a WHEN MATCHED one."""
         return bool(self.matched) and not self.not_matched and not self.not_matched_by_source
 
     @property

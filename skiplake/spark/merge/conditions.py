@@ -41,6 +41,7 @@ class Sides:
 
     @staticmethod
     def of(target_alias: str, source_alias: str, target_names: Iterable[str], source_names: Iterable[str]) -> "Sides":
+        """The sides of two aliases and each side's column names (in any case)."""
         return Sides(target_alias, source_alias, frozenset(n.lower() for n in target_names),
                      frozenset(n.lower() for n in source_names))
 
@@ -49,6 +50,8 @@ class Sides:
         return Sides(self.target_alias, self.source_alias, self.target_names)
 
     def side(self, col: exp.Column) -> str | None:
+        """The side `col` names, "target" or "source"; None for a qualifier that is neither alias, or
+        an unqualified name both sides have or neither has."""
         if col.table:
             return {self.target_alias.lower(): "target", self.source_alias.lower(): "source"}.get(col.table.lower())
         name = col.name.lower()

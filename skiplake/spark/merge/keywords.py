@@ -31,6 +31,10 @@ class MergeClauses:
     when_not_matched_insert_condition: str | None = None
 
     def spec(self) -> MergeSpec:
+        """The clauses in the builder's terms: a matched DELETE, then a matched UPDATE (left out after an
+        unconditional DELETE), then an INSERT.
+
+        No clause at all, or an update or insert that is neither a mapping nor "*", is an InvalidArgumentError."""
         clauses = []
         unconditional_delete = self.when_matched_delete is True
         if self.when_matched_delete:

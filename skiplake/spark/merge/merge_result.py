@@ -94,6 +94,8 @@ class FileChanges:
 
     @staticmethod
     def of(actions: Sequence[Action]) -> "FileChanges":
+        """The changes `actions` make; a file both removed and added is logged again, and counts only by what
+        happened to its deletion vector."""
         removes = {a.path: a for a in actions if isinstance(a, RemoveFile)}
         adds = [a for a in actions if isinstance(a, AddFile)]
         relogged = {a.path: a for a in adds if a.path in removes}
@@ -104,6 +106,7 @@ class FileChanges:
 
     @property
     def rows_added(self) -> int:
+        """Rows in the new data files, by their stats (a file without numRecords counts none)."""
         return sum(a.num_records or 0 for a in self.added)
 
 

@@ -52,6 +52,7 @@ _SEES = {MATCHED: "both the target's and the source's columns", NOT_MATCHED: "on
 
 @dataclass(frozen=True)
 class ResolvedClause:
+    """One WHEN clause as Spark columns: its condition and the row it writes."""
     clause: MergeClause
     index: int                     # the clause's place in the MERGE (its id in the plan)
     label: str                     # "WHEN MATCHED clause 2"
@@ -61,6 +62,8 @@ class ResolvedClause:
 
 @dataclass(frozen=True)
 class ResolvedMerge:
+    """A MERGE resolved against both sides: the table's schema after it, the columns it adds, its clauses
+    as Spark columns, and the row a target row is copied as."""
     spec: MergeSpec
     schema: Schema                 # the table's schema after the MERGE
     new_fields: tuple[Field, ...]  # columns schema evolution adds
@@ -68,6 +71,7 @@ class ResolvedMerge:
     copy: tuple[Column, ...]       # a target row left as it was, as the columns of `schema`
 
     def of_kind(self, kind: str) -> tuple[ResolvedClause, ...]:
+        """The resolved clauses of one kind, in the order given."""
         return tuple(c for c in self.clauses if c.clause.kind == kind)
 
     def ids(self, kinds: Sequence[str], actions: Sequence[str]) -> list[int]:

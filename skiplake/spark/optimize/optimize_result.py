@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class OptimizeResult:
+    """What an OPTIMIZE committed: its version (None: nothing to compact), the files and bytes it removed and
+    added, and the partitions it rewrote."""
     version: int | None       # None when there was nothing to compact
     files_removed: int
     files_added: int
@@ -22,6 +24,7 @@ class OptimizeResult:
     partitions_optimized: int
 
     def to_dict(self) -> dict:
+        """The result's fields as a dict."""
         return self.__dict__.copy()
 
 
@@ -33,6 +36,9 @@ class Compaction:
     added: Sequence[AddFile] = ()
 
     def commit(self) -> OptimizeResult:
+        """Commit the staged OPTIMIZE; what the commit holds after any rebase past concurrent commits.
+
+        A logical conflict with one of them is a ConcurrentModificationError subclass."""
         if self.txn is None:
             return OptimizeResult(None, 0, 0, 0, 0, 0)
         version = self.txn.commit()

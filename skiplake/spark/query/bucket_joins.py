@@ -27,6 +27,8 @@ Pairs = list[tuple[str, str]]  # (left column, right column) of each key equalit
 
 
 def plan_bucket_joins(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> QueryPlan:
+    """Stage 4: mark both references of each qualifying join as bucketed (and set the session conf it
+    needs); each join checked (two lake tables by key equalities, either bucketed) is reported in plan.joins."""
     assert plan.tree is not None
     for select in plan.tree.find_all(exp.Select):
         from_ = select.args.get("from_") or select.args.get("from")

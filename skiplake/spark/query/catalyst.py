@@ -24,6 +24,7 @@ def kind(node: Any) -> str:
 
 
 def seq(scala_seq: Any) -> list[Any]:
+    """A Scala Seq's elements as a list (a round trip per element)."""
     return [scala_seq.apply(i) for i in range(scala_seq.size())]
 
 
@@ -43,6 +44,7 @@ def sql_frame(spark: "SparkSession", text: str) -> "DataFrame":
 
 
 def optimized_plan(df: "DataFrame") -> Any:
+    """The DataFrame's optimized logical plan (Catalyst's optimizedPlan, a py4j object)."""
     return df._jdf.queryExecution().optimizedPlan()
 
 
@@ -191,6 +193,7 @@ class RelationParts:
 
     @staticmethod
     def of(spark: "SparkSession", node: Any) -> "RelationParts":
+        """The parts of the file relation node `node`, with Spark's file status cache of its session."""
         relation = node.relation()
         session = relation.sparkSession()
         option = jvm_class(spark, "scala.Option")

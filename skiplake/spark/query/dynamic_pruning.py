@@ -97,6 +97,8 @@ class _Verdict:
 
 
 def prune_dynamically(spark: "SparkSession", plan: QueryPlan, resolver: Resolver | None) -> QueryPlan:
+    """Stage 3, dynamic file pruning: each join's build side worth evaluating is evaluated once, and its keys
+    prune the probe side's lake table files (or filter its rows); every join considered is reported."""
     # `resolver` is unused: the planner's rules share one signature, and frames.py passes None.
     settings = plan.settings
     if not settings.enabled or plan.root is None:

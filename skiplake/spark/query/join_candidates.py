@@ -23,6 +23,8 @@ class Target:
 
 @dataclass
 class Candidate:
+    """A join that may prune: its build side, each key's probe targets and build operand, and once priced
+    and evaluated, the build's cost estimate, keys (`result`: BuildKeys) and seconds."""
     join: PlanNode
     build: PlanNode
     pairs: list[tuple[list[Target], Operand]]   # per key: the probe targets, the build side's operand

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # catalog table of Hive-style Parquet.
 Source = Union[Snapshot, CatalogTable]
 # The file column of the slot views: each row's file name, which a filter prunes files by (not
-# read.FILE_COLUMN, the file path DML reads identify rows by).
+# planned_reads.FILE_COLUMN, the file path DML reads identify rows by).
 FILE_COLUMN = "__skiplake_file_name"
 _SIMPLE_FILE_NAME = re.compile(r"^[A-Za-z0-9._=-]+$")
 # Dynamic filters become a row filter only as short IN lists: Spark hands Parquet an IN list of
@@ -130,10 +130,12 @@ class TableReference:
 
     @property
     def snapshot(self) -> Snapshot | None:
+        """The Delta table's snapshot; None for a catalog table."""
         return self.source if isinstance(self.source, Snapshot) else None
 
     @property
     def schema(self) -> Any:
+        """The lake table's schema."""
         return self.source.schema
 
     def column_types(self) -> dict[str, str]:
@@ -149,6 +151,8 @@ class TableReference:
         return out
 
     def plan_static(self, predicate: Node | None) -> None:
+        """Plan the files `predicate` (the literal filters, bound; None: all) selects; a catalog table keeps
+        it as SQL for its read instead."""
         if isinstance(self.source, Snapshot):
             plan = plan_scan(self.source, predicate, within=self.within)
             plan.report = replace(plan.report, label=self.label, stages=static_stages(plan.report))
@@ -246,6 +250,7 @@ def _stage(name: str, report: ScanReport) -> StageCount:
 
 
 def static_stages(report: ScanReport) -> list[StageCount]:
+    """A static plan's stage counts: all files, then those its literal filters select."""
     return [StageCount("all", report.files_total, report.bytes_total, report.rows_total), _stage("static", report)]
 
 
@@ -306,9 +311,11 @@ class QueryPlan:
 
     @property
     def reports(self) -> list[ScanReport]:
+        """The scan report of each reference whose files were planned."""
         return [r.plan.report for r in self.references if r.plan is not None]
 
     def explain(self) -> "QueryExplain":
+        """The plan's reports, as lake.explain answers."""
         return QueryExplain(self.reports, self.joins, self.dynamic, self.build_seconds, self.timings, self.notes)
 
     def text(self, final: bool) -> str:
@@ -373,6 +380,7 @@ class QueryExplain(list):
     def __init__(self, reports: Sequence[ScanReport], joins: Sequence[JoinReport] = (),
                  dynamic: Sequence[DynamicPruningReport] = (), build_seconds: float = 0.0,
                  planning: Mapping[str, float] | None = None, notes: Sequence[str] = ()) -> None:
+        """The scan reports, join and dynamic pruning reports, build sides' wall time, stage timings and notes."""
         super().__init__(reports)
         self.joins = list(joins)
         self.dynamic = list(dynamic)
@@ -385,6 +393,7 @@ class QueryExplain(list):
         self.notes = list(notes)  # how planning went ("analysis pass skipped: ...")
 
     def text(self) -> str:
+        """Each report's text, one per line, then the build sides' time and the planning notes."""
         lines = [r.text() for r in self] + [j.text() for j in self.joins] + [d.text() for d in self.dynamic]
         if self.build_seconds:
             lines.append(f"Build sides: {self.build_seconds:.3f} s (run concurrently)")
@@ -392,6 +401,7 @@ class QueryExplain(list):
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
+        """The reports as a dict: scans, joins, dynamic, build_seconds, notes and planning."""
         return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins],
                 "dynamic": [d.to_dict() for d in self.dynamic], "build_seconds": self.build_seconds, "notes": self.notes,
                 "planning": self.planning}

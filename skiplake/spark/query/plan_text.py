@@ -43,6 +43,7 @@ PRESERVED = {"Inner": (0, 1), "Cross": (0, 1), "LeftOuter": (0,), "RightOuter": 
 
 @dataclass(frozen=True)
 class Attr:
+    """An attribute as the plan prints it (`name#12`): its expression id and name."""
     id: int
     name: str
 
@@ -56,6 +57,7 @@ class Operand:
 
 @dataclass(eq=False)
 class PlanNode:
+    """One node of a parsed plan: Spark's number of it, its kind and text, its children and subqueries."""
     number: int                  # Spark's number of the node: `plan.apply(number)` returns it
     kind: str                    # "Join", "Filter", "Project", "Relation", ...
     text: str                    # the node's string after its kind
@@ -83,11 +85,13 @@ class PlanNode:
 
     @property
     def join_type(self) -> str:
+        """A Join node's type as Spark prints it ("Inner", "LeftSemi", ...)."""
         head = self.text.split(",", 1)[0].strip()
         return head.split("(", 1)[0]
 
     @property
     def join_condition(self) -> str | None:
+        """A Join node's condition text, its hints left out; None when it has no condition."""
         parts = self.text.split(", ", 1)
         if len(parts) < 2:
             return None
@@ -118,6 +122,7 @@ class PlanNode:
         return out
 
     def line(self) -> str:
+        """The node as its line of the tree string says it: kind, then text."""
         return f"{self.kind} {self.text}".strip()
 
 
@@ -253,6 +258,7 @@ def attribute(text: str) -> Attr | None:
 
 
 def operand(text: str) -> Operand | None:
+    """`a#1` or `cast(a#1 as type)` (in parentheses or not) as an Operand, else None."""
     text = strip_parens(text)
     a = attribute(text)
     if a is not None:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 
 def parse(query: str) -> exp.Expr | None:
+    """The query parsed by sqlglot as Spark SQL; None when sqlglot cannot read it."""
     try:
         return sqlglot.parse_one(query, read="spark")
     except (ParseError, TokenError):

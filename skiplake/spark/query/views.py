@@ -50,6 +50,7 @@ class SlotViews:
     """The slot views of one Lake's session; thread-safe."""
 
     def __init__(self, spark: "SparkSession") -> None:
+        """No views yet; `token` sets this instance's view names apart from another's in the session."""
         self.spark = spark
         self.token = uuid.uuid4().hex[:8]
         self._views: dict[tuple[Any, int], tuple[Any, SlotView]] = {}
@@ -58,6 +59,8 @@ class SlotViews:
         self._global_db: str | None = None
 
     def get(self, source: Source, slot: int) -> SlotView:
+        """The view of `source` for the `slot`-th reference of its table in a query: the one made for this
+        table version, else a new one (replacing that of an older version)."""
         identity, version = _identity(source)
         with self._lock:
             found = self._views.get((identity, slot))
@@ -91,6 +94,7 @@ class SlotViews:
                      if other == identity and v == version and s != slot and view.relations), None)
 
     def drop(self) -> None:
+        """Drop every view made (both twins), and the empty folder catalog tables' views read."""
         with self._lock:
             for _version, view in self._views.values():
                 self.spark.catalog.dropGlobalTempView(view.local)

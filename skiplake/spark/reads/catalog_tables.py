@@ -42,27 +42,33 @@ class CatalogTable:
 
     @property
     def partition_keys(self) -> list[tuple[str, str]]:
+        """(name, catalog type) of each partition key, in order."""
         return [(k["Name"], k.get("Type", "string")) for k in self.spec.get("PartitionKeys") or []]
 
     @property
     def columns(self) -> list[tuple[str, str]]:
+        """(name, catalog type) of each data column, in order (the partition keys not among them)."""
         sd = self.spec.get("StorageDescriptor") or {}
         return [(c["Name"], c.get("Type", "string")) for c in sd.get("Columns") or []]
 
     @property
     def location(self) -> str | None:
+        """The table's root location; None when the catalog gives none."""
         return (self.spec.get("StorageDescriptor") or {}).get("Location")
 
     @property
     def properties(self) -> dict[str, str]:
+        """The table's properties (its catalog Parameters)."""
         return dict(self.spec.get("Parameters") or {})
 
     @property
     def filtering_enabled(self) -> bool:
+        """Whether GetPartitions is sent the partition expression (partition_filtering.enabled is not false)."""
         return self.properties.get("partition_filtering.enabled", "true").strip().lower() != "false"
 
     @property
     def schema(self) -> Schema:
+        """The table's columns, data then partition keys, in Delta's types."""
         return Schema(tuple(Field(n, delta_type(t)) for n, t in self.columns + self.partition_keys))
 
     @property
@@ -84,6 +90,8 @@ class CatalogTable:
         return " AND ".join(parts) if parts else None
 
     def partitions(self, where: str | None = None) -> list[dict[str, Any]]:
+        """The catalog's partitions that may hold rows matching `where` (all when None): selected by the
+        catalog, or, with partition filtering off, all fetched and filtered here."""
         expression = self.partition_predicate(where)
         self.last_expression = expression if self.filtering_enabled else None
         found = list(all_partitions(self.client, self.database, self.name, self.last_expression))
@@ -95,6 +103,8 @@ class CatalogTable:
         return found
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None) -> DataFrame:
+        """The rows matching `where` (all when None), of `columns` (all when None), read from only the
+        partitions that may hold them; last_expression and last_partitions say what was asked and read."""
         parts = self.partitions(where)
         self.last_partitions = len(parts)
         df = self._read_partitions(parts)

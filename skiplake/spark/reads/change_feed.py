@@ -44,6 +44,11 @@ _VERSION, _TIME = "__skiplake_cdf_version", "__skiplake_cdf_time"
 def read_changes(spark: SparkSession, table_path: str, starting_version: int | None = None,
                  ending_version: int | None = None, starting_timestamp: str | dt.datetime | None = None,
                  ending_timestamp: str | dt.datetime | None = None) -> DataFrame:
+    """The changes of versions start..end, both included (by version or by timestamp; from the oldest
+    version to the latest by default), as delta-spark's table_changes gives them.
+
+    A version outside the log is a VersionNotFoundError, one whose changes the table did not record a
+    ChangeDataNotRecordedError, and one whose files VACUUM deleted a FilesVacuumedError."""
     plan = plan_changes(table_path, starting_version, ending_version, starting_timestamp, ending_timestamp)
     _check_present(table_path, plan)
     return _ChangeRead(spark, table_path, plan).frame()

@@ -261,6 +261,7 @@ READ_TAG = "skiplake.read"
 
 
 def read_tag(snapshot: Snapshot) -> tuple[str, str]:
+    """The READ_TAG reader option (name, value) naming `snapshot`'s table and version."""
     return READ_TAG, f"{snapshot.version}@{snapshot.table_path}"
 
 

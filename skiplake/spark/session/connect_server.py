@@ -32,6 +32,7 @@ class ConnectServer:
     log_path: str
 
     def stop(self) -> None:
+        """Stop the server if it runs: terminate it, and kill it if it has not exited within 30 s."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -41,6 +42,7 @@ class ConnectServer:
                 self.process.wait()
 
     def log_tail(self, lines: int = 40) -> str:
+        """The last `lines` lines of the server's log; empty when the log cannot be read."""
         try:
             with open(self.log_path, errors="replace") as f:
                 return "".join(f.readlines()[-lines:])
@@ -49,11 +51,13 @@ class ConnectServer:
 
 
 def spark_home() -> str:
+    """The Spark installation to run: SPARK_HOME, else the pyspark package's folder."""
     import pyspark
     return os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
 
 
 def connect_jar(home: str) -> str:
+    """The Spark Connect server jar under `home`/jars (the last by name); none there is a SkiplakeError."""
     found = sorted(glob.glob(os.path.join(home, "jars", "spark-connect_*.jar")))
     if not found:
         raise SkiplakeError(f"No Spark Connect server jar under {home}/jars: PySpark 4.1 ships one "
@@ -62,6 +66,7 @@ def connect_jar(home: str) -> str:
 
 
 def free_port() -> int:
+    """A TCP port free on loopback at the time of asking, as the system picks it."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

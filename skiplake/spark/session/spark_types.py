@@ -22,14 +22,17 @@ _WIDENING = {
 
 
 def to_spark(schema: Schema) -> StructType:
+    """`schema` as Spark's StructType."""
     return StructType.fromJson(schema.to_json())
 
 
 def from_spark(struct: StructType) -> Schema:
+    """Spark's StructType as a skiplake Schema."""
     return Schema.from_json(json.loads(struct.json()))
 
 
 def spark_type(type_: Any) -> DataType:
+    """Spark's DataType of a Delta type (a primitive's name, or a nested type's JSON dict)."""
     return StructType.fromJson({"type": "struct", "fields": [
         {"name": "x", "type": type_, "nullable": True, "metadata": {}}]}).fields[0].dataType
 

@@ -42,6 +42,8 @@ MAX_NAME_BYTES = 255
 
 @dataclass(frozen=True)
 class WriteOptions:
+    """How new data files are written: rows per file, the columns that get stats, compression, and
+    the sizes of bucket files, row groups and pages."""
     max_records_per_file: int | None = None
     # Leaf columns that get stats; None: the table's delta.dataSkippingNumIndexedCols (32 when
     # unset) or delta.dataSkippingStatsColumns, as the table's properties say.

@@ -48,6 +48,8 @@ class Transaction:
 
     def __init__(self, spark: "SparkSession", snapshot: Snapshot,
                  on_commit: Callable[[int], None] | None = None) -> None:
+        """A transaction on `snapshot` (`on_commit`: see the class); a protocol this release cannot
+        write is a ProtocolNotSupportedError."""
         check_writable(snapshot.table_path, snapshot.protocol)
         self.spark = spark
         self.snapshot = snapshot
@@ -64,19 +66,26 @@ class Transaction:
 
     @property
     def path(self) -> str:
+        """The table's location."""
         return self.snapshot.table_path
 
     @property
     def schema(self) -> Schema:
+        """The table's schema as this transaction leaves it (with any columns it adds)."""
         return (self.new_metadata or self.snapshot.metadata).schema
 
     @property
     def partition_columns(self) -> list[str]:
+        """The table's partition columns."""
         return self.snapshot.partition_columns
 
     # ---- reads
 
     def scan(self, where: str | Node | None = None) -> ScanPlan:
+        """The plan of the files that may hold rows matching `where` (SQL text or a bound predicate;
+        None: every file), its predicate and files recorded as read for the conflict checks.
+
+        SQL text that does not parse or names an unknown column is an InvalidPredicateError."""
         plan = plan_scan(self.snapshot, where)
         if plan.predicate is None:
             self.read_set.whole_table = True
@@ -86,9 +95,12 @@ class Transaction:
         return plan
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None) -> "DataFrame":
+        """The rows matching `where` (all when None), of `columns` (all when None), read from the
+        files scan() plans for it (recorded as read); pruning skips files, Spark filters the rows."""
         return read_planned(self.spark, self.snapshot, self.scan(where).files, where, columns)
 
     def read_whole_table(self) -> "DataFrame":
+        """Every row of the snapshot, recorded as a read of the whole table."""
         return self.read(None)
 
     @property
@@ -114,6 +126,8 @@ class Transaction:
                           deleted=deleted)
 
     def read_app_version(self, app_id: str) -> int | None:
+        """The last version application `app_id` recorded (its txn action), or None when it recorded
+        none; recorded as read, so a commit by the same app since the snapshot is a conflict."""
         self.read_set.app_ids.add(app_id)
         return self.snapshot.txn_version(app_id)
 
@@ -223,6 +237,11 @@ class Transaction:
 
     def append(self, df: "DataFrame", merge_schema: bool = False,
                options: WriteOptions | None = None) -> list[AddFile]:
+        """Add the rows of `df` as new files of the commit (merge_schema adds its new columns to the
+        table); the files written.
+
+        A DataFrame that does not match the schema is a SchemaMismatchError; a row that breaks a
+        rule of the table (NOT NULL, CHECK, a generated column) is a ConstraintViolationError."""
         return self.write(self.prepare(df, merge_schema), options=options, new_rows=True)
 
     def remove(self, paths: Sequence[str] | Sequence[AddFile], data_change: bool = True) -> None:
@@ -253,6 +272,7 @@ class Transaction:
             self.new_protocol = protocol
 
     def set_app_version(self, app_id: str, version: int) -> None:
+        """Record `version` as application `app_id`'s in the commit (a txn action), for idempotent retries."""
         self.actions.append(Txn(app_id, version, now_ms()))
 
     # ---- commit
