@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skiplake.catalog.client import CatalogClient, all_partitions
-from skiplake.layout.partitioning import parse_partition_dir
+from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, parse_partition_dir
 
 BATCH = 100
 
@@ -43,8 +43,9 @@ def partition_folders(location: str, keys: list[str]) -> list[tuple[list[str], s
         for entry in sorted(os.listdir(path)):
             full = os.path.join(path, entry)
             if os.path.isdir(full) and entry.lower().startswith(prefix):
-                # Glue spells a NULL partition value as "".
-                walk(full, depth + 1, values + [next(iter(parse_partition_dir(entry).values())) or ""])
+                # A NULL partition value as Spark's Hive and Glue catalogs hold it (Glue refuses "").
+                value = next(iter(parse_partition_dir(entry).values()))
+                walk(full, depth + 1, values + [HIVE_DEFAULT_PARTITION if value is None else value])
 
     if os.path.isdir(root):
         walk(root, 0, [])

@@ -24,9 +24,12 @@ from skiplake.errors import SkiplakeError
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import conjuncts
 from skiplake.expr.visitor import columns_of
-from skiplake.layout.partitioning import partition_dir
+from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, partition_dir
 from skiplake.log.location import join, resolve
 from skiplake.log.schema import Field, Schema
+
+# How a catalog spells a NULL partition value: as Spark writes it to Hive and Glue catalogs, or empty.
+_NULL_VALUES = (HIVE_DEFAULT_PARTITION, "")
 
 
 @dataclass
@@ -132,7 +135,7 @@ class CatalogTable:
         for loc, p in zip(locations, parts):
             df = self.spark.read.schema(data_ddl).parquet(loc)
             for (k, t), v in zip(self.partition_keys, p["Values"]):
-                df = df.withColumn(k, F.lit(v if v != "" else None).cast(t))
+                df = df.withColumn(k, F.lit(None if v in _NULL_VALUES else v).cast(t))
             frames.append(df)
         out = frames[0]
         for df in frames[1:]:
