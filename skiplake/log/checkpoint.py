@@ -22,7 +22,9 @@ from skiplake.log.typed_stats import partition_struct, stats_columns, stats_stru
 
 log = logging.getLogger("skiplake.checkpoint")
 
+CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 DEFAULT_INTERVAL = 10
+TOMBSTONE_RETENTION = "delta.deletedFileRetentionDuration"
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s*(second|minute|hour|day|week)s?\s*$", re.I)
 _UNIT_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000}
@@ -42,14 +44,14 @@ def checkpoint_interval(snapshot: Snapshot) -> int:
     """Every how many versions a checkpoint is written: delta.checkpointInterval (at least 1), 10
     when it is unset or not an integer."""
     try:
-        return max(1, int(snapshot.configuration.get("delta.checkpointInterval", DEFAULT_INTERVAL)))
+        return max(1, int(snapshot.configuration.get(CHECKPOINT_INTERVAL, DEFAULT_INTERVAL)))
     except ValueError:
         return DEFAULT_INTERVAL
 
 
 def _file_actions(snapshot: Snapshot) -> tuple[pa.StructArray, pa.StructArray]:
     """(live adds, unexpired removes) as the checkpoint's add and remove structs."""
-    retention = parse_interval_ms(snapshot.configuration.get("delta.deletedFileRetentionDuration"),
+    retention = parse_interval_ms(snapshot.configuration.get(TOMBSTONE_RETENTION),
                                   DEFAULT_TOMBSTONE_RETENTION_MS)
     cutoff = now_ms() - retention
     tomb = snapshot.tombstones

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from skiplake.errors import RetentionTooShortError
-from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, parse_interval_ms
+from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, TOMBSTONE_RETENTION, parse_interval_ms
 from skiplake.log.deletion_vectors import dv_files
 from skiplake.log.location import is_remote, join, norm
 from skiplake.log.paths import file_key
@@ -50,7 +50,7 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
     # The write protocol, for every table (as the vacuumProtocolCheck feature asks): a writer
     # feature skiplake does not know may keep files that the log alone does not name.
     check_writable(table_path, snapshot.protocol)
-    minimum_ms = parse_interval_ms(snapshot.configuration.get("delta.deletedFileRetentionDuration"),
+    minimum_ms = parse_interval_ms(snapshot.configuration.get(TOMBSTONE_RETENTION),
                                    DEFAULT_TOMBSTONE_RETENTION_MS)
     if retention_hours * 3_600_000 < minimum_ms and not force:
         raise RetentionTooShortError(table_path, retention_hours, minimum_ms / 3_600_000)

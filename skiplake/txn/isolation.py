@@ -10,12 +10,13 @@ ISOLATION_PROPERTY = "delta.isolationLevel"
 SERIALIZABLE = "Serializable"
 WRITE_SERIALIZABLE = "WriteSerializable"
 SNAPSHOT_ISOLATION = "SnapshotIsolation"
+DEFAULT_LEVEL = WRITE_SERIALIZABLE
 
 
 def isolation_level(configuration: Mapping[str, str]) -> str:
     """The level a table's commits are checked at: Serializable when its `delta.isolationLevel` says so
     (in any case), else WriteSerializable (the default)."""
-    value = configuration.get(ISOLATION_PROPERTY, WRITE_SERIALIZABLE)
+    value = configuration.get(ISOLATION_PROPERTY, DEFAULT_LEVEL)
     return SERIALIZABLE if value.lower() == "serializable" else WRITE_SERIALIZABLE
 
 

@@ -28,6 +28,8 @@ from skiplake.layout.partitioning import HIVE_DEFAULT_PARTITION, partition_dir
 from skiplake.log.location import join, resolve
 from skiplake.log.schema import Field, Schema
 
+# A catalog table's property, as Glue's: "false" sends GetPartitions no expression.
+PARTITION_FILTERING = "partition_filtering.enabled"
 # How a catalog spells a NULL partition value: as Spark writes it to Hive and Glue catalogs, or empty.
 _NULL_VALUES = (HIVE_DEFAULT_PARTITION, "")
 
@@ -67,7 +69,7 @@ class CatalogTable:
     @property
     def filtering_enabled(self) -> bool:
         """Whether GetPartitions is sent the partition expression (partition_filtering.enabled is not false)."""
-        return self.properties.get("partition_filtering.enabled", "true").strip().lower() != "false"
+        return self.properties.get(PARTITION_FILTERING, "true").strip().lower() != "false"
 
     @property
     def schema(self) -> Schema:
