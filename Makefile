@@ -1,5 +1,5 @@
-# make demo: the main job (TPC-DS through skiplake tables). make test: the gate (lint and every
-# test not marked slow). make test-full: the gate and the slow tier. make golden: delta-spark
+# make demo: the main job (TPC-DS through skiplake tables). make test: the gate (lint, the docs
+# site, and every test not marked slow). make test-full: the gate and the slow tier. make golden: delta-spark
 # writes the golden tables the interop tests read. make bench: every benchmark in one run, and the
 # benchmarks page's summary from it. Each builds .venv with pinned dependencies and finds (or
 # installs) Java 17 first.
@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 JAVA_HOME_FILE := .java_home
 SF ?= 0.1
 
-.PHONY: all venv java s3-jars demo lint test test-full test-fast golden bench clean
+.PHONY: all venv java s3-jars demo lint docs test test-full test-fast golden bench clean
 
 all: test
 
@@ -57,6 +57,12 @@ lint: venv
 	$(VENV)/bin/mypy
 	$(PY) scripts/type_ignores.py
 
+# The docs site into site/ (mkdocs.yml): strict, so a broken link, a missing anchor or a page left
+# out of the navigation fails; the reference pages are generated from the code first
+# (scripts/docs_hooks.py). `make test` builds it too.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # Two tiers, chosen by pytest markers (docs/testing.md). The gate, `make test`: every test not
 # marked slow, then the tests marked both_modes again as a Spark Connect client of a server the run
 # starts (its own JVM on loopback). `make test-full`: every test, with each property test's full
@@ -67,11 +73,11 @@ lint: venv
 WORKERS ?= 1
 PARALLEL = $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 RUN_TESTS = JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q $(PARALLEL)
-test: venv java s3-jars lint
+test: venv java s3-jars lint docs
 	$(RUN_TESTS) -m "not slow" tests
 	SKIPLAKE_TEST_SPARK=connect $(RUN_TESTS) -m "both_modes and not slow" tests
 
-test-full: venv java s3-jars lint
+test-full: venv java s3-jars lint docs
 	SKIPLAKE_TEST_TIER=full $(RUN_TESTS) tests
 	SKIPLAKE_TEST_TIER=full SKIPLAKE_TEST_SPARK=connect $(RUN_TESTS) -m "connect or both_modes" tests
 
@@ -91,4 +97,4 @@ bench: venv java s3-jars
 	JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m benchmarks $(BENCH_FLAGS)
 
 clean:
-	rm -rf $(VENV) $(JAVA_HOME_FILE) .tools warehouse demo-data .pytest_cache
+	rm -rf $(VENV) $(JAVA_HOME_FILE) .tools warehouse demo-data .pytest_cache site

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,7 +181,8 @@ def replace_block(page_text: str, block: str) -> str:
 def details(results: Results, docs_dir: Path) -> str:
     """docs/benchmark-run.md: every table of every benchmark of the run, and its plots."""
     run, folder = results.run, results.folder
-    rel = Path(os.path.relpath(folder, docs_dir))
+    # The docs site serves only files under docs/: the run's plots are copied to docs/img/<run>/.
+    images = docs_dir / "img" / folder.name
     out = ["# The benchmark run behind the benchmarks page", "",
            "<!-- written by `make bench` (benchmarks/summary.py) from one run; do not edit by hand -->", "",
            "Every table of the run whose summary opens [the benchmarks page](benchmarks.md). "
@@ -199,7 +201,9 @@ def details(results: Results, docs_dir: Path) -> str:
             out += [render(report, title=False), ""]
         plot = folder / f"{step.name}.png"  # common.plot_path puts a benchmark's plot beside its result
         if plot.is_file():
-            out += [f"![{step.name}]({(rel / plot.name).as_posix()})", ""]
+            images.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(plot, images / plot.name)
+            out += [f"![{step.name}](img/{folder.name}/{plot.name})", ""]
     return "\n".join(out)
 
 

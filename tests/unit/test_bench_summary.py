@@ -110,7 +110,8 @@ def test_the_docs_take_the_summary_between_the_markers_and_the_tables(tmp_path):
     assert "QUICK" not in text and "UNCOMMITTED" not in text
     run_tables = details.read_text()
     assert "## 1. bench_one" in run_tables and "| A | load | 129.0 ms |" in run_tables
-    assert "**FAILED** the same keys (3 keys differ)" in run_tables and "![bench_one](run/bench_one.png)" in run_tables
+    assert "**FAILED** the same keys (3 keys differ)" in run_tables and "![bench_one](img/run/bench_one.png)" in run_tables
+    assert (tmp_path / "img" / "run" / "bench_one.png").read_bytes() == b"\x89PNG"   # the site serves docs/ only
     # Writing again replaces the block instead of adding one.
     write_docs(folder, page, details)
     assert page.read_text() == text

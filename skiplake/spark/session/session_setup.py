@@ -89,6 +89,13 @@ def local_spark(app_name: str = "skiplake", master: str = "local[2]", shuffle_pa
                 remote: str | None = None) -> SparkSession:
     """A local SparkSession: `master` cores, few shuffle partitions, no UI, UTC, micros timestamps.
 
+    app_name: Spark's application name. master: the Spark master, `local[n]` for n cores (or a
+    cluster's URL). shuffle_partitions: `spark.sql.shuffle.partitions`. driver_memory: the
+    driver JVM's heap (only when this call starts the JVM). packages: more Maven coordinates for
+    `spark.jars.packages`. conf: more Spark settings, applied last. A session already running in
+    this process is the one returned (Spark's getOrCreate): only the settings Spark lets change at
+    run time reach it.
+
     s3=True loads Hadoop's S3A (from Maven Central, once) with its magic committer, and takes the
     endpoint and region from AWS_ENDPOINT_URL and AWS_REGION; None does so when the environment
     names an endpoint, keys or a profile (skiplake.spark.session.object_stores).
