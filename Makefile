@@ -89,7 +89,7 @@ test-fast: venv lint
 	$(PY) -m pytest -q tests/unit
 
 # The whole benchmark suite at one revision into benchmarks/results/runs/<date>-<revision>/, then
-# the summary table of docs/benchmarks.md and docs/benchmark-run.md from that run alone (about
+# the summary table of docs/benchmarks.md and each benchmark's tables there, from that run alone (about
 # 3.5 hours on 2 cores; `python -m benchmarks --list` gives the plan). QUICK=1: small sizes, a run
 # the docs refuse. RESUME=<run folder>: finish that run (ONLY=bench_x,bench_y: run those again).
 BENCH_FLAGS = $(if $(QUICK),--quick) $(if $(ONLY),--only $(ONLY)) $(if $(RESUME),--resume $(RESUME))

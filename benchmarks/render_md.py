@@ -1,5 +1,6 @@
 """Render benchmark JSON results (from --out or --json) as Markdown tables: the detailed tables of
-a suite's run (docs/benchmark-run.md, written by benchmarks.summary), or any one result file.
+a suite's run (each benchmark's section of docs/benchmarks.md, written by benchmarks.summary), or
+any one result file.
 
     .venv/bin/python -m benchmarks.render_md bench-data/bench_snapshot.json [...]
 """

@@ -1,5 +1,5 @@
-"""The summary table of docs/benchmarks.md and the detailed tables of docs/benchmark-run.md, from
-one run folder of the suite (benchmarks.suite) alone.
+"""The summary table of docs/benchmarks.md and each benchmark's tables in its own section of that
+page, from one run folder of the suite (benchmarks.suite) alone.
 
     .venv/bin/python -m benchmarks.summary benchmarks/results/runs/<run>            # print the summary
     .venv/bin/python -m benchmarks.summary benchmarks/results/runs/<run> --docs     # and write the docs
@@ -28,9 +28,11 @@ from skiplake.errors import InvalidArgumentError
 from testing_support.paths import REPO
 
 PAGE = REPO / "docs" / "benchmarks.md"
-DETAILS = REPO / "docs" / "benchmark-run.md"
 START = "<!-- summary: written by `make bench` (benchmarks/summary.py) from one run; do not edit by hand -->"
 END = "<!-- end of summary -->"
+# Each benchmark's section holds the run's tables between these two lines (N: its number).
+TABLES_START = "<!-- run tables {number}: written by `make bench` (benchmarks/summary.py); do not edit by hand -->"
+TABLES_END = "<!-- end of run tables {number} -->"
 HEADING = re.compile(r"^## (\d+)\. (.+?)\s*$", re.MULTILINE)
 
 
@@ -134,7 +136,7 @@ def warnings(run: Run) -> list[str]:
     return out
 
 
-def header(results: Results, details_link: str | None) -> str:
+def header(results: Results, in_sections: bool) -> str:
     run = results.run
     took = sum(s.seconds or 0 for s in run.steps)
     span = f"{run.started_utc} to {run.finished_utc or '(unfinished)'}"
@@ -144,7 +146,7 @@ def header(results: Results, details_link: str | None) -> str:
         f"{' QUICK=1' if run.quick else ''}`, at revision `{run.revision_short}`"
         f"{'' if run.clean else ' with uncommitted changes'}, on {machine_text(run)}; {span} "
         f"(the benchmarks took {duration(took)}). Results of the run: `{where}/`"
-        + (f"; all its tables: [{details_link}]({details_link})." if details_link else ".")]
+        + ("; each benchmark's section below holds all its tables." if in_sections else ".")]
     return "\n\n".join(lines)
 
 
@@ -163,48 +165,52 @@ def table(results: Results, links: dict[int, str], page: str = "") -> str:
     return "\n".join(out)
 
 
-def summary_block(results: Results, page_text: str, details_link: str | None, page_link: str = "") -> str:
+def summary_block(results: Results, page_text: str, in_sections: bool, page_link: str = "") -> str:
     """The statement of what was run where, and the table; its links lead to `page_link` (the page
-    itself when empty) and `details_link`."""
-    return f"{header(results, details_link)}\n\n{table(results, anchors(page_text), page_link)}\n"
+    itself when empty), whose sections hold the run's tables when `in_sections`."""
+    return f"{header(results, in_sections)}\n\n{table(results, anchors(page_text), page_link)}\n"
+
+
+def _between(page_text: str, start: str, end: str, block: str, missing: str) -> str:
+    first, last = page_text.find(start), page_text.find(end)
+    if first < 0 or last < first:
+        raise InvalidArgumentError(f"{missing}: put the lines\n{start}\n{end}\nwhere it goes.")
+    return page_text[:first + len(start)] + "\n" + block + page_text[last:]
 
 
 def replace_block(page_text: str, block: str) -> str:
     """`page_text` with the text between the summary markers replaced by `block`."""
-    start, end = page_text.find(START), page_text.find(END)
-    if start < 0 or end < start:
-        raise InvalidArgumentError(f"the page has no summary markers: put the lines\n{START}\n{END}\n"
-                                   "where the summary table goes.")
-    return page_text[:start + len(START)] + "\n" + block + page_text[end:]
+    return _between(page_text, START, END, block, "the page has no summary markers")
 
 
-def details(results: Results, docs_dir: Path) -> str:
-    """docs/benchmark-run.md: every table of every benchmark of the run, and its plots."""
+def replace_tables(page_text: str, number: int, block: str) -> str:
+    """`page_text` with the text between benchmark `number`'s markers replaced by `block`."""
+    return _between(page_text, TABLES_START.format(number=number), TABLES_END.format(number=number), block,
+                    f"the page has no markers for the tables of benchmark {number}")
+
+
+def run_tables(results: Results, step: Step, docs_dir: Path) -> str:
+    """One benchmark's tables of the run, and its plot, folded: a reader opens them from its section."""
     run, folder = results.run, results.folder
-    # The docs site serves only files under docs/: the run's plots are copied to docs/img/<run>/.
-    images = docs_dir / "img" / folder.name
-    out = ["# The benchmark run behind the benchmarks page", "",
-           "<!-- written by `make bench` (benchmarks/summary.py) from one run; do not edit by hand -->", "",
-           "Every table of the run whose summary opens [the benchmarks page](benchmarks.md). "
-           + header(results, None), ""]
-    for step in run.steps:
-        report = results.reports.get(step.name)
-        out += [f"## {step.number}. {step.name}", ""]
-        out.append(f"**{report['title'] if report else step.name}**: {step.status}"
-                   + (f" in {duration(step.seconds)}" if step.seconds else "")
-                   + (f" (exit status {step.exit_status}; the log is `{step.name}.log` in the run's folder)"
-                      if step.status != "ok" else "") + ".")
-        if step.note:
-            out += ["", f"*{step.note}*"]
-        out.append("")
-        if report:
-            out += [render(report, title=False), ""]
-        plot = folder / f"{step.name}.png"  # common.plot_path puts a benchmark's plot beside its result
-        if plot.is_file():
-            images.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(plot, images / plot.name)
-            out += [f"![{step.name}](img/{folder.name}/{plot.name})", ""]
-    return "\n".join(out)
+    report = results.reports.get(step.name)
+    status = (f"{step.status}" + (f" in {duration(step.seconds)}" if step.seconds else "")
+              + (f" (exit status {step.exit_status}; the log is `{step.name}.log` in the run's folder)"
+                 if step.status != "ok" else ""))
+    # md_in_html renders the Markdown inside <details> on the site; GitHub does it by the blank lines.
+    out = ['<details markdown="1">', f"<summary>The run's tables: <code>{step.name}</code>, {status} "
+           f"(revision <code>{run.revision_short}</code>)</summary>", ""]
+    if step.note:
+        out += [f"*{step.note}*", ""]
+    if report:
+        out += [render(report, title=False), ""]
+    plot = folder / f"{step.name}.png"  # common.plot_path puts a benchmark's plot beside its result
+    if plot.is_file():
+        # The docs site serves only files under docs/: the run's plots are copied to docs/img/<run>/.
+        images = docs_dir / "img" / folder.name
+        images.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(plot, images / plot.name)
+        out += [f"![{step.name}](img/{folder.name}/{plot.name})", ""]
+    return "\n".join(out + ["</details>", ""])
 
 
 # ----------------------------------------------------------------------------------------- writing
@@ -220,32 +226,34 @@ def refusal(run: Run) -> str | None:
     return None
 
 
-def write_docs(folder: Path, page: Path = PAGE, details_path: Path = DETAILS) -> None:
-    """Write the run's summary into `page` (between the markers) and its tables into `details_path`."""
+def write_docs(folder: Path, page: Path = PAGE) -> None:
+    """Write the run's summary into `page` (between the markers) and each benchmark's tables into
+    its section; nothing is written when a marker is missing."""
     results = Results.load(folder)
     why = refusal(results.run)
     if why:
         raise InvalidArgumentError(f"the docs take only a complete run of a clean tree at full size; the run in "
                                    f"{folder} cannot be published: {why}.")
     text = page.read_text()
-    block = summary_block(results, text, os.path.relpath(details_path, page.parent))
-    page.write_text(replace_block(text, block))
-    details_path.write_text(details(results, details_path.parent))
+    text = replace_block(text, summary_block(results, text, True))
+    for step in results.run.steps:
+        text = replace_tables(text, step.number, run_tables(results, step, page.parent))
+    page.write_text(text)
 
 
-def publish(folder: Path, docs: bool = True, page: Path = PAGE, details_path: Path = DETAILS) -> list[str]:
+def publish(folder: Path, docs: bool = True, page: Path = PAGE) -> list[str]:
     """The run's summary.md always; the docs too when `docs` and the run qualifies. What was written."""
     results = Results.load(folder)
     page_text = page.read_text() if page.exists() else ""
     (Path(folder) / "summary.md").write_text(
-        summary_block(results, page_text, None, os.path.relpath(page, Path(folder).resolve())))
+        summary_block(results, page_text, False, os.path.relpath(page, Path(folder).resolve())))
     said = [f"summary: {Path(folder) / 'summary.md'}"]
     why = refusal(results.run)
     if docs and why is None:
-        write_docs(folder, page, details_path)
-        said.append(f"docs: {page} (summary) and {details_path} (every table), from this run alone; commit them "
+        write_docs(folder, page)
+        said.append(f"docs: {page} (the summary and each benchmark's tables), from this run alone; commit them "
                     f"with the run: git add {os.path.relpath(folder, REPO)} {os.path.relpath(page, REPO)} "
-                    f"{os.path.relpath(details_path, REPO)}")
+                    f"{os.path.relpath(page.parent / 'img', REPO)}")
     elif docs:
         said.append(f"docs left alone: {why}")
     return said
@@ -254,12 +262,12 @@ def publish(folder: Path, docs: bool = True, page: Path = PAGE, details_path: Pa
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="the summary table of a run of the benchmark suite")
     p.add_argument("run", help="a run folder, benchmarks/results/runs/<run>")
-    p.add_argument("--docs", action="store_true", help=f"write it into {PAGE.name} and {DETAILS.name}")
+    p.add_argument("--docs", action="store_true", help=f"write it and each benchmark's tables into {PAGE.name}")
     args = p.parse_args(argv)
     try:
         if args.docs:
             write_docs(Path(args.run))
-        print(summary_block(Results.load(Path(args.run)), PAGE.read_text() if PAGE.exists() else "", None))
+        print(summary_block(Results.load(Path(args.run)), PAGE.read_text() if PAGE.exists() else "", False))
     except InvalidArgumentError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

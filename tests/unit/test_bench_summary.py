@@ -11,7 +11,19 @@ import pytest
 from benchmarks import suite
 from benchmarks.common import Report
 from benchmarks.suite import Entry, Run, Step, checkout_drift, new_run, resume_run, same_checkout, status
-from benchmarks.summary import END, START, Results, anchors, publish, replace_block, slug, table, write_docs
+from benchmarks.summary import (
+    END,
+    START,
+    TABLES_END,
+    TABLES_START,
+    Results,
+    anchors,
+    publish,
+    replace_block,
+    slug,
+    table,
+    write_docs,
+)
 from skiplake.errors import InvalidArgumentError
 
 MACHINE = {"nproc": 2, "cpu_model": "Test CPU 9000", "memory_gib": 23.5, "os": "Linux 6.1", "python": "3.11.7",
@@ -26,7 +38,23 @@ PAGE = f"""# Benchmarks
 
 ## 1. Snapshot load of a 100,000-file table
 
+{TABLES_START.format(number=1)}
+{TABLES_END.format(number=1)}
+
 ## 2. Appending 10M rows
+
+{TABLES_START.format(number=2)}
+{TABLES_END.format(number=2)}
+
+## 3. Build sides
+
+{TABLES_START.format(number=3)}
+{TABLES_END.format(number=3)}
+
+## 4. The fourth
+
+{TABLES_START.format(number=4)}
+{TABLES_END.format(number=4)}
 """
 
 
@@ -97,24 +125,37 @@ def test_one_row_per_benchmark_with_the_runs_figures_and_verdicts(tmp_path):
     assert "**FAILED** (exit status 2; see bench_four.log)" in four
 
 
-def test_the_docs_take_the_summary_between_the_markers_and_the_tables(tmp_path):
+def test_the_docs_take_the_summary_and_each_benchmarks_tables_between_their_markers(tmp_path):
     folder = fake_run(tmp_path / "run")
     (folder / "bench_one.png").write_bytes(b"\x89PNG")
-    page, details = tmp_path / "benchmarks.md", tmp_path / "benchmark-run.md"
+    page = tmp_path / "benchmarks.md"
     page.write_text(PAGE)
-    write_docs(folder, page, details)
+    write_docs(folder, page)
     text = page.read_text()
     assert "(no run yet)" not in text and text.count(START) == 1 and text.count(END) == 1
     assert text.index(START) < text.index("| # | benchmark |") < text.index(END) < text.index("## 1. Snapshot")
-    assert "revision `aaaaaaa`" in text and "Test CPU 9000" in text and "[benchmark-run.md](benchmark-run.md)" in text
+    assert "revision `aaaaaaa`" in text and "Test CPU 9000" in text and "each benchmark's section below" in text
     assert "QUICK" not in text and "UNCOMMITTED" not in text
-    run_tables = details.read_text()
-    assert "## 1. bench_one" in run_tables and "| A | load | 129.0 ms |" in run_tables
-    assert "**FAILED** the same keys (3 keys differ)" in run_tables and "![bench_one](img/run/bench_one.png)" in run_tables
+    one = text[text.index("## 1. Snapshot"):text.index("## 2. Appending")]
+    assert "<code>bench_one</code>, ok" in one and "| A | load | 129.0 ms |" in one
+    assert "![bench_one](img/run/bench_one.png)" in one and one.count("<details") == one.count("</details>") == 1
+    three = text[text.index("## 3. Build"):text.index("## 4. The")]
+    assert "**FAILED** the same keys (3 keys differ)" in three
+    assert "exit status 2" in text[text.index("## 4. The"):]
     assert (tmp_path / "img" / "run" / "bench_one.png").read_bytes() == b"\x89PNG"   # the site serves docs/ only
-    # Writing again replaces the block instead of adding one.
-    write_docs(folder, page, details)
+    # Writing again replaces the blocks instead of adding some.
+    write_docs(folder, page)
     assert page.read_text() == text
+
+
+def test_a_benchmark_without_a_section_is_refused_and_nothing_written(tmp_path):
+    folder = fake_run(tmp_path / "run")
+    page = tmp_path / "benchmarks.md"
+    without_four = PAGE[:PAGE.index("## 4. The")]
+    page.write_text(without_four)
+    with pytest.raises(InvalidArgumentError, match="no markers for the tables of benchmark 4"):
+        write_docs(folder, page)
+    assert page.read_text() == without_four
 
 
 PARTIAL = "ran 4 of the suite's 5 benchmarks"
@@ -132,11 +173,11 @@ def test_the_docs_refuse_a_quick_a_dirty_or_a_partial_run(tmp_path, kind, why):
     page = tmp_path / "benchmarks.md"
     page.write_text(PAGE)
     with pytest.raises(InvalidArgumentError, match=why):
-        write_docs(folder, page, tmp_path / "benchmark-run.md")
-    assert page.read_text() == PAGE and not (tmp_path / "benchmark-run.md").exists()
+        write_docs(folder, page)
+    assert page.read_text() == PAGE
     # The run's own summary is still rendered, marked.
-    publish(folder, docs=True, page=page, details_path=tmp_path / "benchmark-run.md")
-    assert page.read_text() == PAGE and not (tmp_path / "benchmark-run.md").exists()
+    publish(folder, docs=True, page=page)
+    assert page.read_text() == PAGE
     marked = (folder / "summary.md").read_text()
     assert ("QUICK RUN" if kind == "quick" else "UNCOMMITTED CHANGES" if kind == "dirty" else "Partial run: 4 of") \
         in marked
