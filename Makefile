@@ -64,32 +64,22 @@ docs: venv
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # Two tiers, chosen by pytest markers (docs/testing.md). The gate, `make test`: every test not
-# marked slow in a classic local session and, beside it, the tests marked both_modes again as a
-# Spark Connect client of a server that pass starts (its own JVM on loopback). `make test-full`:
-# every test, with each property test's full example count, and beside it every test marked
-# connect or both_modes against Spark Connect. The two passes share nothing but the machine, and
-# neither keeps two cores busy on its own; the Connect pass's output is printed when both are done
-# (and is in $(CONNECT_PASS_LOG)). WORKERS=n runs each pass in n pytest-xdist workers (a
-# SparkSession, and servers, per worker; a test file stays on one worker): it pays only on a
-# machine with more than two cores (docs/testing.md).
+# marked slow, then the tests marked both_modes again as a Spark Connect client of a server the run
+# starts (its own JVM on loopback). `make test-full`: every test, with each property test's full
+# example count, then every test marked connect or both_modes against Spark Connect.
+# WORKERS=n runs each pass in n pytest-xdist workers (a SparkSession, and servers, per worker; a
+# test file stays on one worker). The suite keeps two cores busy on its own, so it pays only on a
+# machine with more (docs/testing.md).
 WORKERS ?= 1
 PARALLEL = $(if $(filter-out 1,$(WORKERS)),-n $(WORKERS) --dist loadfile)
 RUN_TESTS = JAVA_HOME="$$(cat $(JAVA_HOME_FILE))" $(PY) -m pytest -q $(PARALLEL)
-CONNECT_PASS_LOG = .connect-pass.log
-# $(call TWO_PASSES,classic pass,Connect pass): both at once; fails if either fails.
-define TWO_PASSES
-	@echo "The Spark Connect pass runs beside this one; its output follows at the end."
-	@SKIPLAKE_TEST_SPARK=connect $(2) > $(CONNECT_PASS_LOG) 2>&1 & connect=$$!; \
-	$(1); classic=$$?; wait $$connect; connected=$$?; \
-	echo; echo "== the Spark Connect pass (exit status $$connected) =="; cat $(CONNECT_PASS_LOG); \
-	test $$classic = 0 && test $$connected = 0
-endef
-
 test: venv java s3-jars lint docs
-	$(call TWO_PASSES,$(RUN_TESTS) -m "not slow" tests,$(RUN_TESTS) -m "both_modes and not slow" tests)
+	$(RUN_TESTS) -m "not slow" tests
+	SKIPLAKE_TEST_SPARK=connect $(RUN_TESTS) -m "both_modes and not slow" tests
 
 test-full: venv java s3-jars lint docs
-	$(call TWO_PASSES,SKIPLAKE_TEST_TIER=full $(RUN_TESTS) tests,SKIPLAKE_TEST_TIER=full $(RUN_TESTS) -m "connect or both_modes" tests)
+	SKIPLAKE_TEST_TIER=full $(RUN_TESTS) tests
+	SKIPLAKE_TEST_TIER=full SKIPLAKE_TEST_SPARK=connect $(RUN_TESTS) -m "connect or both_modes" tests
 
 # delta-spark 4.4 (Maven Central) writes tests/data/golden/ anew: the tables and what it read back.
 golden: venv java

@@ -2,10 +2,9 @@
 
 A JVM that runs many small jobs, each a new plan whose generated code is new to it, spends much
 of its CPU in the JIT's optimizing compiler (C2) compiling code that runs once or twice, and in
-the parallel garbage collector's threads. On two cores that CPU is taken from the tests. The
-suite's JVMs therefore run with the quick compiler (C1) alone and the serial collector: over the
-Spark files of bucketing, MERGE and tables (docs/testing.md) the suite's JVM used a fifth less
-CPU at the same wall time, which leaves room for the gate's two passes to run side by side.
+the parallel garbage collector's threads. The suite's JVMs therefore run with the quick compiler
+(C1) alone and the serial collector: over the Spark files of bucketing, MERGE and tables, the
+suite's JVM used a fifth less CPU, in the same wall time (docs/testing.md, "Where the CPU goes").
 """
 from __future__ import annotations
 
