@@ -59,9 +59,8 @@ def connect_server():
     """A Spark Connect server in its own JVM on loopback, with the settings of the classic session."""
     from skiplake.spark.session import connect_server as server_module
     from skiplake.spark.session.session_setup import spark_conf
-    from testing_support.jvm import SUITE_JVM_CONF
     server = server_module.start(spark_conf(app_name="skiplake-tests", shuffle_partitions=2,
-                                            driver_memory="3g", conf=SUITE_JVM_CONF, s3=True))
+                                            driver_memory="3g", s3=True))
     yield server
     server.stop()
 
@@ -77,9 +76,7 @@ def spark(request):
         session.stop()
         return
     # With S3A and its magic committer (tests/test_object_store.py); local tables are unaffected.
-    from testing_support.jvm import SUITE_JVM_CONF
-    session = skiplake.local_spark(app_name="skiplake-tests", shuffle_partitions=2, driver_memory="3g",
-                                   conf=SUITE_JVM_CONF, s3=True)
+    session = skiplake.local_spark(app_name="skiplake-tests", shuffle_partitions=2, driver_memory="3g", s3=True)
     yield session
     session.stop()
 
