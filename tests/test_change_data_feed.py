@@ -51,8 +51,12 @@ def _change_files(t, version: int) -> list[AddCDCFile]:
     return [a for a in read_commit(log_storage(t.path), version) if isinstance(a, AddCDCFile)]
 
 
-@pytest.mark.parametrize("properties,partition_by", [(CDF, None), (CDF, ["part"]), (DV, ["part"]), (MAPPED, ["part"])],
-                         ids=["cdf", "cdf-partitioned", "cdf+dv-partitioned", "cdf+dv+column-mapping"])
+# The gate: the plain feed unpartitioned, and partitioned with deletion vectors and column mapping.
+@pytest.mark.parametrize("properties,partition_by", [
+    pytest.param(CDF, None, id="cdf"),
+    pytest.param(CDF, ["part"], id="cdf-partitioned", marks=pytest.mark.slow),
+    pytest.param(DV, ["part"], id="cdf+dv-partitioned", marks=pytest.mark.slow),
+    pytest.param(MAPPED, ["part"], id="cdf+dv+column-mapping")])
 def test_dml_changes_replay_to_the_table(lake, spark, properties, partition_by):
     t = lake.create_table("t", SCHEMA, partition_by=partition_by, properties=properties)
     t.append(_rows(spark, 0, 60).repartition(3))                          # v1

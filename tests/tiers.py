@@ -7,6 +7,9 @@ with its full example count (docs/testing.md, "Two tiers").
 from __future__ import annotations
 
 import os
+from typing import Callable, Iterable
+
+import pytest
 
 FULL = os.environ.get("SKIPLAKE_TEST_TIER") == "full"
 GATE_SHARE = 4      # the gate draws a quarter of a property test's examples
@@ -20,3 +23,9 @@ def examples(full: int) -> int:
     if FULL:
         return full
     return min(full, max(GATE_MINIMUM, full // GATE_SHARE))
+
+
+def gate_sample(cases: Iterable[tuple], in_gate: Callable[[tuple], bool]) -> list:
+    """A parametrize list whose cases `in_gate` refuses are marked slow: the full tier runs every
+    case of a matrix, the gate a sample that still takes each value of each dimension."""
+    return [case if in_gate(case) else pytest.param(*case, marks=pytest.mark.slow) for case in cases]
