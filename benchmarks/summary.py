@@ -229,11 +229,14 @@ def refusal(run: Run) -> str | None:
 def write_docs(folder: Path, page: Path = PAGE) -> None:
     """Write the run's summary into `page` (between the markers) and each benchmark's tables into
     its section; nothing is written when a marker is missing."""
-    results = Results.load(folder)
+    _write_docs(Results.load(folder), page)
+
+
+def _write_docs(results: Results, page: Path) -> None:
     why = refusal(results.run)
     if why:
         raise InvalidArgumentError(f"the docs take only a complete run of a clean tree at full size; the run in "
-                                   f"{folder} cannot be published: {why}.")
+                                   f"{results.folder} cannot be published: {why}.")
     text = page.read_text()
     text = replace_block(text, summary_block(results, text, True))
     for step in results.run.steps:
@@ -250,7 +253,7 @@ def publish(folder: Path, docs: bool = True, page: Path = PAGE) -> list[str]:
     said = [f"summary: {Path(folder) / 'summary.md'}"]
     why = refusal(results.run)
     if docs and why is None:
-        write_docs(folder, page)
+        _write_docs(results, page)
         said.append(f"docs: {page} (the summary and each benchmark's tables), from this run alone; commit them "
                     f"with the run: git add {os.path.relpath(folder, REPO)} {os.path.relpath(page, REPO)} "
                     f"{os.path.relpath(page.parent / 'img', REPO)}")

@@ -66,9 +66,9 @@ def pages() -> list[Path]:
 def blocks(path: Path) -> list[Block]:
     """A page's code blocks, hidden setups included, in page order."""
     text = QUICKSTART.sub(lambda m: "\n" * m.group(0).count("\n"), path.read_text())
-    found = [(m.start(), Block(path.name, text[:m.start()].count("\n") + 1, "setup", m["code"]))
-             for m in SETUP.finditer(text)]
-    hidden = [(m.start(), m.end()) for m in SETUP.finditer(text)]
+    setups = list(SETUP.finditer(text))
+    found = [(m.start(), Block(path.name, text[:m.start()].count("\n") + 1, "setup", m["code"])) for m in setups]
+    hidden = [(m.start(), m.end()) for m in setups]
     for m in FENCE.finditer(text):
         if any(a <= m.start() < b for a, b in hidden):
             continue
