@@ -259,6 +259,46 @@ class InvalidArgumentError(SkiplakeError):
     for time travel); the message says which and how to fix it."""
 
 
+class SqlStatementError(InvalidArgumentError):
+    """A SQL statement `lake.sql` cannot run: not valid SQL, or a statement skiplake does not run.
+
+    `statement` is its text, `position` the offset in it where the problem was found (None when the
+    whole statement is meant); the message gives it as line and column."""
+
+    def __init__(self, statement: str, detail: str, position: int | None = None, fix: str = "") -> None:
+        """The error for `statement`; `detail` says what is wrong, `fix` how to mend it."""
+        self.statement, self.detail, self.position = statement, detail, position
+        where = ""
+        if position is not None:
+            before = statement[:position]
+            line = before.count("\n") + 1
+            column = position - (before.rfind("\n") + 1) + 1
+            where = f" at line {line}, column {column}"
+        shown = " ".join(statement.split())
+        shown = shown if len(shown) <= 200 else shown[:197] + "..."
+        super().__init__(f"cannot run the SQL statement{where}: {detail}. Statement: {shown}"
+                         + (f". {fix}" if fix else ""))
+
+
+class UnsupportedStatementError(SqlStatementError):
+    """A statement that is valid SQL but one skiplake does not run (docs/sql-reference.md lists
+    those it runs)."""
+
+
+class SqlScriptError(SkiplakeError):
+    """A statement of a script failed: the statements before it stayed committed, the ones after it
+    did not run. `number` counts statements from 1; `cause` is the statement's own error."""
+
+    def __init__(self, number: int, statement: str, cause: BaseException, line: int | None = None) -> None:
+        """The error for statement `number` (`statement`, starting on `line` of the script)."""
+        self.number, self.statement, self.cause, self.line = number, statement, cause, line
+        shown = " ".join(statement.split())
+        shown = shown if len(shown) <= 200 else shown[:197] + "..."
+        at = f" (line {line})" if line is not None else ""
+        super().__init__(f"statement {number}{at} of the script failed, and the statements after it did not "
+                         f"run (those before it stay committed): {shown}\n{type(cause).__name__}: {cause}")
+
+
 class ConstraintViolationError(SkiplakeError):
     """A write (or a new CHECK constraint) meets a row that breaks a rule of the table."""
 

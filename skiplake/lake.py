@@ -11,12 +11,14 @@ from skiplake.log.snapshot import Snapshot, list_latest, log_storage
 from skiplake.log.storage_for import has_log, storage_at
 from skiplake.spark.buckets.join_runner import JoinReport, bucket_join
 from skiplake.spark.query.frames import prune_frame
-from skiplake.spark.query.model import QueryExplain, Source
+from skiplake.spark.query.model import QueryExplain, Source, whole_table
 from skiplake.spark.query.planner import plan_query, run_query
 from skiplake.spark.query.views import SlotViews
 from skiplake.spark.reads.catalog_tables import CatalogTable
 from skiplake.spark.session.object_stores import use_location
 from skiplake.spark.session.session_setup import ensure_conf
+from skiplake.sql.runner import Query, run_script, run_statement, statement_of
+from skiplake.sql.time_travel import rewrite
 from skiplake.table import Table
 from skiplake.txn.identity import IdentityColumn
 
@@ -146,13 +148,45 @@ class Lake:
     # ------------------------------------------------------------------ SQL
 
     def sql(self, query: str) -> "DataFrame":
-        """Run Spark SQL in which lake tables are named like any table. The literal predicates
+        """Run one statement of Spark SQL or of Delta's SQL, as spark.sql does: at once, and its
+        result in the DataFrame returned.
+
+        A query names lake tables like any table (and ``delta.`path` ``, `name VERSION AS OF n`,
+        `name TIMESTAMP AS OF ts`, `table_changes('name', start, end)`): the literal predicates
         Spark can push to each table reference prune its partitions and files first, and the keys
         of a join's selective build side prune the other side's files (dynamic file pruning).
-        `last_explain` then holds what was read, with the build sides' times and key counts."""
-        df, plan = run_query(self.spark, query, _LakeTables(self), self._views)
+        `last_explain` then holds what was read, with the build sides' times and key counts.
+
+        Delta's statements (CREATE / ALTER / DROP TABLE, INSERT, UPDATE, DELETE, MERGE INTO,
+        OPTIMIZE, VACUUM, RESTORE, DESCRIBE HISTORY | DETAIL, SHOW TBLPROPERTIES, CONVERT TO
+        DELTA) run through the Table API and return delta-spark's result columns
+        (docs/sql-reference.md). A statement skiplake cannot run raises SqlStatementError."""
+        statement = statement_of(query)
+        if not isinstance(statement, Query):
+            self.last_explain = None
+            return run_statement(self, statement)
+        rewritten = rewrite(self, statement.text)
+        for name, frame in rewritten.views.items():
+            frame.createOrReplaceTempView(name)
+        df, plan = run_query(self.spark, rewritten.query, _LakeTables(self, rewritten.snapshots), self._views)
         self.last_explain = plan.explain() if plan.analysed else None
         return df
+
+    def sql_script(self, script: str) -> list["DataFrame"]:
+        """Run the `;`-separated statements of `script` in order (comments and quoted text
+        respected), each as sql(...) runs it; their results in order. The first statement that
+        fails stops the script with SqlScriptError, which gives its number, line and text; the
+        statements before it stay committed."""
+        return run_script(self, script)
+
+    def register_views(self, names: Sequence[str]) -> None:
+        """Make the lake tables among `names` readable by Spark under their names (temporary
+        views of their whole tables), for SQL text Spark runs as it is."""
+        tables = _LakeTables(self)
+        for name in dict.fromkeys(n.lower() for n in names):
+            source = tables.source(name)
+            if source is not None:
+                whole_table(self.spark, source).createOrReplaceTempView(name)
 
     def explain(self, query: str) -> QueryExplain:
         """One scan report per lake table reference of `query`: what `sql(query)` would read.
@@ -216,9 +250,10 @@ class _LakeTables:
     lower case); the root is listed only when neither holds a table, so that a query pays for the
     tables it names, not for every table of the lake (on an object store, a LIST each)."""
 
-    def __init__(self, lake: Lake) -> None:
+    def __init__(self, lake: Lake, snapshots: Mapping[str, Snapshot] | None = None) -> None:
         self.lake = lake
         self._listed: dict[str, str] | None = None
+        self._snapshots = {k.lower(): v for k, v in (snapshots or {}).items()}  # time travel's names
 
     @property
     def known(self) -> dict[str, str]:
@@ -228,6 +263,9 @@ class _LakeTables:
         return self._listed
 
     def source(self, name: str) -> Source | None:
+        pinned = self._snapshots.get(name.lower())
+        if pinned is not None:
+            return pinned
         folder = self._folder(name)
         if folder is not None:
             return self.lake._latest(self.lake.path_of(folder))

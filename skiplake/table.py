@@ -125,18 +125,12 @@ class Table:
         cluster_by makes it a clustered table (Delta's liquid clustering, CLUSTER BY): OPTIMIZE
         clusters its new rows by those columns (see docs/clustering.md); not with partition_by."""
         path = use_location(spark, path, storage_options)
-        sch = with_generated_columns(path, as_schema(schema, spark), generated_columns or {})
-        sch = with_identity_columns(path, sch, identity_columns or {})
-        parts = partition_columns(path, sch, partition_by)
-        config = table_properties(path, properties, bucket_by)
-        if bucket_by is not None:
-            config.update(bucket_by.resolved(path, sch, parts).to_configuration())
-        sch, config = with_column_mapping(path, sch, config, "none", new_table=True, bucketed=bucket_by is not None)
-        clustering = new_table_clustering(path, sch, config, parts, cluster_by)
-        metadata = Metadata.new(sch, parts, config, name=name, description=description)
-        protocol = required_protocol(Protocol(1, 2), config, sch, clustering.features)
+        metadata, protocol, clustering = _new_metadata(spark, path, schema, partition_by, bucket_by, properties, name,
+                                                       description, generated_columns, identity_columns,
+                                                       cluster_by, Protocol(1, 2))
         snapshot = create(path, metadata, protocol, actions=clustering.domains, operation_parameters={
-            "partitionBy": parts, **clustering.operation_parameters, "properties": config, "isManaged": "false"})
+            "partitionBy": list(metadata.partitionColumns), **clustering.operation_parameters,
+            "properties": dict(metadata.configuration), "isManaged": "false"})
         return Table(spark, path, snapshot)
 
     @staticmethod
@@ -478,4 +472,76 @@ class Table:
         txn.set_metadata(metadata)
         return txn.stage("DROP COLUMNS", {"columns": list(names)}).commit()
 
+    def add_columns(self, columns: "StructType | str") -> int:
+        """ALTER TABLE ... ADD COLUMNS: nullable columns after the others (rows already written
+        read NULL in them). `columns` is a StructType or DDL ("x INT COMMENT 'c', y STRING")."""
+        txn = self.begin()
+        new = as_schema(columns, self.spark)
+        taken = {f.name.lower() for f in txn.snapshot.schema.fields}
+        clash = [f.name for f in new.fields if f.name.lower() in taken]
+        if clash:
+            raise InvalidArgumentError(f"{self.path}: cannot add columns {clash}: the table has columns of those names")
+        refused = [f.name for f in new.fields if not f.nullable]
+        if refused:
+            raise InvalidArgumentError(f"{self.path}: cannot add NOT NULL columns {refused}: the rows already "
+                                       "written have no value for them; add them nullable")
+        txn.add_columns(new.fields)
+        return txn.stage("ADD COLUMNS", {"columns": [{"column": f.to_json()} for f in new.fields]}).commit()
 
+    def unset_properties(self, keys: Sequence[str], if_exists: bool = False) -> int:
+        """ALTER TABLE ... UNSET TBLPROPERTIES [IF EXISTS]: remove properties from the table's
+        configuration. A key the table does not have raises InvalidArgumentError unless if_exists."""
+        txn = self.begin()
+        base = txn.snapshot.metadata
+        missing_keys = [k for k in keys if k not in base.configuration]
+        if missing_keys and not if_exists:
+            raise InvalidArgumentError(f"{self.path} has no properties {missing_keys}; UNSET TBLPROPERTIES IF EXISTS "
+                                       "ignores keys it does not have")
+        refuse_bucketing_properties(self.path, dict.fromkeys(keys, ""), "the bucket spec is set at create")
+        refuse_constraint_properties(self.path, dict.fromkeys(keys, ""))
+        config = {k: v for k, v in base.configuration.items() if k not in keys}
+        txn.set_metadata(replace(base, configuration=config))
+        return txn.stage("UNSET TBLPROPERTIES", {"properties": list(keys), "ifExists": if_exists}).commit()
+
+    def replace(self, schema: "StructType | Schema | str", partition_by: Sequence[str] | None = None,
+                bucket_by: BucketSpec | None = None, properties: Mapping[str, str] | None = None,
+                description: str | None = None, generated_columns: Mapping[str, str] | None = None,
+                identity_columns: Mapping[str, IdentityColumn] | None = None,
+                cluster_by: Sequence[str] | None = None, source: "DataFrame | None" = None,
+                operation: str = "CREATE OR REPLACE TABLE") -> int:
+        """CREATE OR REPLACE TABLE [AS SELECT]: one commit gives the table a new schema, layout and
+        properties, removes every file, and adds the rows of `source` when given. Its history,
+        and time travel to its earlier versions, stay (its id and name too)."""
+        txn = self.begin()
+        old = txn.snapshot
+        metadata, protocol, clustering = _new_metadata(
+            self.spark, self.path, schema, partition_by, bucket_by, properties, old.metadata.name,
+            description, generated_columns, identity_columns, cluster_by, old.protocol)
+        metadata = replace(metadata, id=old.metadata.id, createdTime=old.metadata.createdTime)
+        txn.set_metadata(metadata, protocol)
+        txn.actions.extend(clustering.domains)
+        txn.remove([f.path for f in old.add_files])
+        if source is not None:
+            txn.append(source)
+        return txn.stage(operation, {"partitionBy": list(metadata.partitionColumns),
+                                     **clustering.operation_parameters, "isManaged": "false"}).commit()
+
+
+
+
+def _new_metadata(spark: "SparkSession", path: str, schema: "StructType | Schema | str",
+                  partition_by: Sequence[str] | None, bucket_by: BucketSpec | None,
+                  properties: Mapping[str, str] | None, name: str | None, description: str | None,
+                  generated_columns: Mapping[str, str] | None, identity_columns: Mapping[str, IdentityColumn] | None,
+                  cluster_by: Sequence[str] | None, protocol: Protocol) -> tuple[Metadata, Protocol, Any]:
+    """A new table's metadata and protocol (at least `protocol`), and its clustering."""
+    sch = with_generated_columns(path, as_schema(schema, spark), generated_columns or {})
+    sch = with_identity_columns(path, sch, identity_columns or {})
+    parts = partition_columns(path, sch, partition_by)
+    config = table_properties(path, properties, bucket_by)
+    if bucket_by is not None:
+        config.update(bucket_by.resolved(path, sch, parts).to_configuration())
+    sch, config = with_column_mapping(path, sch, config, "none", new_table=True, bucketed=bucket_by is not None)
+    clustering = new_table_clustering(path, sch, config, parts, cluster_by)
+    metadata = Metadata.new(sch, parts, config, name=name, description=description)
+    return metadata, required_protocol(protocol, config, sch, clustering.features), clustering

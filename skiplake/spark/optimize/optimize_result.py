@@ -22,10 +22,12 @@ class OptimizeResult:
     bytes_removed: int
     bytes_added: int
     partitions_optimized: int
+    sizes_removed: tuple[int, ...] = ()   # each removed file's size, for OPTIMIZE's metrics
+    sizes_added: tuple[int, ...] = ()
 
     def to_dict(self) -> dict:
-        """The result's fields as a dict."""
-        return self.__dict__.copy()
+        """The result's counts as a dict."""
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("sizes_")}
 
 
 @dataclass
@@ -48,7 +50,8 @@ class Compaction:
         added = [a for a in self.txn.committed_actions if isinstance(a, AddFile)]
         partitions = {tuple(sorted((f.partitionValues or {}).items())) for f in removed}
         return OptimizeResult(version, len(removed), len(added), sum(f.size or 0 for f in removed),
-                              sum(a.size for a in added), len(partitions))
+                              sum(a.size for a in added), len(partitions),
+                              tuple(f.size or 0 for f in removed), tuple(a.size for a in added))
 
 
 def check_where(txn: "Transaction", plan: "ScanPlan", where: str | None) -> None:
