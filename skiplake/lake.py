@@ -17,8 +17,8 @@ from skiplake.spark.query.views import SlotViews
 from skiplake.spark.reads.catalog_tables import CatalogTable
 from skiplake.spark.session.object_stores import use_location
 from skiplake.spark.session.session_setup import ensure_conf
-from skiplake.sql.runner import Query, run_script, run_statement, statement_of
-from skiplake.sql.time_travel import rewrite
+from skiplake.statements.runner import Query, run_script, run_statement, statement_of
+from skiplake.statements.time_travel import rewrite
 from skiplake.table import Table
 from skiplake.txn.identity import IdentityColumn
 

@@ -15,8 +15,8 @@ from sqlglot.errors import ParseError, TokenError
 from skiplake.errors import InvalidArgumentError
 from skiplake.log.history import version_at
 from skiplake.log.snapshot import Snapshot
-from skiplake.sql.names import open_table
-from skiplake.sql.statements import TableName
+from skiplake.statements.names import open_table
+from skiplake.statements.records import TableName
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -8,9 +8,9 @@ from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
 from skiplake.errors import SchemaMismatchError, SqlStatementError, UnsupportedStatementError
-from skiplake.sql import results
-from skiplake.sql.names import open_table
-from skiplake.sql.statements import Delete, Insert, Merge, Statement, Update
+from skiplake.statements import results
+from skiplake.statements.names import open_table
+from skiplake.statements.records import Delete, Insert, Merge, Statement, Update
 from skiplake.table import Table
 
 if TYPE_CHECKING:

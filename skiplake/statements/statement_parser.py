@@ -14,8 +14,8 @@ from sqlglot.errors import ParseError, TokenError
 
 from skiplake.errors import SqlStatementError, UnsupportedStatementError
 from skiplake.layout.bucket_spec import BucketSpec
-from skiplake.sql.grammar import parse_own
-from skiplake.sql.statements import (
+from skiplake.statements.grammar import parse_own
+from skiplake.statements.records import (
     AlterTable,
     ColumnSpec,
     CreateTable,
@@ -29,7 +29,7 @@ from skiplake.sql.statements import (
     TableName,
     Update,
 )
-from skiplake.sql.tokens import Token, tokenize
+from skiplake.statements.tokens import Token, tokenize
 
 # Statements that write or describe tables: when sqlglot cannot read one of these, its error is
 # the user's; any other text sqlglot cannot read goes to Spark as it is.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from skiplake.errors import SqlStatementError
-from skiplake.sql.statements import (
+from skiplake.statements.records import (
     AlterTable,
     ConvertToDelta,
     DescribeDetail,
@@ -23,7 +23,7 @@ from skiplake.sql.statements import (
     TableName,
     Vacuum,
 )
-from skiplake.sql.tokens import Token, tokenize
+from skiplake.statements.tokens import Token, tokenize
 
 
 class Reader:

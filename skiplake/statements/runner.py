@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from skiplake.errors import SqlScriptError, SqlStatementError
-from skiplake.sql import ddl, dml, maintenance
-from skiplake.sql.parse import parse_statement
-from skiplake.sql.statements import (
+from skiplake.statements import ddl_statements as ddl
+from skiplake.statements import dml_statements as dml
+from skiplake.statements import maintenance_statements as maintenance
+from skiplake.statements.records import (
     AlterTable,
     ConvertToDelta,
     CreateTable,
@@ -24,7 +25,8 @@ from skiplake.sql.statements import (
     Update,
     Vacuum,
 )
-from skiplake.sql.tokens import split_script
+from skiplake.statements.statement_parser import parse_statement
+from skiplake.statements.tokens import split_script
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

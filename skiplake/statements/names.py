@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from skiplake.errors import InvalidArgumentError, NotATableError
 from skiplake.log.location import join
 from skiplake.log.storage_for import has_log
-from skiplake.sql.statements import TableName
+from skiplake.statements.records import TableName
 from skiplake.table import Table
 
 if TYPE_CHECKING:

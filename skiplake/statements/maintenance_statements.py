@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 from skiplake.errors import InvalidArgumentError
 from skiplake.log.features import table_features
-from skiplake.sql import results
-from skiplake.sql.names import open_table
-from skiplake.sql.statements import (
+from skiplake.statements import results
+from skiplake.statements.names import open_table
+from skiplake.statements.records import (
     ConvertToDelta,
     DescribeDetail,
     DescribeHistory,

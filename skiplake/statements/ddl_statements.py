@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 from skiplake.errors import EntityNotFoundError, NotATableError, SqlStatementError, UnsupportedStatementError
 from skiplake.log.location import is_remote, join, resolve
 from skiplake.log.storage_for import storage_at
-from skiplake.sql import results
-from skiplake.sql.names import exists, find_folder, open_table
-from skiplake.sql.statements import AlterTable, ColumnSpec, CreateTable, DropTable, TableName
+from skiplake.statements import results
+from skiplake.statements.names import exists, find_folder, open_table
+from skiplake.statements.records import AlterTable, ColumnSpec, CreateTable, DropTable, TableName
 from skiplake.table import Table
 from skiplake.txn.identity import IdentityColumn
 
