@@ -340,6 +340,70 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# ---------------------------------------------------------------- sql
+
+
+SQL_ROWS_SHOWN = 1000
+
+
+def _cmd_sql(args: argparse.Namespace) -> int:
+    if (args.execute is None) == (args.file is None):
+        raise InvalidArgumentError("give the statements with -e STATEMENT or -f FILE (one of the two)")
+    if args.file is not None:
+        with open(args.file, encoding="utf-8") as f:
+            script = f.read()
+    else:
+        script = args.execute
+    from skiplake.lake import Lake
+    from skiplake.spark.session.session_setup import active_or_local_spark
+    from skiplake.statements.tokens import split_script
+    statements = split_script(script)  # a script that cannot be cut fails before a JVM starts
+    spark, own = active_or_local_spark("skiplake-sql")
+    out: list[dict] = []
+    try:
+        lake = Lake(spark, args.root)
+        for part, df in zip(statements, lake.sql_script(script)):
+            found = df.limit(SQL_ROWS_SHOWN + 1).collect()
+            out.append({"statement": part.text, "columns": list(df.columns),
+                        "rows": [[_plain(v) for v in r] for r in found[:SQL_ROWS_SHOWN]],
+                        "truncated": len(found) > SQL_ROWS_SHOWN})
+            if not args.json:
+                _print_result(out[-1])
+    finally:
+        if own:
+            spark.stop()
+    if args.json:
+        print_json(out)
+    return EXIT_OK
+
+
+def _plain(value: object) -> object:
+    """A result value as JSON holds it (Rows as objects)."""
+    if hasattr(value, "asDict"):
+        return {k: _plain(v) for k, v in value.asDict().items()}  # a pyspark Row
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _print_result(result: dict) -> None:
+    from rich.table import Table as RichTable
+    con = console()
+    con.print(f"[bold]{esc(one_line(result['statement']))}[/bold]")
+    if not result["columns"]:
+        con.print("  done")
+        return
+    grid = RichTable(*[esc(c) for c in result["columns"]])
+    for row in result["rows"]:
+        grid.add_row(*[esc("NULL" if v is None else json.dumps(v, default=str) if isinstance(v, (dict, list))
+                           else v) for v in row])
+    con.print(grid)
+    if result["truncated"]:
+        con.print(f"  (the first {SQL_ROWS_SHOWN} rows; use --json or a LIMIT)")
+
+
 # ---------------------------------------------------------------- demo
 
 
@@ -408,6 +472,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="allow a retention shorter than the table's minimum (only when nothing else runs)")
     p.add_argument("--json", action="store_true")
 
+    p = add("sql", _cmd_sql, "run SQL statements (Delta's and Spark's) on the lake's tables, in order")
+    p.add_argument("--root", required=True, metavar="ROOT", help="the lake's root folder (or s3:// location)")
+    p.add_argument("-e", "--execute", metavar="STATEMENTS", help="statements separated by ;")
+    p.add_argument("-f", "--file", metavar="FILE", help="a file of statements separated by ;")
+    p.add_argument("--json", action="store_true")
     p = add("restore", _cmd_restore, "bring a table back to an earlier version, as a new commit (RESTORE)")
     p.add_argument("path", metavar="PATH")
     when = p.add_mutually_exclusive_group(required=True)
