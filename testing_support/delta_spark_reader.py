@@ -26,8 +26,9 @@ JOBS.json is {"package": "io.delta:delta-spark_4.1_2.13:4.4.0", "ivy": optional 
         -> the rows of the query appended with df.write.format("delta").mode("append").save(P)
     {"id": "...", "op": "sql", "sql": "DELETE FROM delta.`P` WHERE ..."}
         -> the statement's result rows, as strings
-    {"id": "...", "op": "sql_read", "sql": "MERGE INTO delta.`P` ...", "path": P}
-        -> the statement's result rows, then what "read" gives for P (only when the statement ran)
+    {"id": "...", "op": "sql_read", "sql": "MERGE INTO delta.`P` ...", "path": P[, "read_version_of": ID]}
+        -> the statement's result rows, then what "read" gives for P (also when the statement failed);
+           with read_version_of, {V} in the statement is the version job ID's read saw
     {"id": "...", "op": "detail", "path": P}
         -> DESCRIBE DETAIL's row as {column: value} (lists and maps as JSON, times as epoch milliseconds)
 
@@ -163,8 +164,12 @@ def _run_batch(spark, spec: dict, startup: float) -> dict:
     result: dict = {"delta_version": _delta_version(spark), "spark_version": spark.version,
                     "startup_seconds": round(startup, 1), "jobs": {}}
 
+    versions: dict[str, int] = {}   # job id -> the version its read saw (jobs of one thread run in order)
+
     def one(job: dict) -> dict:
         t = time.time()
+        if job.get("read_version_of") is not None:  # time travel to the version an earlier job left
+            job = {**job, "sql": job["sql"].replace("{V}", str(versions[str(job["read_version_of"])]))}
         try:
             out = {"ok": True, **_run(spark, job)}
         except Exception as e:  # recorded, not raised: the caller asserts on it
@@ -173,6 +178,10 @@ def _run_batch(spark, spec: dict, startup: float) -> dict:
             out = {"ok": False, "error_class": type(e).__name__, "error": message[:4000],
                    "traceback": traceback.format_exc(limit=3)[-4000:]}
         out["seconds"] = round(time.time() - t, 2)
+        if job.get("op") == "sql_read" and not out["ok"]:
+            out["read"] = _read(spark, {"path": job["path"]})   # what a refused statement left
+        if out.get("read", {}).get("version") is not None:
+            versions[job["id"]] = out["read"]["version"]
         return out
 
     # Jobs on distinct tables may run side by side ("threads"): each is mostly driver work.

@@ -389,6 +389,12 @@ def _whens(text: str, tree: exp.Expr) -> tuple[MergeClause, ...]:
     out = [_when(text, w) for w in (whens.expressions if whens is not None else [])]
     if not out:
         raise SqlStatementError(text, "MERGE needs at least one WHEN clause")
+    # Spark's grammar takes the clauses in this order (the builder's API takes any).
+    order = ["matched", "not_matched", "not_matched_by_source"]
+    ranks = [order.index(c.kind) for c in out]
+    if ranks != sorted(ranks):
+        raise SqlStatementError(text, "MERGE's WHEN clauses must come in the order WHEN MATCHED, WHEN NOT MATCHED, "
+                                "WHEN NOT MATCHED BY SOURCE", fix="reorder the clauses (each kind keeps its order)")
     return tuple(out)
 
 
