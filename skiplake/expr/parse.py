@@ -18,7 +18,7 @@ from sqlglot.errors import ParseError, TokenError
 from skiplake.errors import InvalidPredicateError
 from skiplake.expr.spark_conjuncts import spark_conjuncts
 from skiplake.expr.tree import FLIPPED, And, Cmp, Col, Const, InList, IsNull, Node, Not, Opaque, Or, StartsWith
-from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
+from skiplake.log.schema import COLLATIONS_KEY, INTEGER_TYPES, Schema, is_decimal, is_primitive
 from skiplake.log.values import TIMESTAMP_TYPES, parse_timestamp
 
 _CMP_NODES: dict[type, str] = {
@@ -116,7 +116,12 @@ class _Binder:
 
     def usable(self, node: exp.Expr) -> TypeGuard[exp.Column]:
         """A column the evaluators can reason about: top-level and of a primitive type."""
-        return isinstance(node, exp.Column) and not self.nested(node) and is_primitive(self.col(node).type)
+        if not isinstance(node, exp.Column) or self.nested(node) or not is_primitive(self.col(node).type):
+            return False
+        # A collated string compares by its collation (case-blind, ...): stats and partition
+        # values, in binary order, cannot answer for it.
+        field = self.schema.find(node.name)
+        return field is None or COLLATIONS_KEY not in field.metadata
 
     def opaque(self, node: exp.Expr) -> Opaque:
         cols = tuple(sorted({self.col(c).name for c in node.find_all(exp.Column)}))

@@ -14,7 +14,8 @@ A CHECK constraint (`delta.constraints.<name>`) likewise needs the writer featur
 `checkConstraints`, a generated column (`delta.generationExpression` in its metadata)
 `generatedColumns`, and an identity column (`delta.identity.*`) `identityColumns`. Clustering
 is no property: `cluster_by` asks for the writer features `clustering` and `domainMetadata`.
-`delta.enableRowTracking` needs `rowTracking` and `domainMetadata`.
+`delta.enableRowTracking` needs `rowTracking` and `domainMetadata`, and a collated string column
+(`__COLLATIONS` in its metadata) `collations-preview` and `domainMetadata`.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Mapping, Sequence
 from skiplake.log.actions import Protocol
 from skiplake.log.column_mapping import FEATURE as COLUMN_MAPPING
 from skiplake.log.column_mapping import requested_mode
-from skiplake.log.schema import Schema
+from skiplake.log.schema import COLLATIONS_KEY, Schema
 
 ENABLE_DELETION_VECTORS = "delta.enableDeletionVectors"
 ENABLE_CHANGE_DATA_FEED = "delta.enableChangeDataFeed"
@@ -39,6 +40,7 @@ IDENTITY_START = "delta.identity.start"           # a column's metadata: it is a
 IDENTITY_COLUMNS = "identityColumns"
 DELETION_VECTORS = "deletionVectors"
 V2_CHECKPOINT = "v2Checkpoint"
+COLLATIONS = "collations-preview"
 CHECKPOINT_POLICY = "delta.checkpointPolicy"   # "v2" asks for V2 checkpoints, "classic" (default) not
 # The writer features a legacy writer version implies (each includes the ones before it).
 _LEGACY_WRITER = {
@@ -92,7 +94,22 @@ def wanted_writer_features(configuration: Mapping[str, str], schema: Schema | No
         wanted.append(IDENTITY_COLUMNS)
     if flag(configuration, ENABLE_ROW_TRACKING):
         wanted += [ROW_TRACKING, DOMAIN_METADATA]
+    if schema is not None and has_collations(schema):
+        wanted += [COLLATIONS, DOMAIN_METADATA]
     return wanted
+
+
+def has_collations(schema: Schema) -> bool:
+    """Whether a column of `schema` (at any depth) is a collated string."""
+    def walk(node: object) -> bool:
+        if isinstance(node, dict):
+            if COLLATIONS_KEY in (node.get("metadata") or {}):
+                return True
+            return any(walk(v) for v in node.values())
+        if isinstance(node, list):
+            return any(walk(v) for v in node)
+        return False
+    return walk(schema.to_json())
 
 
 def features_of(protocol: Protocol) -> tuple[set[str], set[str]]:

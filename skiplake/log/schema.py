@@ -18,6 +18,9 @@ PRIMITIVE_TYPES = {
 INTEGER_TYPES = {"long", "integer", "short", "byte"}
 _DECIMAL = re.compile(r"^decimal\((\d+),\s*(\d+)\)$")
 
+# A field's metadata: the collation of each collated string in it, by path ("s", "m.value").
+COLLATIONS_KEY = "__COLLATIONS"
+
 
 def column_path_parts(text: str) -> list[str]:
     """`a.b`, `` `a.b`.c `` -> the parts of a column path, as Spark splits a name: backquotes keep

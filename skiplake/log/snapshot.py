@@ -52,13 +52,14 @@ UUID_CHECKPOINT_RE = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F]{8}-[0-9a-fA
 # VACUUM does for every table (skiplake.log.vacuum).
 # Type widening: Spark's Parquet reader reads older files as the wider type; skiplake never
 # changes a column's type itself, and keeps the schema's records of past changes. Variant:
-# Spark 4 reads and writes the VARIANT type (shredded files included).
+# Spark 4 reads and writes the VARIANT type (shredded files included). Collations: Spark 4 compares
+# collated strings; skiplake writes no min/max stats for them and skips no file by theirs.
 _BOTH = {"timestampNtz", "deletionVectors", "columnMapping", "vacuumProtocolCheck", "v2Checkpoint",
          *TYPE_WIDENING, "variantType", "variantType-preview"}
 SUPPORTED_READER_FEATURES = _BOTH | {"variantShredding-preview", "variantShredding"}
 SUPPORTED_WRITER_FEATURES = _BOTH | {"appendOnly", "invariants", "changeDataFeed", "checkConstraints",
                                      "generatedColumns", "identityColumns", "domainMetadata", "clustering",
-                                     "rowTracking"}
+                                     "rowTracking", "collations-preview", "collations"}
 
 
 LAST_CHECKPOINT = "_last_checkpoint"

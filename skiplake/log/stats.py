@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from skiplake.log.schema import INTEGER_TYPES, Schema, column_path_parts, is_decimal
+from skiplake.log.schema import COLLATIONS_KEY, INTEGER_TYPES, Schema, column_path_parts, is_decimal
 from skiplake.log.storage_for import parquet_source
 
 # Delta truncates string stats to this many characters; a max that long may be a prefix, so
@@ -124,14 +124,16 @@ def indexed_columns(schema: Schema, skip: set[str], limit: int,
             return
         if isinstance(type_, dict) and type_.get("type") == "struct":
             for f in type_["fields"]:
-                walk(prefix + (f["name"],), f["type"])
+                if COLLATIONS_KEY not in (f.get("metadata") or {}):
+                    walk(prefix + (f["name"],), f["type"])
         elif isinstance(type_, dict):
             return  # arrays and maps get no stats
         elif named is None or wanted(prefix, named):
             out.append((prefix, type_))
 
     for f in schema.fields:
-        if f.name.lower() in skip:
+        # A collated string gets no stats: min/max in binary order say nothing of a case-blind match.
+        if f.name.lower() in skip or COLLATIONS_KEY in f.metadata:
             continue
         walk((f.name,), f.type)
     return out

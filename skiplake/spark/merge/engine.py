@@ -184,8 +184,13 @@ class _Run:
     # ---- the first job: which rows each clause acts on
 
     def find(self, files: Sequence[AddFile]) -> Found:
-        source, target = self.sides(files, self.observed(self.source), file_info=True)
         by_source = bool(self.spec.not_matched_by_source)
+        # Spark Connect's client refuses a union whose two sides carry the same observation (the
+        # by-source branch below unions two halves of one join): the source is counted apart there.
+        observed = self.source if by_source and is_connect(self.source.sparkSession) else self.observed(self.source)
+        if observed is self.source:
+            self.observation = None
+        source, target = self.sides(files, observed, file_info=True)
         joined = source.join(target, F.expr(self.spec.on), "right" if by_source else "inner").select(
             F.col(f"{self.t}.{FILE_COLUMN}").alias("f"), F.col(f"{self.t}.{ROW_COLUMN}").alias("r"),
             F.col(f"{self.s}.{SOURCE_FLAG}").isNotNull().alias("m"), self.clause().alias("k"))

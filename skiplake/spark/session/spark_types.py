@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, StructType
 
 from skiplake.errors import InvalidArgumentError
-from skiplake.log.schema import Field, Schema, type_name
+from skiplake.log.schema import COLLATIONS_KEY, Field, Schema, type_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,8 +22,24 @@ _WIDENING = {
 
 
 def to_spark(schema: Schema) -> StructType:
-    """`schema` as Spark's StructType."""
-    return StructType.fromJson(schema.to_json())
+    """`schema` as Spark's StructType. Collated strings keep their collation: Delta writes each as
+    `provider.NAME[.version]` in the field's `__COLLATIONS` metadata (ICU's with the version it
+    was built with, `icu.UNICODE_CI.75.1`), and PySpark reads only `provider.NAME`."""
+    return StructType.fromJson(_without_collation_versions(schema.to_json()))
+
+
+def _without_collation_versions(node: Any) -> Any:
+    """A schema's JSON with every collation name cut to `provider.NAME` (a copy)."""
+    if isinstance(node, list):
+        return [_without_collation_versions(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _without_collation_versions(v) for k, v in node.items()}
+    meta = out.get("metadata")
+    if isinstance(meta, dict) and isinstance(meta.get(COLLATIONS_KEY), dict):
+        meta[COLLATIONS_KEY] = {path: ".".join(str(name).split(".")[:2])
+                                for path, name in meta[COLLATIONS_KEY].items()}
+    return out
 
 
 def from_spark(struct: StructType) -> Schema:
