@@ -157,4 +157,7 @@ SESSION_SETTINGS: tuple[Setting, ...] = _pruning_settings() + (
     Setting(THRESHOLD_CONF, str(DEFAULT_THRESHOLD),
             "a conversion reads footers with a Spark job instead of driver threads from this many files",
             "convert.md#stats"),
+    Setting("spark.databricks.delta.retentionDurationCheck.enabled", "true",
+            "false lets the VACUUM statement retain fewer hours than the table's minimum, as in delta-spark "
+            "(safe only when no reader or writer runs)", "reference/sql.md"),
 )

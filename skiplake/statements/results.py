@@ -1,8 +1,14 @@
-"""Statement results as DataFrames with delta-spark's columns (their schemas in DDL text, so that
-no pyspark import is needed and a Spark Connect session builds them the same way)."""
+"""Statement results as DataFrames with delta-spark's columns.
+
+A result is a query of literals (`SELECT ... FROM VALUES ...`): Spark answers it in the driver, where
+spark.createDataFrame of Python rows would run a job with Python workers to collect it (a quarter of
+a second). Schemas are DDL text, so no pyspark import is needed and a Spark Connect session builds
+them the same way."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import math
 from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
@@ -33,12 +39,54 @@ PROPERTIES = "key STRING, value STRING"
 
 def frame(spark: "SparkSession", schema: str, rows: Sequence[Sequence[Any]]) -> "DataFrame":
     """A DataFrame of `rows` (already computed: nothing waits for collect) under `schema`."""
-    return spark.createDataFrame([tuple(r) for r in rows], schema)
+    columns = columns_of(schema)
+    names = ", ".join(f"c{i}" for i in range(len(columns)))
+    select = ", ".join(f"CAST(c{i} AS {type_}) AS `{name}`" for i, (name, type_) in enumerate(columns))
+    if not rows:
+        nulls = ", ".join(f"CAST(NULL AS {type_}) AS `{name}`" for name, type_ in columns)
+        return spark.sql(f"SELECT {nulls} WHERE false")
+    values = ", ".join("(" + ", ".join(literal(v, t) for v, (_, t) in zip(r, columns)) + ")" for r in rows)
+    return spark.sql(f"SELECT {select} FROM VALUES {values} AS v({names})")
+
+
+def columns_of(schema: str) -> list[tuple[str, str]]:
+    """(name, type) of each column of a DDL schema, cut at the commas outside `<...>`."""
+    out: list[tuple[str, str]] = []
+    depth, start = 0, 0
+    for i, c in enumerate(schema + ","):
+        depth += (c == "<") - (c == ">")
+        if c == "," and depth == 0:
+            name, _, type_ = schema[start:i].strip().partition(" ")
+            out.append((name, type_.strip()))
+            start = i + 1
+    return out
+
+
+def literal(value: Any, type_: str) -> str:
+    """A Spark SQL literal of `value` for a column of `type_` (nested values through from_json)."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return f"CAST('{value}' AS DOUBLE)" if math.isnan(value) or math.isinf(value) else repr(value) + "D"
+    if isinstance(value, dt.datetime):
+        when = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        return f"timestamp_micros({round(when.timestamp() * 1_000_000)})"
+    if isinstance(value, str):
+        return _string(value)
+    return f"from_json({_string(json.dumps(value, default=str))}, {_string(type_)})"
+
+
+def _string(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def empty(spark: "SparkSession") -> "DataFrame":
     """The result of a statement that returns nothing (DDL, INSERT, CONVERT): no columns, no rows."""
-    return spark.range(0).select()
+    return spark.sql("SELECT 1 AS x WHERE false").drop("x")   # answered in the driver, as `frame`
 
 
 def utc(ms: int | None) -> dt.datetime | None:

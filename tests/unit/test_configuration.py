@@ -15,7 +15,7 @@ from skiplake.log.stats import stats_settings
 from skiplake.txn.isolation import isolation_level
 
 PACKAGE = Path(skiplake.__file__).parent
-KEY = re.compile(r"^(delta\.[A-Za-z.]+|spark\.skiplake\.[A-Za-z.]+|skiplake\.bucketing\.[A-Za-z]+)$")
+KEY = re.compile(r"^(delta\.[A-Za-z.]+|spark\.skiplake\.[A-Za-z.]+|spark\.databricks\.delta\.[A-Za-z.]+|skiplake\.bucketing\.[A-Za-z]+)$")
 # Keys the code names that are no user's setting: column metadata, log domains, file tags, and
 # properties a writer keeps for itself.
 NOT_SETTINGS = {
@@ -25,6 +25,8 @@ NOT_SETTINGS = {
     "delta.rowTracking", "delta.clustering", "delta.rowTracking.preserved",
     "delta.rowTracking.materializedRowIdColumnName", "delta.rowTracking.materializedRowCommitVersionColumnName",
     "spark.skiplake.optimizer.",   # the prefix of the dynamic pruning settings
+    # SHOW TBLPROPERTIES's rows for the protocol, as delta-spark shows them
+    "delta.minReaderVersion", "delta.minWriterVersion", "delta.feature.",
 }
 
 
