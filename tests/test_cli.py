@@ -366,3 +366,17 @@ def test_demo_bad_scale_factor(capsys):
     code = main(["demo", "--sf", "-1"])
     out, err = capsys.readouterr()
     assert code == 2 and "scale factor" in err and out == ""
+
+
+@pytest.mark.spark
+def test_sql_runs_a_script_and_prints_results(spark, tmp_path, capsys):
+    root = str(tmp_path / "lake")
+    script = tmp_path / "etl.sql"
+    script.write_text("CREATE TABLE t (id INT, v STRING);\nINSERT INTO t VALUES (1, 'a'), (2, 'b');\n"
+                      "-- a comment; with a semicolon\nUPDATE t SET v = 'z' WHERE id = 2;\nSELECT * FROM t ORDER BY id")
+    assert main(["sql", "--root", root, "-f", str(script), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["columns"] for r in out] == [[], [], ["num_affected_rows"], ["id", "v"]]
+    assert out[2]["rows"] == [[1]] and out[3]["rows"] == [[1, "a"], [2, "z"]]
+    assert main(["sql", "--root", root, "-e", "DESCRIBE HISTORY t LIMIT 1"]) == 0
+    assert "UPDATE" in capsys.readouterr().out

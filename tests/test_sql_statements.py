@@ -154,3 +154,48 @@ def test_collated_strings(lake):
     assert rows(lake.sql("SELECT id FROM c WHERE u = 'ZED'")) == [(1,), (2,)]
     assert rows(lake.sql("DELETE FROM c WHERE s = 'aBC'")) == [(2,)]
     assert rows(lake.sql("SELECT id FROM c")) == [(3,)]
+
+
+def test_names_paths_time_travel_and_conversion(lake, spark, tmp_path):
+    lake.sql("CREATE TABLE h (id BIGINT, v STRING) USING DELTA TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')")
+    lake.sql("INSERT INTO h VALUES (1, 'a'), (2, 'b')")
+    first = lake.table("h").history(limit=1)[0]["timestamp"]
+    lake.sql("UPDATE h SET v = 'z' WHERE id = 2")
+    changes = lake.sql("SELECT id, v, _change_type FROM table_changes('h', 2) ORDER BY id, _change_type")
+    assert sorted(tuple(r) for r in changes.collect()) == [(2, "b", "update_preimage"), (2, "z", "update_postimage")]
+    import datetime as dt
+    at = dt.datetime.fromtimestamp(first / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert rows(lake.sql(f"SELECT * FROM h TIMESTAMP AS OF '{at}'")) == [(1, "a"), (2, "b")]
+    lake.sql(f"RESTORE TABLE h TO TIMESTAMP AS OF '{at}'")
+    assert rows(lake.sql("SELECT * FROM h")) == [(1, "a"), (2, "b")]
+    # a table at a path, and INSERT BY NAME / CTAS from it
+    path = str(tmp_path / "by_path")
+    lake.sql(f"CREATE TABLE delta.`{path}` (v STRING, id BIGINT) USING DELTA")
+    lake.sql(f"INSERT INTO delta.`{path}` BY NAME SELECT id, v FROM h")
+    assert rows(lake.sql(f"SELECT id, v FROM delta.`{path}`")) == [(1, "a"), (2, "b")]
+    lake.sql(f"CREATE TABLE copy USING DELTA AS SELECT * FROM delta.`{path}` WHERE id > 1")
+    assert rows(lake.sql("SELECT * FROM copy")) == [("b", 2)]
+    # CONVERT TO DELTA, in place
+    folder = str(tmp_path / "plain")
+    spark.range(6).selectExpr("id", "CAST(id % 2 AS INT) AS p").write.partitionBy("p").parquet(folder)
+    assert lake.sql(f"CONVERT TO DELTA parquet.`{folder}` PARTITIONED BY (p INT)").columns == []
+    assert rows(lake.sql(f"SELECT count(*) FROM delta.`{folder}` WHERE p = 1")) == [(3,)]
+
+
+def test_catalog_tables(spark, tmp_path):
+    import skiplake
+    from skiplake.catalog.service import GlueCatalog
+    catalog = GlueCatalog(f"sqlite:///{tmp_path / 'catalog.db'}")
+    catalog.create_database(DatabaseInput={"Name": "sales"})
+    lake = skiplake.Lake(spark, str(tmp_path / "root"), catalog=catalog, database="sales")
+    external = str(tmp_path / "elsewhere" / "orders")
+    lake.sql(f"CREATE TABLE sales.orders (id BIGINT, amount DOUBLE) USING DELTA LOCATION '{external}'")
+    lake.sql("INSERT INTO sales.orders VALUES (1, 10.0), (2, 20.0)")
+    assert rows(lake.sql("UPDATE orders SET amount = amount + 1 WHERE id = 2")) == [(1,)]
+    assert rows(lake.sql("SELECT * FROM orders")) == [(1, 10.0), (2, 21.0)]
+    lake.sql("DROP TABLE sales.orders")
+    with pytest.raises(NotATableError):
+        lake.sql("SELECT * FROM orders")
+    import os
+    assert os.path.isdir(os.path.join(external, "_delta_log"))   # an external table keeps its files
