@@ -182,17 +182,24 @@ def _facts(spark: Any, path: Path) -> tuple:
 
 
 class TimedLake(Lake):
-    """A Lake that times each statement lake.sql_script hands to sql(), its result collected."""
+    """A Lake that times each statement lake.sql_script hands to sql(), its result collected (not
+    the queries a statement runs through sql() itself, such as a MERGE's source)."""
 
     def __init__(self, spark: Any, root: str, times: list[float]) -> None:
         super().__init__(spark, root)
         self.times = times
+        self.depth = 0
 
     def sql(self, query: str) -> Any:
         t0 = time.perf_counter()
-        out = super().sql(query)
-        out.collect()
-        self.times.append(time.perf_counter() - t0)
+        self.depth += 1
+        try:
+            out = super().sql(query)
+        finally:
+            self.depth -= 1
+        if self.depth == 0:
+            out.collect()
+            self.times.append(time.perf_counter() - t0)
         return out
 
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
 from skiplake.errors import EntityNotFoundError, InvalidArgumentError, NotATableError, UnsupportedLocationError
 from skiplake.layout.bucket_spec import BucketSpec
@@ -179,14 +180,23 @@ class Lake:
         statements before it stay committed."""
         return run_script(self, script)
 
-    def register_views(self, names: Sequence[str]) -> None:
-        """Make the lake tables among `names` readable by Spark under their names (temporary
-        views of their whole tables), for SQL text Spark runs as it is."""
+    @contextmanager
+    def readable_by_name(self, names: Sequence[str]) -> Iterator[None]:
+        """While in the block, the lake tables among `names` are readable by Spark under their
+        names (temporary views of their whole tables), for SQL text Spark runs as it is (an
+        UPDATE's subquery). A name the session already has a view or table of is left to it."""
         tables = _LakeTables(self)
+        made: list[str] = []
         for name in dict.fromkeys(n.lower() for n in names):
             source = tables.source(name)
-            if source is not None:
+            if source is not None and not self.spark.catalog.tableExists(name):
                 whole_table(self.spark, source).createOrReplaceTempView(name)
+                made.append(name)
+        try:
+            yield
+        finally:
+            for name in made:
+                self.spark.catalog.dropTempView(name)
 
     def explain(self, query: str) -> QueryExplain:
         """One scan report per lake table reference of `query`: what `sql(query)` would read.

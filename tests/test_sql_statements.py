@@ -199,3 +199,19 @@ def test_catalog_tables(spark, tmp_path):
         lake.sql("SELECT * FROM orders")
     import os
     assert os.path.isdir(os.path.join(external, "_delta_log"))   # an external table keeps its files
+
+
+def test_subqueries_read_lake_tables_and_leave_no_views(lake, spark):
+    lake.sql("CREATE TABLE facts (id INT) USING DELTA")
+    lake.sql("INSERT INTO facts SELECT id FROM range(1, 6)")
+    lake.sql("CREATE TABLE doomed (id INT) USING DELTA")
+    lake.sql("INSERT INTO doomed VALUES (2), (3)")
+    assert rows(lake.sql("DELETE FROM facts WHERE id IN (SELECT id FROM doomed)")) == [(2,)]
+    assert not spark.catalog.tableExists("doomed")   # the view made for the subquery is gone
+    spark.createDataFrame([(5,)], "id INT").createOrReplaceTempView("doomed")
+    try:  # a session's own view of that name is what Spark reads, and it stays
+        assert rows(lake.sql("DELETE FROM facts WHERE id IN (SELECT id FROM doomed)")) == [(1,)]
+        assert spark.catalog.tableExists("doomed")
+    finally:
+        spark.catalog.dropTempView("doomed")
+    assert rows(lake.sql("SELECT * FROM facts")) == [(1,), (4,)]

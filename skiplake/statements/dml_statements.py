@@ -23,11 +23,11 @@ def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def unqualified(s: Statement, text: str, qualifiers: set[str], lake: "Lake") -> str:
+def unqualified(s: Statement, text: str, qualifiers: set[str], read: list[str]) -> str:
     """A condition or value of UPDATE / DELETE over the table alone: its columns qualified by the
-    table's name or alias lose the qualifier. Lake tables a subquery reads are made readable to
-    Spark under their names; a subquery that refers to the updated table's row (a correlated
-    one) is refused, as MERGE says the same thing."""
+    table's name or alias lose the qualifier, and the tables its subqueries read are added to
+    `read`. A subquery that refers to the changed table's row (a correlated one) is refused, as
+    MERGE says the same thing."""
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except (ParseError, TokenError) as e:
@@ -42,9 +42,7 @@ def unqualified(s: Statement, text: str, qualifiers: set[str], lake: "Lake") -> 
                 s.text, f"the subquery refers to the row of the table being changed ({column.sql(dialect='spark')})",
                 fix="write the statement as MERGE INTO ... USING (the subquery) ON ...")
         column.set("table", None)
-    subqueries = [t for t in tree.find_all(exp.Table)]
-    if subqueries:
-        lake.register_views([t.name for t in subqueries if not t.db])
+    read.extend(t.name for t in tree.find_all(exp.Table) if not t.db)
     return tree.sql(dialect="spark")
 
 
@@ -60,19 +58,23 @@ def update(lake: "Lake", s: Update) -> "DataFrame":
     """UPDATE: delta-spark's num_affected_rows."""
     table = open_table(lake, s.table)
     quals = {s.alias or "", s.table.label}
-    where = unqualified(s, s.where, quals, lake) if s.where else None
-    sets = {c: unqualified(s, v, quals, lake) for c, v in s.assignments}
+    read: list[str] = []
+    where = unqualified(s, s.where, quals, read) if s.where else None
+    sets = {c: unqualified(s, v, quals, read) for c, v in s.assignments}
     before = table.version
-    version = table.update(where, sets)
+    with lake.readable_by_name(read):
+        version = table.update(where, sets)
     return results.frame(lake.spark, results.DML, [(_committed_metric(table, version, before, "numUpdatedRows"),)])
 
 
 def delete(lake: "Lake", s: Delete) -> "DataFrame":
     """DELETE: delta-spark's num_affected_rows."""
     table = open_table(lake, s.table)
-    where = unqualified(s, s.where, {s.alias or "", s.table.label}, lake) if s.where else None
+    read: list[str] = []
+    where = unqualified(s, s.where, {s.alias or "", s.table.label}, read) if s.where else None
     before = table.version
-    version = table.delete(where)
+    with lake.readable_by_name(read):
+        version = table.delete(where)
     return results.frame(lake.spark, results.DML, [(_committed_metric(table, version, before, "numDeletedRows"),)])
 
 
@@ -99,8 +101,10 @@ def insert(lake: "Lake", s: Insert) -> "DataFrame":
              for src, t in zip(df.columns, targets)]
     cast = df.selectExpr(*exprs)
     if s.overwrite or s.replace_where is not None:
-        where = unqualified(s, s.replace_where, {s.table.label}, lake) if s.replace_where else None
-        table.overwrite(cast, where=where)
+        read: list[str] = []
+        where = unqualified(s, s.replace_where, {s.table.label}, read) if s.replace_where else None
+        with lake.readable_by_name(read):
+            table.overwrite(cast, where=where)
     else:
         table.append(cast)
     return results.empty(lake.spark)

@@ -37,8 +37,15 @@ DETAIL = ("format STRING, id STRING, name STRING, description STRING, location S
 PROPERTIES = "key STRING, value STRING"
 
 
+# Above this many rows (VACUUM DRY RUN's files), a query of literals grows long to parse: the rows
+# go to Spark as data instead.
+MOST_LITERAL_ROWS = 1000
+
+
 def frame(spark: "SparkSession", schema: str, rows: Sequence[Sequence[Any]]) -> "DataFrame":
     """A DataFrame of `rows` (already computed: nothing waits for collect) under `schema`."""
+    if len(rows) > MOST_LITERAL_ROWS:
+        return spark.createDataFrame([tuple(r) for r in rows], schema)
     columns = columns_of(schema)
     names = ", ".join(f"c{i}" for i in range(len(columns)))
     select = ", ".join(f"CAST(c{i} AS {type_}) AS `{name}`" for i, (name, type_) in enumerate(columns))
