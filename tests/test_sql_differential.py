@@ -93,7 +93,7 @@ class Step:
 def sequence(seed: int) -> list[Step]:
     rng = random.Random(seed)
     steps = [Step(f"INSERT INTO {{T}} VALUES {_rows(rng, 12)}", "")]
-    constraint = False
+    constraint = added = False
     for _ in range(STEPS - 1):
         r = rng.random()
         if r < 0.18:
@@ -114,8 +114,11 @@ def sequence(seed: int) -> list[Step]:
             text = ("ALTER TABLE {T} DROP CONSTRAINT IF EXISTS bounded" if constraint else
                     "ALTER TABLE {T} ADD CONSTRAINT bounded CHECK (v IS NULL OR v < 1000)")
             constraint = not constraint
-        elif r < 0.92:
+        elif r < 0.89:
             text = f"ALTER TABLE {{T}} SET TBLPROPERTIES ('pipeline.step' = '{rng.randint(0, 9)}')"
+        elif r < 0.92 and not added:
+            # a column more: later INSERTs give four values, and the new column reads NULL
+            text, added = "ALTER TABLE {T} ADD COLUMNS (note STRING COMMENT 'added later')", True
         else:
             back = rng.randrange(len(steps))
             steps.append(Step("SELECT * FROM {T} VERSION AS OF {V}", "SELECT * FROM {T} VERSION AS OF {V}", back))

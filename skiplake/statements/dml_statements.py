@@ -89,11 +89,12 @@ def insert(lake: "Lake", s: Insert) -> "DataFrame":
         targets = list(df.columns)
     elif s.columns:
         targets = list(s.columns)
-    else:
-        targets = [f.name for f in table.schema.fields][:len(df.columns)]
+    else:  # by position: as many columns as the table has, as delta-spark asks
+        targets = [f.name for f in table.schema.fields]
     if len(targets) != len(df.columns):
-        raise SchemaMismatchError(table.path, [f"the query gives {len(df.columns)} columns and the INSERT names "
-                                               f"{len(targets)}: {targets}"])
+        raise SchemaMismatchError(table.path, [f"the query gives {len(df.columns)} columns and the INSERT writes "
+                                               f"{len(targets)}: {targets}"],
+                                  "name the columns the query gives: INSERT INTO t (a, b) ...")
     unknown = [t for t in targets if t.lower() not in fields]
     if unknown:
         raise SchemaMismatchError(table.path, [f"the table has no column {t!r}" for t in unknown])
