@@ -215,3 +215,16 @@ def test_subqueries_read_lake_tables_and_leave_no_views(lake, spark):
     finally:
         spark.catalog.dropTempView("doomed")
     assert rows(lake.sql("SELECT * FROM facts")) == [(1,), (4,)]
+
+
+def test_dynamic_partition_overwrite_is_refused_not_widened(lake, spark):
+    lake.sql("CREATE TABLE parts (id INT, p INT) USING DELTA PARTITIONED BY (p)")
+    lake.sql("INSERT INTO parts VALUES (1, 0), (2, 1)")
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        with pytest.raises(UnsupportedStatementError, match="REPLACE WHERE"):
+            lake.sql("INSERT OVERWRITE parts VALUES (3, 1)")
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+    lake.sql("INSERT INTO parts REPLACE WHERE p = 1 VALUES (3, 1)")
+    assert rows(lake.sql("SELECT * FROM parts")) == [(1, 0), (3, 1)]

@@ -101,6 +101,14 @@ def insert(lake: "Lake", s: Insert) -> "DataFrame":
     exprs = [f"CAST({_quote(src)} AS {fields[t.lower()].dataType.simpleString()}) AS {_quote(fields[t.lower()].name)}"
              for src, t in zip(df.columns, targets)]
     cast = df.selectExpr(*exprs)
+    if s.overwrite and s.replace_where is None and table.partition_by:
+        mode = str(lake.spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")).lower()
+        if mode == "dynamic":
+            # Replacing the whole table where the session asks for the written partitions only
+            # would lose rows: refused rather than guessed.
+            raise UnsupportedStatementError(
+                s.text, "INSERT OVERWRITE with spark.sql.sources.partitionOverwriteMode=dynamic is not supported",
+                fix="name the partitions: INSERT INTO t REPLACE WHERE <partition condition> SELECT ...")
     if s.overwrite or s.replace_where is not None:
         read: list[str] = []
         where = unqualified(s, s.replace_where, {s.table.label}, read) if s.replace_where else None
