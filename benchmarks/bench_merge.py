@@ -31,7 +31,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import Progress, Report, alternate, base_parser, command_line, finish, median, workdir
+from benchmarks.common import (
+    Progress,
+    Report,
+    alternate,
+    base_parser,
+    command_line,
+    copies_for,
+    finish,
+    median,
+    workdir,
+)
 from benchmarks.delta_runner import DELTA_PACKAGE, DeltaRunner, report_against_delta
 
 DV = {"delta.enableDeletionVectors": "true"}
@@ -101,12 +111,7 @@ def _measure(spark: Any, delta: DeltaRunner, report: Report, work: Path, base: P
              reps: int, deletion_vectors: bool, progress: Progress) -> None:
     import skiplake
     label = "with deletion vectors" if deletion_vectors else "files rewritten"
-    copies: dict[str, list[Path]] = {"skiplake": [], "delta-spark": []}
-    for name, paths in copies.items():
-        for i in range(reps + 1):
-            path = work / f"{name}-{'dv' if deletion_vectors else 'cow'}-{i}"
-            shutil.copytree(base, path)
-            paths.append(path)
+    copies = copies_for(["skiplake", "delta-spark"], base, work, reps + 1, "dv" if deletion_vectors else "cow")
     done: dict[str, list[Path]] = {"skiplake": [], "delta-spark": []}
     inner: list[float] = []
     results: list[Any] = []

@@ -39,7 +39,17 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmarks.common import Progress, Report, alternate, base_parser, command_line, finish, median, workdir
+from benchmarks.common import (
+    Progress,
+    Report,
+    alternate,
+    base_parser,
+    command_line,
+    copies_for,
+    finish,
+    median,
+    workdir,
+)
 from benchmarks.delta_runner import DELTA_PACKAGE, DeltaRunner
 from skiplake.lake import Lake
 
@@ -117,12 +127,7 @@ def _build(spark: Any, work: Path, sf: float, progress: Progress) -> tuple[Path,
 
 def _script(spark: Any, delta: DeltaRunner, report: Report, work: Path, base: Path, changes: Path, reps: int,
             progress: Progress) -> None:
-    copies: dict[str, list[Path]] = {"skiplake": [], "delta-spark": []}
-    for name, paths in copies.items():
-        for i in range(reps + 1):
-            path = work / f"{name}-{i}"
-            shutil.copytree(base, path)
-            paths.append(path)
+    copies = copies_for(["skiplake", "delta-spark"], base, work, reps + 1)
     done: dict[str, list[Path]] = {"skiplake": [], "delta-spark": []}
     steps: dict[str, list[list[float]]] = {"skiplake": [], "delta-spark": []}
     inner: list[float] = []

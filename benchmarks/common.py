@@ -125,6 +125,19 @@ def alternate(contenders: dict[str, Callable[[], Any]], reps: int,
     return samples
 
 
+def copies_for(contenders: Sequence[str], base: Path, work: Path, count: int, tag: str = "") -> dict[str, list[Path]]:
+    """`count` copies of the table (or folder of tables) `base` per contender, made before any
+    timing: a run that writes starts from its own."""
+    out: dict[str, list[Path]] = {}
+    for name in contenders:
+        out[name] = []
+        for i in range(count):
+            path = work / f"{name}{'-' + tag if tag else ''}-{i}"
+            shutil.copytree(base, path)
+            out[name].append(path)
+    return out
+
+
 def summary(samples: Sequence[float]) -> dict[str, Any]:
     s = sorted(samples)
     return {

@@ -85,31 +85,12 @@ def insert(lake: "Lake", s: Insert) -> "DataFrame":
     table = open_table(lake, s.table)
     df = lake.sql(s.query)
     fields = {f.name.lower(): f for f in table.schema.fields}
-    if s.by_name:
-        targets = list(df.columns)
-    elif s.columns:
-        targets = list(s.columns)
-    else:  # by position: as many columns as the table has, as delta-spark asks
-        targets = [f.name for f in table.schema.fields]
-    if len(targets) != len(df.columns):
-        raise SchemaMismatchError(table.path, [f"the query gives {len(df.columns)} columns and the INSERT writes "
-                                               f"{len(targets)}: {targets}"],
-                                  "name the columns the query gives: INSERT INTO t (a, b) ...")
-    unknown = [t for t in targets if t.lower() not in fields]
-    if unknown:
-        raise SchemaMismatchError(table.path, [f"the table has no column {t!r}" for t in unknown])
+    targets = _insert_targets(s, table, list(df.columns))
     exprs = [f"CAST({_quote(src)} AS {fields[t.lower()].dataType.simpleString()}) AS {_quote(fields[t.lower()].name)}"
              for src, t in zip(df.columns, targets)]
     cast = df.selectExpr(*exprs)
-    if s.overwrite and s.replace_where is None and table.partition_by:
-        mode = str(lake.spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")).lower()
-        if mode == "dynamic":
-            # Replacing the whole table where the session asks for the written partitions only
-            # would lose rows: refused rather than guessed.
-            raise UnsupportedStatementError(
-                s.text, "INSERT OVERWRITE with spark.sql.sources.partitionOverwriteMode=dynamic is not supported",
-                fix="name the partitions: INSERT INTO t REPLACE WHERE <partition condition> SELECT ...")
     if s.overwrite or s.replace_where is not None:
+        _refuse_dynamic_overwrite(lake, s, table)
         read: list[str] = []
         where = unqualified(s, s.replace_where, {s.table.label}, read) if s.replace_where else None
         with lake.readable_by_name(read):
@@ -117,6 +98,37 @@ def insert(lake: "Lake", s: Insert) -> "DataFrame":
     else:
         table.append(cast)
     return results.empty(lake.spark)
+
+
+def _insert_targets(s: Insert, table: Table, given: list[str]) -> list[str]:
+    """The table's columns the query's columns go to, in order."""
+    fields = {f.name.lower() for f in table.schema.fields}
+    if s.by_name:
+        targets = given
+    elif s.columns:
+        targets = list(s.columns)
+    else:  # by position: as many columns as the table has, as delta-spark asks
+        targets = [f.name for f in table.schema.fields]
+    if len(targets) != len(given):
+        raise SchemaMismatchError(table.path, [f"the query gives {len(given)} columns and the INSERT writes "
+                                               f"{len(targets)}: {targets}"],
+                                  "name the columns the query gives: INSERT INTO t (a, b) ...")
+    unknown = [t for t in targets if t.lower() not in fields]
+    if unknown:
+        raise SchemaMismatchError(table.path, [f"the table has no column {t!r}" for t in unknown])
+    return targets
+
+
+def _refuse_dynamic_overwrite(lake: "Lake", s: Insert, table: Table) -> None:
+    """Replacing the whole table where the session asks for the written partitions only would
+    lose rows: refused rather than guessed."""
+    if s.replace_where is not None or not table.partition_by:
+        return
+    mode = str(lake.spark.conf.get("spark.sql.sources.partitionOverwriteMode", "static")).lower()
+    if mode == "dynamic":
+        raise UnsupportedStatementError(
+            s.text, "INSERT OVERWRITE with spark.sql.sources.partitionOverwriteMode=dynamic is not supported",
+            fix="name the partitions: INSERT INTO t REPLACE WHERE <partition condition> SELECT ...")
 
 
 def merge(lake: "Lake", s: Merge) -> "DataFrame":

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 from typing import TYPE_CHECKING, Any, Sequence
+
+from skiplake.expr.sql import sql_literal, sql_string
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -70,25 +71,13 @@ def columns_of(schema: str) -> list[tuple[str, str]]:
 
 
 def literal(value: Any, type_: str) -> str:
-    """A Spark SQL literal of `value` for a column of `type_` (nested values through from_json)."""
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return f"CAST('{value}' AS DOUBLE)" if math.isnan(value) or math.isinf(value) else repr(value) + "D"
-    if isinstance(value, dt.datetime):
-        when = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
-        return f"timestamp_micros({round(when.timestamp() * 1_000_000)})"
-    if isinstance(value, str):
-        return _string(value)
-    return f"from_json({_string(json.dumps(value, default=str))}, {_string(type_)})"
-
-
-def _string(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """A Spark SQL literal of `value` for a column of `type_`: expr.sql's literal for a plain
+    value, from_json of its JSON for a struct, map or array."""
+    if isinstance(value, (dict, list, tuple)):
+        return f"from_json({sql_string(json.dumps(value, default=str))}, {sql_string(type_)})"
+    if isinstance(value, dt.datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return sql_literal(value)
 
 
 def empty(spark: "SparkSession") -> "DataFrame":

@@ -17,9 +17,9 @@ def test_literals():
     assert literal(None, "STRING") == "NULL"
     assert literal(True, "BOOLEAN") == "true"
     assert literal(12, "BIGINT") == "12"
-    assert literal(0.5, "DOUBLE") == "0.5D"
-    assert literal(float("nan"), "DOUBLE") == "CAST('nan' AS DOUBLE)"
+    assert literal(float("nan"), "DOUBLE") == "CAST('NaN' AS DOUBLE)"
     assert literal("it's a \\ path", "STRING") == "'it\\'s a \\\\ path'"
     when = dt.datetime(2026, 1, 2, 3, 4, 5, 600000, tzinfo=dt.timezone.utc)
-    assert literal(when, "TIMESTAMP") == f"timestamp_micros({int(when.timestamp() * 1_000_000)})"
+    assert literal(when, "TIMESTAMP") == "TIMESTAMP'2026-01-02 03:04:05.600000+00:00'"
+    assert literal(when.replace(tzinfo=None), "TIMESTAMP") == literal(when, "TIMESTAMP")   # naive: UTC
     assert literal({"k": "v"}, "MAP<STRING, STRING>") == "from_json('{\"k\": \"v\"}', 'MAP<STRING, STRING>')"
