@@ -18,7 +18,7 @@ from skiplake.spark.query.views import SlotViews
 from skiplake.spark.reads.catalog_tables import CatalogTable
 from skiplake.spark.session.object_stores import use_location
 from skiplake.spark.session.session_setup import ensure_conf
-from skiplake.statements.runner import Query, run_script, run_statement, statement_of
+from skiplake.statements.runner import Query, run_script, run_statement, spark_owns, statement_of
 from skiplake.statements.time_travel import rewrite
 from skiplake.table import Table
 from skiplake.txn.identity import IdentityColumn
@@ -163,7 +163,7 @@ class Lake:
         DELTA) run through the Table API and return delta-spark's result columns
         (docs/sql-reference.md). A statement skiplake cannot run raises SqlStatementError."""
         statement = statement_of(query)
-        if not isinstance(statement, Query):
+        if not isinstance(statement, Query) and not spark_owns(self, statement):
             self.last_explain = None
             return run_statement(self, statement)
         rewritten = rewrite(self, statement.text)

@@ -228,3 +228,14 @@ def test_dynamic_partition_overwrite_is_refused_not_widened(lake, spark):
         spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
     lake.sql("INSERT INTO parts REPLACE WHERE p = 1 VALUES (3, 1)")
     assert rows(lake.sql("SELECT * FROM parts")) == [(1, 0), (3, 1)]
+
+
+def test_statements_on_sparks_own_tables_go_to_spark(lake, spark, tmp_path):
+    lake.sql("CREATE TABLE src_rows (id INT) USING DELTA")
+    lake.sql("INSERT INTO src_rows VALUES (1), (2)")
+    spark.sql(f"CREATE TABLE plain_parquet (id INT) USING parquet LOCATION '{tmp_path / 'plain'}'")
+    try:
+        lake.sql("INSERT INTO plain_parquet SELECT id FROM src_rows")   # Spark's table, a lake table read
+        assert rows(spark.table("plain_parquet")) == [(1,), (2,)]
+    finally:
+        spark.sql("DROP TABLE plain_parquet")

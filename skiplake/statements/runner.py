@@ -7,6 +7,7 @@ from skiplake.errors import SqlScriptError, SqlStatementError
 from skiplake.statements import ddl_statements as ddl
 from skiplake.statements import dml_statements as dml
 from skiplake.statements import maintenance_statements as maintenance
+from skiplake.statements.names import exists
 from skiplake.statements.records import (
     AlterTable,
     ConvertToDelta,
@@ -22,6 +23,7 @@ from skiplake.statements.records import (
     Restore,
     ShowProperties,
     Statement,
+    TableName,
     Update,
     Vacuum,
 )
@@ -65,6 +67,18 @@ def run_statement(lake: "Lake", statement: Statement) -> "DataFrame":
     return RUNNERS[type(statement)](lake, statement)
 
 
+def spark_owns(lake: "Lake", statement: Statement) -> bool:
+    """Whether a statement that writes or alters a table names one of Spark's session catalog
+    rather than the lake's (`INSERT INTO a_hive_table ...`): Spark runs it as it always did."""
+    if isinstance(statement, (Query, CreateTable, ConvertToDelta)):
+        return False
+    name: TableName | None = getattr(statement, "table", None)
+    if name is None or name.path is not None or name.name is None or exists(lake, name):
+        return False
+    qualified = f"{name.database}.{name.name}" if name.database else name.name
+    return bool(lake.spark.catalog.tableExists(qualified))
+
+
 def run_script(lake: "Lake", script: str) -> list["DataFrame"]:
     """Every statement of `script` in order, each committed before the next runs; the first that
     fails stops the script with SqlScriptError (statement number, line and text)."""
@@ -77,4 +91,4 @@ def run_script(lake: "Lake", script: str) -> list["DataFrame"]:
     return out
 
 
-__all__ = ["Query", "run_script", "run_statement", "statement_of"]
+__all__ = ["Query", "run_script", "run_statement", "spark_owns", "statement_of"]
