@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
 
-    from skiplake.lake import Lake
+    from skiplake.statements.lake_access import LakeAccess
 
 
 def _quote(name: str) -> str:
@@ -36,7 +36,7 @@ def column_ddl(c: ColumnSpec) -> str:
     return text
 
 
-def _location(lake: "Lake", s: CreateTable) -> tuple[str, str | None]:
+def _location(lake: "LakeAccess", s: CreateTable) -> tuple[str, str | None]:
     """Where the new table goes, and the name its metadata gets."""
     if s.table.path is not None:
         return s.table.path, None
@@ -55,7 +55,7 @@ def _location(lake: "Lake", s: CreateTable) -> tuple[str, str | None]:
     return s.location, name
 
 
-def create_table(lake: "Lake", s: CreateTable) -> "DataFrame":
+def create_table(lake: "LakeAccess", s: CreateTable) -> "DataFrame":
     """CREATE TABLE / CREATE OR REPLACE TABLE / REPLACE TABLE [AS SELECT]."""
     spark = lake.spark
     present = exists(lake, s.table)
@@ -94,7 +94,7 @@ def _column_rules(columns: list[ColumnSpec]) -> tuple[dict[str, str], dict[str, 
     return generated, identity
 
 
-def _register(lake: "Lake", name: TableName, path: str) -> None:
+def _register(lake: "LakeAccess", name: TableName, path: str) -> None:
     """Record a named table that is not under the lake's root in the lake's catalog."""
     if lake.catalog is None or name.name is None:
         return
@@ -105,7 +105,7 @@ def _register(lake: "Lake", name: TableName, path: str) -> None:
                        "StorageDescriptor": {"Location": resolve(path)}}})
 
 
-def alter_table(lake: "Lake", s: AlterTable) -> "DataFrame":
+def alter_table(lake: "LakeAccess", s: AlterTable) -> "DataFrame":
     """ALTER TABLE: one action."""
     table = open_table(lake, s.table)
     action = s.action
@@ -131,7 +131,7 @@ def alter_table(lake: "Lake", s: AlterTable) -> "DataFrame":
     return results.empty(lake.spark)
 
 
-def drop_table(lake: "Lake", s: DropTable) -> "DataFrame":
+def drop_table(lake: "LakeAccess", s: DropTable) -> "DataFrame":
     """DROP TABLE: a table under the lake's root loses its folder (as delta-spark's managed tables
     lose their files); a catalog's table leaves the catalog, and its files stay unless they are
     under the lake's root."""
@@ -153,7 +153,7 @@ def drop_table(lake: "Lake", s: DropTable) -> "DataFrame":
                          "DROP TABLE names no table of the lake (DROP TABLE IF EXISTS allows that)")
 
 
-def _drop_catalog_table(lake: "Lake", name: TableName) -> bool:
+def _drop_catalog_table(lake: "LakeAccess", name: TableName) -> bool:
     """Take the table out of the lake's catalog (its files too when under the lake's root);
     False when the catalog has no such table."""
     assert lake.catalog is not None and name.name is not None

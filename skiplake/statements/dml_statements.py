@@ -16,7 +16,7 @@ from skiplake.table import Table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from skiplake.lake import Lake
+    from skiplake.statements.lake_access import LakeAccess
 
 
 def _quote(name: str) -> str:
@@ -54,7 +54,7 @@ def _committed_metric(table: Table, version: int, before: int, key: str) -> int:
     return int((info.get("operationMetrics") or {}).get(key, 0))
 
 
-def update(lake: "Lake", s: Update) -> "DataFrame":
+def update(lake: "LakeAccess", s: Update) -> "DataFrame":
     """UPDATE: delta-spark's num_affected_rows."""
     table = open_table(lake, s.table)
     quals = {s.alias or "", s.table.label}
@@ -67,7 +67,7 @@ def update(lake: "Lake", s: Update) -> "DataFrame":
     return results.frame(lake.spark, results.DML, [(_committed_metric(table, version, before, "numUpdatedRows"),)])
 
 
-def delete(lake: "Lake", s: Delete) -> "DataFrame":
+def delete(lake: "LakeAccess", s: Delete) -> "DataFrame":
     """DELETE: delta-spark's num_affected_rows."""
     table = open_table(lake, s.table)
     read: list[str] = []
@@ -78,7 +78,7 @@ def delete(lake: "Lake", s: Delete) -> "DataFrame":
     return results.frame(lake.spark, results.DML, [(_committed_metric(table, version, before, "numDeletedRows"),)])
 
 
-def insert(lake: "Lake", s: Insert) -> "DataFrame":
+def insert(lake: "LakeAccess", s: Insert) -> "DataFrame":
     """INSERT INTO | OVERWRITE [(columns)] [REPLACE WHERE] query: the query's columns go to the
     table's by position (or to the columns named, or BY NAME), cast to their types as Spark's
     INSERT does."""
@@ -119,7 +119,7 @@ def _insert_targets(s: Insert, table: Table, given: list[str]) -> list[str]:
     return targets
 
 
-def _refuse_dynamic_overwrite(lake: "Lake", s: Insert, table: Table) -> None:
+def _refuse_dynamic_overwrite(lake: "LakeAccess", s: Insert, table: Table) -> None:
     """Replacing the whole table where the session asks for the written partitions only would
     lose rows: refused rather than guessed."""
     if s.replace_where is not None or not table.partition_by:
@@ -131,7 +131,7 @@ def _refuse_dynamic_overwrite(lake: "Lake", s: Insert, table: Table) -> None:
             fix="name the partitions: INSERT INTO t REPLACE WHERE <partition condition> SELECT ...")
 
 
-def merge(lake: "Lake", s: Merge) -> "DataFrame":
+def merge(lake: "LakeAccess", s: Merge) -> "DataFrame":
     """MERGE INTO target USING source ON ... WHEN ...: the builder's MERGE, clause by clause."""
     table = open_table(lake, s.table)
     source = _source(lake, s)
@@ -160,7 +160,7 @@ def merge(lake: "Lake", s: Merge) -> "DataFrame":
                                                       result.num_target_rows_inserted)])
 
 
-def _source(lake: "Lake", s: Merge) -> "DataFrame":
+def _source(lake: "LakeAccess", s: Merge) -> "DataFrame":
     """The source's rows: a query's, a path table's, or a lake table's or Spark view's by name
     (through lake.sql, which prunes a lake table's reads)."""
     if s.source_is_query:

@@ -22,10 +22,10 @@ from skiplake.table import Table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from skiplake.lake import Lake
+    from skiplake.statements.lake_access import LakeAccess
 
 
-def optimize(lake: "Lake", s: Optimize) -> "DataFrame":
+def optimize(lake: "LakeAccess", s: Optimize) -> "DataFrame":
     """OPTIMIZE: delta-spark's `path` and `metrics`."""
     table = open_table(lake, s.table)
     started = int(time.time() * 1000)
@@ -44,7 +44,7 @@ def optimize(lake: "Lake", s: Optimize) -> "DataFrame":
     return results.frame(lake.spark, results.OPTIMIZE, [(table.path, metrics)])
 
 
-def vacuum(lake: "Lake", s: Vacuum) -> "DataFrame":
+def vacuum(lake: "LakeAccess", s: Vacuum) -> "DataFrame":
     """VACUUM: the table's path; with DRY RUN, the files it would delete."""
     table = open_table(lake, s.table)
     hours = 168.0 if s.retain_hours is None else s.retain_hours
@@ -56,7 +56,7 @@ def vacuum(lake: "Lake", s: Vacuum) -> "DataFrame":
     return results.frame(lake.spark, results.VACUUM, [(table.path,)])
 
 
-def restore(lake: "Lake", s: Restore) -> "DataFrame":
+def restore(lake: "LakeAccess", s: Restore) -> "DataFrame":
     """RESTORE: delta-spark's six columns."""
     table = open_table(lake, s.table)
     timestamp = s.timestamp
@@ -73,7 +73,7 @@ def restore(lake: "Lake", s: Restore) -> "DataFrame":
                                                          r.removed_files_size, r.restored_files_size)])
 
 
-def describe_history(lake: "Lake", s: DescribeHistory) -> "DataFrame":
+def describe_history(lake: "LakeAccess", s: DescribeHistory) -> "DataFrame":
     """DESCRIBE HISTORY: one row per commit, newest first."""
     table = open_table(lake, s.table)
     rows = []
@@ -92,7 +92,7 @@ def _json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def describe_detail(lake: "Lake", s: DescribeDetail) -> "DataFrame":
+def describe_detail(lake: "LakeAccess", s: DescribeDetail) -> "DataFrame":
     """DESCRIBE DETAIL: one row."""
     d = open_table(lake, s.table).detail()
     stats = {"numDeletionVectors": d.num_deletion_vectors,
@@ -103,7 +103,7 @@ def describe_detail(lake: "Lake", s: DescribeDetail) -> "DataFrame":
         d.min_writer_version, d.table_features, stats)])
 
 
-def show_properties(lake: "Lake", s: ShowProperties) -> "DataFrame":
+def show_properties(lake: "LakeAccess", s: ShowProperties) -> "DataFrame":
     """The table's configuration, with the protocol's versions and features as delta-spark shows them."""
     table = open_table(lake, s.table)
     snap = table.snapshot
@@ -121,7 +121,7 @@ def show_properties(lake: "Lake", s: ShowProperties) -> "DataFrame":
     return results.frame(lake.spark, results.PROPERTIES, sorted(props.items()))
 
 
-def convert(lake: "Lake", s: ConvertToDelta) -> "DataFrame":
+def convert(lake: "LakeAccess", s: ConvertToDelta) -> "DataFrame":
     """CONVERT TO DELTA parquet.`path`: in place (no result rows)."""
     Table.convert(lake.spark, s.path, partition_by=s.partition_schema)
     return results.empty(lake.spark)

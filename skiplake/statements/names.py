@@ -11,10 +11,10 @@ from skiplake.statements.records import TableName
 from skiplake.table import Table
 
 if TYPE_CHECKING:
-    from skiplake.lake import Lake
+    from skiplake.statements.lake_access import LakeAccess
 
 
-def open_table(lake: "Lake", name: TableName) -> Table:
+def open_table(lake: "LakeAccess", name: TableName) -> Table:
     """The Delta table `name` names, at its latest version. NotATableError when there is none; a
     catalog's table of plain Parquet is refused (statements write Delta tables)."""
     if name.path is not None:
@@ -34,7 +34,7 @@ def open_table(lake: "Lake", name: TableName) -> Table:
     return found
 
 
-def find_folder(lake: "Lake", name: str) -> str | None:
+def find_folder(lake: "LakeAccess", name: str) -> str | None:
     """The root's folder of table `name`, as named or in lower case (Spark's names ignore case)."""
     if lake.root is None or not name or "/" in name or name.startswith((".", "_")):
         return None
@@ -44,7 +44,7 @@ def find_folder(lake: "Lake", name: str) -> str | None:
     return {t.lower(): t for t in lake.tables()}.get(name.lower())
 
 
-def exists(lake: "Lake", name: TableName) -> bool:
+def exists(lake: "LakeAccess", name: TableName) -> bool:
     """Whether `name` names a Delta table now."""
     try:
         open_table(lake, name)

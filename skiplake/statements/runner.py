@@ -33,9 +33,9 @@ from skiplake.statements.tokens import split_script
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from skiplake.lake import Lake
+    from skiplake.statements.lake_access import LakeAccess
 
-Runner = Callable[["Lake", Statement], "DataFrame"]
+Runner = Callable[["LakeAccess", Statement], "DataFrame"]
 
 RUNNERS: dict[type, Callable[..., "DataFrame"]] = {
     CreateTable: ddl.create_table, AlterTable: ddl.alter_table, DropTable: ddl.drop_table,
@@ -62,12 +62,12 @@ def statement_of(text: str) -> Statement:
     return parse_statement(one_statement(text))
 
 
-def run_statement(lake: "Lake", statement: Statement) -> "DataFrame":
+def run_statement(lake: "LakeAccess", statement: Statement) -> "DataFrame":
     """Run a statement that is not a query; its result as delta-spark gives it."""
     return RUNNERS[type(statement)](lake, statement)
 
 
-def spark_owns(lake: "Lake", statement: Statement) -> bool:
+def spark_owns(lake: "LakeAccess", statement: Statement) -> bool:
     """Whether a statement that writes or alters a table names one of Spark's session catalog
     rather than the lake's (`INSERT INTO a_hive_table ...`): Spark runs it as it always did."""
     if isinstance(statement, (Query, CreateTable, ConvertToDelta)):
@@ -79,7 +79,7 @@ def spark_owns(lake: "Lake", statement: Statement) -> bool:
     return bool(lake.spark.catalog.tableExists(qualified))
 
 
-def run_script(lake: "Lake", script: str) -> list["DataFrame"]:
+def run_script(lake: "LakeAccess", script: str) -> list["DataFrame"]:
     """Every statement of `script` in order, each committed before the next runs; the first that
     fails stops the script with SqlScriptError (statement number, line and text)."""
     out: list["DataFrame"] = []

@@ -21,7 +21,7 @@ from skiplake.statements.records import TableName
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-    from skiplake.lake import Lake
+    from skiplake.statements.lake_access import LakeAccess
 
 
 @dataclass
@@ -41,7 +41,7 @@ def _literal(node: Any, what: str) -> str:
     raise InvalidArgumentError(f"{what} must be a literal, not {node.sql(dialect='spark')!r}")
 
 
-def rewrite(lake: "Lake", query: str) -> Rewritten:
+def rewrite(lake: "LakeAccess", query: str) -> Rewritten:
     """The query with its time travel references named; the query itself when it has none."""
     lowered = query.lower()
     if " as of " not in " ".join(lowered.split()) and "table_changes" not in lowered and "delta." not in lowered:
@@ -61,7 +61,7 @@ def rewrite(lake: "Lake", query: str) -> Rewritten:
     return out
 
 
-def _named(lake: "Lake", table: exp.Table, name: str, out: Rewritten) -> bool:
+def _named(lake: "LakeAccess", table: exp.Table, name: str, out: Rewritten) -> bool:
     """Record what the reference means under `name` when it is one to rename."""
     version = table.args.get("version")
     if isinstance(table.this, exp.Anonymous) and table.this.name.lower() == "table_changes":
@@ -96,7 +96,7 @@ def _name_of(table: exp.Table) -> TableName:
     return TableName(name=table.name, database=db.name if db is not None else None)
 
 
-def _changes(lake: "Lake", call: exp.Anonymous) -> "DataFrame":
+def _changes(lake: "LakeAccess", call: exp.Anonymous) -> "DataFrame":
     """table_changes('name', start[, end]): the change feed, with versions or timestamps."""
     args = call.expressions
     if len(args) not in (2, 3):
