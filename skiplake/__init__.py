@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__all__ = ["BucketSpec", "IdentityColumn", "Lake", "Table", "local_spark", "errors", "__version__"]
+__all__ = ["BucketSpec", "IdentityColumn", "Lake", "Table", "local_spark", "register", "errors", "__version__"]
 
 from skiplake import errors  # noqa: E402  (no pyspark)
 from skiplake.version import __version__  # noqa: E402
@@ -14,6 +14,9 @@ def __getattr__(name: str) -> Any:
     if name == "local_spark":
         from skiplake.spark.session.session_setup import local_spark
         return local_spark
+    if name == "register":
+        from skiplake.spark.source.datasource import register
+        return register
     if name == "IdentityColumn":
         from skiplake.txn.identity import IdentityColumn
         return IdentityColumn
@@ -29,5 +32,6 @@ def __getattr__(name: str) -> Any:
 if TYPE_CHECKING:
     from skiplake.lake import Lake
     from skiplake.spark.session.session_setup import local_spark
+    from skiplake.spark.source.datasource import register
     from skiplake.table import BucketSpec, Table
     from skiplake.txn.identity import IdentityColumn

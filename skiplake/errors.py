@@ -346,6 +346,28 @@ class AppendOnlyTableError(SkiplakeError):
             "t.set_properties({'delta.appendOnly': 'false'}).")
 
 
+class WriterFeatureUnsupportedError(SkiplakeError):
+    """A write through the `skiplake` data source to a table with a writer feature that path
+    cannot apply (it runs in Python workers, without Spark's SQL): nothing was written."""
+
+    def __init__(self, path: str, feature: str, instead: str) -> None:
+        """The error for a write to `path`, whose `feature` the data source cannot apply; `instead`
+        names the API call that can."""
+        self.path, self.feature = path, feature
+        super().__init__(f"{path}: the skiplake data source cannot write a table with {feature}; nothing was "
+                         f"written. Write it with {instead}.")
+
+
+class StreamSourceChangedError(SkiplakeError):
+    """A streaming read met a commit it cannot pass on as new rows: one that removes data, or a
+    schema change that is not additive. The query stops at that version."""
+
+    def __init__(self, path: str, version: int, what: str, fix: str) -> None:
+        """The error for version `version` of `path`: `what` it did, and how to go on (`fix`)."""
+        self.path, self.version = path, version
+        super().__init__(f"{path}: version {version} {what}, which a streaming read cannot pass on. {fix}")
+
+
 class ConversionError(SkiplakeError):
     """A Parquet directory that cannot be converted in place as it is. Nothing was written: no
     `_delta_log` is left behind. `files` lists the offending files or folders (below the

@@ -18,6 +18,7 @@ from skiplake.spark.query.views import SlotViews
 from skiplake.spark.reads.catalog_tables import CatalogTable
 from skiplake.spark.session.object_stores import use_location
 from skiplake.spark.session.session_setup import ensure_conf
+from skiplake.spark.source.datasource import register
 from skiplake.statements.runner import Query, run_script, run_statement, spark_owns, statement_of
 from skiplake.statements.time_travel import rewrite
 from skiplake.table import Table
@@ -46,6 +47,7 @@ class Lake:
         if root is None and catalog is None:
             raise InvalidArgumentError("Lake needs a root folder, a catalog, or both")
         ensure_conf(spark)
+        register(spark)   # format("skiplake") for plain Spark reads, writes and streams
         self.spark = spark
         self.root = use_location(spark, root, storage_options) if root is not None else None
         if self.root is not None and not is_remote(self.root):

@@ -55,6 +55,7 @@ from skiplake.txn.constraints import (
     with_generated_columns,
     without_constraint,
 )
+from skiplake.txn.file_commits import CommittedVersion
 from skiplake.txn.identity import IdentityColumn, with_identity_columns
 from skiplake.txn.isolation import isolation_level
 from skiplake.txn.new_table import (
@@ -298,32 +299,54 @@ class Table:
 
     def append(self, df: "DataFrame", merge_schema: bool = False, app_id: str | None = None,
                app_version: int | None = None, options: WriteOptions | None = None) -> int:
-        """Add the rows of `df`. With app_id/app_version, a version already committed is skipped
-        (idempotent retries of a job). Returns the committed version."""
-        return dml_jobs.append(self.begin(), df, merge_schema, app_id, app_version, options).commit()
+        """Add the rows of `df`. Returns the committed version.
+
+        Every write takes app_id/app_version (Delta's txnAppId/txnVersion), both or neither: a
+        version at or below the one the table records for the application writes nothing, and
+        the returned version's `skipped` is True (a CommittedVersion), so retries of a job, and
+        foreachBatch writes replayed after a failure, commit once."""
+        txn = self.begin()
+        return _committed(txn, dml_jobs.append(txn, df, merge_schema, app_id, app_version, options))
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """The latest version application `app_id` committed to the table (its txn action), or None."""
+        return Snapshot.load(self.path).txn_version(app_id)
 
     def overwrite(self, df: "DataFrame", where: str | None = None, merge_schema: bool = False,
-                  options: WriteOptions | None = None) -> int:
-        """Replace the whole table, or only the rows matching `where` (replaceWhere)."""
-        return dml_jobs.overwrite(self.begin(), df, where, merge_schema, options).commit()
+                  options: WriteOptions | None = None, app_id: str | None = None,
+                  app_version: int | None = None) -> int:
+        """Replace the whole table, or only the rows matching `where` (replaceWhere); app_id and
+        app_version as for append."""
+        txn = self.begin()
+        if not txn.claim_app_version(app_id, app_version):
+            return _committed(txn, txn)
+        return _committed(txn, dml_jobs.overwrite(txn, df, where, merge_schema, options))
 
-    def delete(self, where: str | None = None) -> int:
+    def delete(self, where: str | None = None, app_id: str | None = None, app_version: int | None = None) -> int:
         """DELETE the rows matching `where` (every row when None); returns the version committed.
 
         Files whose stats show that every row matches are removed whole; of the others, with deletion
         vectors enabled the matching rows are marked deleted (a file mostly deleted is rewritten),
         otherwise each file holding one is rewritten without them. A bad `where` raises
-        InvalidPredicateError; an append-only table, AppendOnlyTableError."""
-        return dml_jobs.delete(self.begin(), where).commit()
+        InvalidPredicateError; an append-only table, AppendOnlyTableError. app_id and app_version
+        as for append."""
+        txn = self.begin()
+        if not txn.claim_app_version(app_id, app_version):
+            return _committed(txn, txn)
+        return _committed(txn, dml_jobs.delete(txn, where))
 
-    def update(self, where: str | None, set: Mapping[str, str]) -> int:
+    def update(self, where: str | None, set: Mapping[str, str], app_id: str | None = None,
+               app_version: int | None = None) -> int:
         """UPDATE the rows matching `where` (every row when None): `set` maps columns to Spark SQL
         expressions over the row, cast to the column's type. Returns the version committed.
 
         An empty `set` or one naming an identity column raises InvalidArgumentError, an unknown
         column SchemaMismatchError, a bad `where` InvalidPredicateError, an append-only table
-        AppendOnlyTableError."""
-        return dml_jobs.update(self.begin(), where, set).commit()
+        AppendOnlyTableError. app_id and app_version as for append."""
+        txn = self.begin()
+        if not txn.claim_app_version(app_id, app_version):
+            return _committed(txn, txn)
+        return _committed(txn, dml_jobs.update(txn, where, set))
 
     def merge(self, source: "DataFrame", on: str, *, source_alias: str = "source", target_alias: str = "target",
               when_matched_update: Mapping[str, str] | str | None = None,
@@ -545,3 +568,9 @@ def _new_metadata(spark: "SparkSession", path: str, schema: "StructType | Schema
     clustering = new_table_clustering(path, sch, config, parts, cluster_by)
     metadata = Metadata.new(sch, parts, config, name=name, description=description)
     return metadata, required_protocol(protocol, config, sch, clustering.features), clustering
+
+
+def _committed(txn: Transaction, staged: Transaction) -> CommittedVersion:
+    """Commit `staged` (`txn`, filled); the version, marked skipped when the transaction was an
+    idempotent write already committed."""
+    return CommittedVersion(staged.commit(), skipped=staged.no_op)

@@ -27,6 +27,8 @@ _CMP_NODES: dict[type, str] = {
 }
 
 _NOT_A_LITERAL = object()
+# What cast_literal gives for a value it cannot cast safely (the comparison is then left to Spark).
+NOT_A_LITERAL = _NOT_A_LITERAL
 
 
 def parse_sql(text: str) -> exp.Expression:

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skiplake.errors import CorruptLogError
-from skiplake.log.actions import now_ms
+from skiplake.log.actions import Txn, now_ms
 from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, REMOVE_TYPE, SIDECAR_SCHEMA, V2_CHECKPOINT_SCHEMA
 from skiplake.log.checkpoint_read import SIDECAR_DIR
 from skiplake.log.column_mapping import physical_names
@@ -26,6 +26,8 @@ CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 DEFAULT_INTERVAL = 10
 TOMBSTONE_RETENTION = "delta.deletedFileRetentionDuration"
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
+# How long an application's txn action is kept (unset: for ever, as in Delta).
+TXN_RETENTION = "delta.setTransactionRetentionDuration"
 _INTERVAL = re.compile(r"^\s*(?:interval\s+)?(\d+)\s*(second|minute|hour|day|week)s?\s*$", re.I)
 _UNIT_MS = {"second": 1000, "minute": 60_000, "hour": 3_600_000, "day": 86_400_000, "week": 604_800_000}
 
@@ -105,9 +107,19 @@ def _singleton_rows(snapshot: Snapshot) -> list[dict]:
                  "writerFeatures": list(p.writerFeatures) if p.writerFeatures is not None else None}
     rows: list[dict] = [{"protocol": proto_row}, {"metaData": meta_row}]
     rows += [{"txn": {"appId": t.appId, "version": t.version, "lastUpdated": t.lastUpdated}}
-             for t in snapshot.txns.values()]
+             for t in live_txns(snapshot)]
     rows += [{"domainMetadata": d.to_json()} for d in snapshot.domains.values()]
     return rows
+
+
+def live_txns(snapshot: Snapshot) -> list[Txn]:
+    """The txn actions a checkpoint keeps: those updated within delta.setTransactionRetentionDuration
+    (all when it is unset; one without lastUpdated is kept)."""
+    text = snapshot.configuration.get(TXN_RETENTION)
+    if not text:
+        return list(snapshot.txns.values())
+    cutoff = now_ms() - parse_interval_ms(text, 0)
+    return [t for t in snapshot.txns.values() if t.lastUpdated is None or t.lastUpdated >= cutoff]
 
 
 def _rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:

@@ -151,6 +151,8 @@ class LocalStorage(Storage):
 
     def put(self, name: str, data: bytes) -> None:
         """Write `data` at `name`, replacing what is there: a whole temporary file renamed over it."""
+        if os.sep in name:
+            os.makedirs(os.path.dirname(self._full(name)), exist_ok=True)
         tmp = self._write_temp(data)
         os.replace(tmp, self._full(name))
 

@@ -48,13 +48,8 @@ def append(txn: "Transaction", df: DataFrame, merge_schema: bool = False, app_id
            app_version: int | None = None, options: WriteOptions | None = None) -> "Transaction":
     """Stage the rows of `df` as new files. With app_id/app_version, a version already committed
     stages nothing (an idempotent retry of a job)."""
-    if (app_id is None) != (app_version is None):
-        raise InvalidArgumentError("give app_id and app_version together (an idempotent write needs both)")
-    if app_id is not None and app_version is not None:
-        done = txn.read_app_version(app_id)
-        if done is not None and done >= app_version:
-            return txn.stage_no_op()  # this job's write already committed: a retry writes nothing
-        txn.set_app_version(app_id, app_version)
+    if not txn.claim_app_version(app_id, app_version):
+        return txn  # this job's write already committed: a retry writes nothing
     txn.append(df, merge_schema, options)
     return txn.stage("WRITE", {"mode": "Append", "partitionBy": txn.partition_columns})
 

@@ -92,10 +92,13 @@ class MergeBuilder:
         stage(txn, self._source, self.spec)
         return txn
 
-    def execute(self) -> MergeResult:
+    def execute(self, app_id: str | None = None, app_version: int | None = None) -> MergeResult:
         """Run the MERGE and commit it: the version and Delta's metrics. A refused or failed
-        MERGE leaves the table as it was."""
+        MERGE leaves the table as it was. With app_id/app_version (Delta's txnAppId/txnVersion) a
+        version the application already committed is not run again: the result's `skipped` says so."""
         txn = self._begin()
+        if not txn.claim_app_version(app_id, app_version):
+            return MergeResult(version=txn.commit(), skipped=True)
         metrics = stage(txn, self._source, self.spec)
         version = txn.commit()
         return MergeResult(**asdict(metrics), version=version)

@@ -74,8 +74,10 @@ class MergeMetrics:
 
 @dataclass(frozen=True)
 class MergeResult(MergeMetrics):
-    """What `execute()` returns: the version the MERGE committed and its metrics."""
+    """What `execute()` returns: the version the MERGE committed and its metrics; `skipped` when
+    an idempotent MERGE's application version was already committed (then nothing ran)."""
     version: int = -1
+    skipped: bool = False
 
     @property
     def num_affected_rows(self) -> int:

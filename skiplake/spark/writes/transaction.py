@@ -33,6 +33,7 @@ from skiplake.spark.writes.data_files import WriteOptions, with_table_stats, wri
 from skiplake.spark.writes.enforcement import enforced, raise_violation, with_generated, with_identities
 from skiplake.txn import ReadSet, commit
 from skiplake.txn.constraints import generated_columns, table_rules
+from skiplake.txn.file_commits import AppTransaction
 from skiplake.txn.identity import identity_columns, with_high_water_marks
 from skiplake.txn.row_tracking import materialized_columns
 
@@ -282,6 +283,25 @@ class Transaction:
         """Record what commit() will say about this transaction, without committing yet."""
         self._staged = (operation, dict(parameters or {}), dict(metrics or {}))
         return self
+
+    def claim_app_version(self, app_id: str | None, app_version: int | None) -> bool:
+        """For an idempotent write (Delta's txnAppId/txnVersion): record the application's version
+        in this commit, or, when that version (or a later one) is already recorded, stage nothing
+        and answer False. Neither given: True; one without the other: InvalidArgumentError."""
+        app = AppTransaction.of(app_id, app_version)
+        if app is None:
+            return True
+        done = self.read_app_version(app.app_id)
+        if done is not None and done >= app.version:
+            self.stage_no_op()
+            return False
+        self.set_app_version(app.app_id, app.version)
+        return True
+
+    @property
+    def no_op(self) -> bool:
+        """Whether the transaction was staged as having nothing to commit."""
+        return self._no_op
 
     def stage_no_op(self) -> "Transaction":
         """Nothing to commit (an idempotent write already committed): commit() writes nothing and

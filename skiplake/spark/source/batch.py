@@ -1,0 +1,214 @@
+"""Batch reads and writes through the `skiplake` data source.
+
+A read plans its files on the driver as `t.scan` does (pushed filters prune partitions, stats and
+buckets) and reads them in Python workers as Arrow batches (skiplake.log.arrow_reads). A write
+makes data files in the workers (skiplake.txn.arrow_writes) and commits them in one commit on the
+driver (skiplake.txn.file_commits)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceReader,
+    Filter,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from skiplake.errors import InvalidArgumentError, NotATableError, WriterFeatureUnsupportedError
+from skiplake.expr.tree import Node
+from skiplake.log.actions import AddFile, Metadata
+from skiplake.log.arrow_reads import read_file
+from skiplake.log.changes import versions_between
+from skiplake.log.column_mapping import mapping_mode
+from skiplake.log.location import resolve
+from skiplake.log.schema import Schema
+from skiplake.log.snapshot import Snapshot, list_log, log_storage
+from skiplake.log.storage_for import has_log
+from skiplake.skipping.plan import plan_scan
+from skiplake.spark.session.spark_types import from_spark
+from skiplake.spark.source.pushed_filters import predicate
+from skiplake.txn.arrow_writes import FileWritePlan, refusal, write_batches
+from skiplake.txn.file_commits import AppTransaction, FileCommit, commit_files, discard
+
+# Bytes of data files one read task takes (Spark's spark.sql.files.maxPartitionBytes default).
+TASK_BYTES = 128 << 20
+
+
+def option(options: Mapping[str, str], name: str) -> str | None:
+    """An option by its name, case-insensitively (Spark passes them lower-cased or as given)."""
+    lowered = name.lower()
+    return next((v for k, v in options.items() if k.lower() == lowered), None)
+
+
+def table_path(options: Mapping[str, str]) -> str:
+    """The table location of `load(path)` / `save(path)` / LOCATION; an InvalidArgumentError without one."""
+    path = option(options, "path")
+    if not path:
+        # Spark 4.1 hands a Python data source no LOCATION of a catalog table (CREATE TABLE ... USING).
+        raise InvalidArgumentError(
+            "the skiplake data source needs the table's path: load(path), save(path), or for SQL "
+            "CREATE TEMPORARY VIEW name USING skiplake OPTIONS (path '...')")
+    return resolve(path)
+
+
+def read_snapshot(options: Mapping[str, str]) -> Snapshot:
+    """The snapshot a batch read reads: the latest, or the one `versionAsOf` / `timestampAsOf` names."""
+    path = table_path(options)
+    if not has_log(path):
+        raise NotATableError(path)
+    version = option(options, "versionAsOf")
+    timestamp = option(options, "timestampAsOf")
+    if version is not None and timestamp is not None:
+        raise InvalidArgumentError("give versionAsOf or timestampAsOf, not both")
+    if timestamp is not None:
+        _, at = versions_between(path, None, timestamp, list_log(log_storage(path)))
+        return Snapshot.load(path, at)
+    return Snapshot.load(path, int(version) if version is not None else None)
+
+
+class FileGroup(InputPartition):
+    """The files one read task reads."""
+
+    def __init__(self, files: list[AddFile]) -> None:
+        """A group of `files`."""
+        super().__init__(files)
+        self.files = files
+
+
+def file_groups(files: Sequence[Any], size_of: Any = lambda f: f.size) -> list[list[Any]]:
+    """Files (or stream units) in groups of about TASK_BYTES, in order; at least one group."""
+    groups: list[list[Any]] = [[]]
+    size = 0
+    for f in files:
+        if groups[-1] and size + size_of(f) > TASK_BYTES:
+            groups.append([])
+            size = 0
+        groups[-1].append(f)
+        size += size_of(f)
+    return groups
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """What a task needs to read a table's files: picklable."""
+    path: str
+    schema: Schema
+    partition_columns: list[str]
+    mode: str
+
+    @staticmethod
+    def of(snapshot: Snapshot) -> "TableLayout":
+        """The layout of `snapshot`."""
+        return TableLayout(snapshot.table_path, snapshot.schema, snapshot.partition_columns, snapshot.column_mapping)
+
+
+class BatchReader(DataSourceReader):
+    """A batch read of one snapshot."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        """The reader of the snapshot `options` name, giving rows of `schema`."""
+        snapshot = read_snapshot(options)
+        self.version = snapshot.version
+        self.layout = TableLayout.of(snapshot)
+        self.arrow_schema = to_arrow_schema(schema)
+        self.predicate: Node | None = None
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        """Plan with the filters; all of them stay Spark's to apply to the rows (pruning skips files, not rows)."""
+        self.predicate = predicate(filters, self.layout.schema)
+        return filters
+
+    def partitions(self) -> Sequence[InputPartition]:
+        """The planned files in tasks of about TASK_BYTES."""
+        snapshot = Snapshot.load(self.layout.path, self.version)
+        plan = plan_scan(snapshot, self.predicate)
+        return [FileGroup(g) for g in file_groups(plan.files)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The rows of the task's files."""
+        assert isinstance(partition, FileGroup)
+        yield from read_batches(self.layout, partition.files, self.arrow_schema)
+
+
+def read_batches(layout: TableLayout, files: Sequence[AddFile], arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """The rows of `files` as batches of `arrow_schema`, whose leading columns are the table's."""
+    table_schema = pa.schema(list(arrow_schema)[:len(layout.schema.fields)])
+    for f in files:
+        yield from read_file(layout.path, f, layout.schema, layout.partition_columns, layout.mode, table_schema)
+
+
+class Written(WriterCommitMessage):
+    """The files one write task made."""
+
+    def __init__(self, adds: list[AddFile]) -> None:
+        """The message of a task that wrote `adds`."""
+        self.adds = adds
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """Where a write through the data source goes, worked out once on the driver."""
+    plan: FileWritePlan
+    read_version: int | None
+    new_schema: Schema | None
+    partition_by: tuple[str, ...]
+
+    @staticmethod
+    def of(options: Mapping[str, str], schema: StructType) -> "WriteTarget":
+        """The target of a write of rows of `schema` to the path in `options`: the table there, or
+        a new one. A table with a writer feature this path cannot apply is refused."""
+        path = table_path(options)
+        if not has_log(path):
+            # As delta-spark: a table made by a DataFrame write takes NULL in every column.
+            given = Schema(tuple(replace(f, nullable=True) for f in from_spark(schema).fields))
+            parts = tuple(p.strip() for p in (option(options, "partitionBy") or "").split(",") if p.strip())
+            metadata = Metadata.new(given, list(parts), {})
+            return WriteTarget(FileWritePlan.of(path, metadata, "none"), None, given, parts)
+        snapshot = Snapshot.load(path)
+        feature = refusal(snapshot.metadata)
+        if feature is not None:
+            raise WriterFeatureUnsupportedError(
+                path, feature, "t.append(df) or t.overwrite(df) (skiplake.Table), or in a stream "
+                "foreachBatch(lambda df, i: t.append(df, app_id=..., app_version=i))")
+        mode = mapping_mode(snapshot.configuration, snapshot.protocol)
+        return WriteTarget(FileWritePlan.of(path, snapshot.metadata, mode), snapshot.version, None,
+                           tuple(snapshot.partition_columns))
+
+    def commit(self, messages: Sequence[WriterCommitMessage | None], overwrite: bool, app: AppTransaction | None,
+               operation: str = "WRITE") -> int | None:
+        """Commit the files the tasks made; None when `app` was already committed."""
+        adds = tuple(a for m in messages if isinstance(m, Written) for a in m.adds)
+        return commit_files(FileCommit(self.plan.table_path, adds, overwrite, app, self.read_version,
+                                       self.new_schema, self.partition_by, operation))
+
+    def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
+        """Delete the files the tasks made."""
+        discard(self.plan.table_path, [a for m in messages if isinstance(m, Written) for a in m.adds])
+
+
+class BatchWriter(DataSourceArrowWriter):
+    """`df.write.format("skiplake").mode("append" | "overwrite").save(path)`."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
+        """The writer of rows of `schema`; `txnAppId`/`txnVersion` make it idempotent."""
+        self.target = WriteTarget.of(options, schema)
+        self.overwrite = overwrite
+        self.app = AppTransaction.of(option(options, "txnAppId"), option(options, "txnVersion"))
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        """Write one task's rows as data files."""
+        return Written(write_batches(self.target.plan, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Commit every task's files in one commit."""
+        self.target.commit(messages, self.overwrite, self.app)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Delete the files of a failed write."""
+        self.target.abort(messages)

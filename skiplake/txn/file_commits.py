@@ -1,0 +1,124 @@
+"""Committing files that a write without Spark made (skiplake.txn.arrow_writes): the `skiplake`
+data source's batch writes and its streaming sink's micro-batches. Runs in a Python worker on the
+driver, so it reads and writes the log only."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from skiplake.errors import InvalidArgumentError, TableAlreadyExistsError
+from skiplake.log.actions import Action, AddFile, Metadata, Txn, now_ms
+from skiplake.log.paths import absolute_path
+from skiplake.log.schema import Schema
+from skiplake.log.snapshot import Snapshot, log_storage
+from skiplake.log.storage_for import has_log, storage_at
+from skiplake.txn.commit import commit, create
+from skiplake.txn.read_set import ReadSet
+
+
+@dataclass(frozen=True)
+class AppTransaction:
+    """An idempotent write's application id and version (Delta's txnAppId and txnVersion)."""
+    app_id: str
+    version: int
+
+    @staticmethod
+    def of(app_id: str | None, app_version: int | str | None) -> "AppTransaction | None":
+        """The pair, or None when neither is given; one without the other is an InvalidArgumentError."""
+        if app_id is None and app_version is None:
+            return None
+        if app_id is None or app_version is None or not str(app_id):
+            raise InvalidArgumentError("give app_id and app_version together (txnAppId and txnVersion): an "
+                                       "idempotent write needs both")
+        try:
+            version = int(app_version)
+        except ValueError:
+            raise InvalidArgumentError(f"app_version (txnVersion) must be a whole number, not {app_version!r}") from None
+        return AppTransaction(str(app_id), version)
+
+    def done_in(self, snapshot: Snapshot) -> bool:
+        """Whether `snapshot` records this version (or a later one) for the application."""
+        done = snapshot.txn_version(self.app_id)
+        return done is not None and done >= self.version
+
+    def action(self) -> Txn:
+        """The txn action that records the write."""
+        return Txn(self.app_id, self.version, now_ms())
+
+
+class CommittedVersion(int):
+    """The version a write committed, as an int; `skipped` is True when the write was an idempotent
+    one whose application version was already committed, so it wrote nothing (the version is then
+    the table's latest)."""
+
+    skipped: bool
+
+    def __new__(cls, version: int, skipped: bool = False) -> "CommittedVersion":
+        """The version `version`, skipped or not."""
+        out = super().__new__(cls, version)
+        out.skipped = skipped
+        return out
+
+
+@dataclass(frozen=True)
+class FileCommit:
+    """What a write without Spark commits."""
+    table_path: str
+    adds: tuple[AddFile, ...]
+    overwrite: bool = False
+    app: AppTransaction | None = None
+    read_version: int | None = None          # the snapshot the write planned on (None: a new table)
+    new_schema: Schema | None = None         # a new table's schema
+    partition_by: tuple[str, ...] = ()
+    operation: str = "WRITE"
+    extra_parameters: tuple[tuple[str, str], ...] = ()
+
+
+def commit_files(c: FileCommit) -> int | None:
+    """Commit the write; the version it made, or None when the application's version was already
+    committed (the files are then deleted: they were never part of the table)."""
+    if c.read_version is None and not has_log(c.table_path):
+        return _create(c)
+    latest = Snapshot.load(c.table_path, storage=log_storage(c.table_path))
+    if c.app is not None and c.app.done_in(latest):
+        discard(c.table_path, c.adds)
+        return None
+    snapshot = latest if c.read_version is None else Snapshot.load(c.table_path, c.read_version)
+    read_set = ReadSet()
+    actions: list[Action] = list(c.adds)
+    if c.overwrite:
+        read_set.whole_table = True
+        ts = now_ms()
+        actions += [f.remove(ts) for f in snapshot.add_files]
+    if c.app is not None:
+        read_set.app_ids.add(c.app.app_id)
+        actions.append(c.app.action())
+    mode = "Overwrite" if c.overwrite else "Append"
+    params = {"mode": mode, "partitionBy": "[]", **dict(c.extra_parameters)}
+    return commit(snapshot, actions, c.operation, params, read_set).version
+
+
+def _create(c: FileCommit) -> int:
+    assert c.new_schema is not None
+    metadata = Metadata.new(c.new_schema, list(c.partition_by), {})
+    actions: list[Action] = list(c.adds)
+    if c.app is not None:
+        actions.append(c.app.action())
+    try:
+        return create(c.table_path, metadata, actions=actions, operation="WRITE",
+                      operation_parameters={"mode": "ErrorIfExists", "partitionBy": list(c.partition_by)}).version
+    except TableAlreadyExistsError:
+        # Another writer created it first: commit on top of what it made.
+        return commit_files(FileCommit(c.table_path, c.adds, c.overwrite, c.app, None, None, c.partition_by,
+                                       c.operation, c.extra_parameters)) or 0
+
+
+def discard(table_path: str, adds: Sequence[AddFile]) -> None:
+    """Delete files a write made that no commit will add."""
+    storage = storage_at(table_path)
+    names = []
+    for f in adds:
+        full = absolute_path(table_path, f.path)
+        names.append(full[len(table_path):].lstrip("/") if full.startswith(table_path) else full)
+    if names:
+        storage.delete_many(names)
