@@ -95,7 +95,14 @@ def commit_files(c: FileCommit) -> int | None:
         actions.append(c.app.action())
     mode = "Overwrite" if c.overwrite else "Append"
     params = {"mode": mode, "partitionBy": "[]", **dict(c.extra_parameters)}
-    return commit(snapshot, actions, c.operation, params, read_set).version
+    return commit(snapshot, actions, c.operation, params, read_set, _metrics(c.adds, len(actions) - len(c.adds))).version
+
+
+def _metrics(adds: Sequence[AddFile], removed: int) -> dict[str, str]:
+    """Delta's write metrics of the commit."""
+    return {"numFiles": str(len(adds)), "numAddedFiles": str(len(adds)), "numRemovedFiles": str(removed),
+            "numOutputRows": str(sum(a.num_records or 0 for a in adds)),
+            "numOutputBytes": str(sum(a.size for a in adds))}
 
 
 def _create(c: FileCommit) -> int:
@@ -105,8 +112,9 @@ def _create(c: FileCommit) -> int:
     if c.app is not None:
         actions.append(c.app.action())
     try:
-        return create(c.table_path, metadata, actions=actions, operation="WRITE",
-                      operation_parameters={"mode": "ErrorIfExists", "partitionBy": list(c.partition_by)}).version
+        return create(c.table_path, metadata, actions=actions, operation=c.operation,
+                      operation_parameters={"mode": "ErrorIfExists", "partitionBy": list(c.partition_by)},
+                      operation_metrics=_metrics(c.adds, 0)).version
     except TableAlreadyExistsError:
         # Another writer created it first: commit on top of what it made.
         return commit_files(FileCommit(c.table_path, c.adds, c.overwrite, c.app, None, None, c.partition_by,

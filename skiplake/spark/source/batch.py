@@ -26,7 +26,8 @@ from skiplake.log.actions import AddFile, Metadata
 from skiplake.log.arrow_reads import read_file
 from skiplake.log.changes import versions_between
 from skiplake.log.column_mapping import mapping_mode
-from skiplake.log.location import resolve
+from skiplake.log.location import bucket_and_key, is_remote, resolve
+from skiplake.log.s3 import OPTION_KEYS, set_bucket_options
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot, list_log, log_storage
 from skiplake.log.storage_for import has_log
@@ -47,14 +48,25 @@ def option(options: Mapping[str, str], name: str) -> str | None:
 
 
 def table_path(options: Mapping[str, str]) -> str:
-    """The table location of `load(path)` / `save(path)` / LOCATION; an InvalidArgumentError without one."""
+    """The table location of `load(path)` / `save(path)`; an InvalidArgumentError without one. On an
+    object store, options named as a Lake's storage_options (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...)
+    reach the bucket: Python workers do not see the options a Lake set in the driver's process."""
     path = option(options, "path")
     if not path:
         # Spark 4.1 hands a Python data source no LOCATION of a catalog table (CREATE TABLE ... USING).
         raise InvalidArgumentError(
             "the skiplake data source needs the table's path: load(path), save(path), or for SQL "
             "CREATE TEMPORARY VIEW name USING skiplake OPTIONS (path '...')")
-    return resolve(path)
+    location = resolve(path)
+    storage = storage_options(options)
+    if storage and is_remote(location):
+        set_bucket_options(bucket_and_key(location)[0], storage)
+    return location
+
+
+def storage_options(options: Mapping[str, str]) -> dict[str, str]:
+    """The options that are a Lake's storage_options (endpoint, credentials, region)."""
+    return {k: v for k, v in options.items() if k.upper() in OPTION_KEYS or k.upper() == "AWS_DEFAULT_REGION"}
 
 
 def read_snapshot(options: Mapping[str, str]) -> Snapshot:
@@ -101,11 +113,17 @@ class TableLayout:
     schema: Schema
     partition_columns: list[str]
     mode: str
+    storage: tuple[tuple[str, str], ...] = ()   # the storage options a task's process must use
 
     @staticmethod
-    def of(snapshot: Snapshot) -> "TableLayout":
-        """The layout of `snapshot`."""
-        return TableLayout(snapshot.table_path, snapshot.schema, snapshot.partition_columns, snapshot.column_mapping)
+    def of(snapshot: Snapshot, options: Mapping[str, str]) -> "TableLayout":
+        """The layout of `snapshot`, read with the storage options among `options`."""
+        return TableLayout(snapshot.table_path, snapshot.schema, snapshot.partition_columns, snapshot.column_mapping,
+                           tuple(storage_options(options).items()))
+
+    def reach(self) -> None:
+        """Let this process reach the table's storage (in a task, which has not seen the options)."""
+        table_path({"path": self.path, **dict(self.storage)})
 
 
 class BatchReader(DataSourceReader):
@@ -115,7 +133,7 @@ class BatchReader(DataSourceReader):
         """The reader of the snapshot `options` name, giving rows of `schema`."""
         snapshot = read_snapshot(options)
         self.version = snapshot.version
-        self.layout = TableLayout.of(snapshot)
+        self.layout = TableLayout.of(snapshot, options)
         self.arrow_schema = to_arrow_schema(schema)
         self.predicate: Node | None = None
 
@@ -138,6 +156,7 @@ class BatchReader(DataSourceReader):
 
 def read_batches(layout: TableLayout, files: Sequence[AddFile], arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
     """The rows of `files` as batches of `arrow_schema`, whose leading columns are the table's."""
+    layout.reach()
     table_schema = pa.schema(list(arrow_schema)[:len(layout.schema.fields)])
     for f in files:
         yield from read_file(layout.path, f, layout.schema, layout.partition_columns, layout.mode, table_schema)
@@ -197,18 +216,22 @@ class BatchWriter(DataSourceArrowWriter):
 
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         """The writer of rows of `schema`; `txnAppId`/`txnVersion` make it idempotent."""
+        self.options = dict(options)
         self.target = WriteTarget.of(options, schema)
         self.overwrite = overwrite
         self.app = AppTransaction.of(option(options, "txnAppId"), option(options, "txnVersion"))
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Write one task's rows as data files."""
+        table_path(self.options)   # this task's process reaches the storage with the options
         return Written(write_batches(self.target.plan, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit every task's files in one commit."""
+        table_path(self.options)
         self.target.commit(messages, self.overwrite, self.app)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the files of a failed write."""
+        table_path(self.options)
         self.target.abort(messages)

@@ -68,7 +68,7 @@ class StreamReader(DataSourceStreamReader):
         """The source of the table in `options`, delivering rows of `schema`."""
         snapshot = stream_snapshot(options)
         self.options = StreamOptions.parse(options)
-        self.layout = TableLayout.of(snapshot)
+        self.layout = TableLayout.of(snapshot, options)
         self.arrow_schema = to_arrow_schema(schema)
         self._planner: StreamPlanner | None = None
         self._cursor: StreamOffset | None = None
@@ -81,6 +81,7 @@ class StreamReader(DataSourceStreamReader):
     def planner(self) -> StreamPlanner:
         """The planner, made on first use on the driver."""
         if self._planner is None:
+            self.layout.reach()
             self._planner = StreamPlanner(self.layout.path, self.options, self.layout.schema)
         return self._planner
 
@@ -116,6 +117,7 @@ class StreamReader(DataSourceStreamReader):
         """The rows of the task's units (with the change feed's columns under readChangeFeed)."""
         assert isinstance(partition, UnitGroup)
         layout = self.layout
+        layout.reach()
         if not self.options.read_change_feed:
             for unit in partition.units:
                 yield from read_file(layout.path, unit.file, layout.schema, layout.partition_columns, layout.mode,
