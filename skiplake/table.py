@@ -27,6 +27,7 @@ from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.spark import merge
 from skiplake.spark.convert.in_place import convert
 from skiplake.spark.dml import dml_jobs
+from skiplake.spark.optimize.auto_compaction import auto_compact
 from skiplake.spark.optimize.compaction import DEFAULT_TARGET_FILE_SIZE, optimize
 from skiplake.spark.optimize.optimize_result import OptimizeResult
 from skiplake.spark.reads.change_feed import read_changes
@@ -306,7 +307,7 @@ class Table:
         the returned version's `skipped` is True (a CommittedVersion), so retries of a job, and
         foreachBatch writes replayed after a failure, commit once."""
         txn = self.begin()
-        return _committed(txn, dml_jobs.append(txn, df, merge_schema, app_id, app_version, options))
+        return _committed(self, dml_jobs.append(txn, df, merge_schema, app_id, app_version, options))
 
     def transaction_version(self, app_id: str) -> int | None:
         """The latest version application `app_id` committed to the table (its txn action), or None."""
@@ -319,8 +320,8 @@ class Table:
         app_version as for append."""
         txn = self.begin()
         if not txn.claim_app_version(app_id, app_version):
-            return _committed(txn, txn)
-        return _committed(txn, dml_jobs.overwrite(txn, df, where, merge_schema, options))
+            return _committed(self, txn)
+        return _committed(self, dml_jobs.overwrite(txn, df, where, merge_schema, options))
 
     def delete(self, where: str | None = None, app_id: str | None = None, app_version: int | None = None) -> int:
         """DELETE the rows matching `where` (every row when None); returns the version committed.
@@ -332,8 +333,8 @@ class Table:
         as for append."""
         txn = self.begin()
         if not txn.claim_app_version(app_id, app_version):
-            return _committed(txn, txn)
-        return _committed(txn, dml_jobs.delete(txn, where))
+            return _committed(self, txn)
+        return _committed(self, dml_jobs.delete(txn, where))
 
     def update(self, where: str | None, set: Mapping[str, str], app_id: str | None = None,
                app_version: int | None = None) -> int:
@@ -345,8 +346,8 @@ class Table:
         AppendOnlyTableError. app_id and app_version as for append."""
         txn = self.begin()
         if not txn.claim_app_version(app_id, app_version):
-            return _committed(txn, txn)
-        return _committed(txn, dml_jobs.update(txn, where, set))
+            return _committed(self, txn)
+        return _committed(self, dml_jobs.update(txn, where, set))
 
     def merge(self, source: "DataFrame", on: str, *, source_alias: str = "source", target_alias: str = "target",
               when_matched_update: Mapping[str, str] | str | None = None,
@@ -364,11 +365,12 @@ class Table:
         keywords = (when_matched_update, when_matched_delete, when_not_matched_insert)
         if not any(keywords) and when_matched_update_condition is None and when_not_matched_insert_condition is None:
             return merge.MergeBuilder(self.begin, source, merge.MergeSpec(on, source_alias=source_alias,
-                                                                          target_alias=target_alias))
+                                                                          target_alias=target_alias),
+                                      after_commit=lambda txn: auto_compact(txn, self.begin))
         clauses = merge.MergeClauses(on, source_alias, target_alias, when_matched_update,
                                      when_matched_update_condition, when_matched_delete, when_not_matched_insert,
                                      when_not_matched_insert_condition)
-        return merge.merge(self.begin(), source, clauses).commit()
+        return _committed(self, merge.merge(self.begin(), source, clauses))
 
     def optimize(self, where: str | None = None, zorder_by: Sequence[str] | None = None,
                  target_file_size: int = DEFAULT_TARGET_FILE_SIZE, min_files: int = 2,
@@ -570,7 +572,9 @@ def _new_metadata(spark: "SparkSession", path: str, schema: "StructType | Schema
     return metadata, required_protocol(protocol, config, sch, clustering.features), clustering
 
 
-def _committed(txn: Transaction, staged: Transaction) -> CommittedVersion:
-    """Commit `staged` (`txn`, filled); the version, marked skipped when the transaction was an
-    idempotent write already committed."""
-    return CommittedVersion(staged.commit(), skipped=staged.no_op)
+def _committed(table: "Table", staged: Transaction) -> CommittedVersion:
+    """Commit `staged`; the version, marked skipped when the transaction was an idempotent write
+    already committed. Auto compaction, when the table or session has it on, follows."""
+    version = CommittedVersion(staged.commit(), skipped=staged.no_op)
+    auto_compact(staged, table.begin)
+    return version

@@ -28,15 +28,19 @@ class MergeBuilder:
     `target.col` / `source.col` (or the aliases given). Within each kind of clause the first one
     whose condition holds acts on a row; only the last clause of a kind may omit its condition."""
 
-    def __init__(self, begin: Callable[[], "Transaction"], source: "DataFrame", spec: MergeSpec) -> None:
+    def __init__(self, begin: Callable[[], "Transaction"], source: "DataFrame", spec: MergeSpec,
+                 after_commit: Callable[["Transaction"], object] | None = None) -> None:
         """A builder over `source` whose `spec` holds ON, the aliases and the clauses so far; `begin`
-        starts the transaction execute() commits (made by Table.merge, not by hand)."""
+        starts the transaction execute() commits, `after_commit` hears it committed (auto
+        compaction). Made by Table.merge, not by hand."""
         self._begin = begin
         self._source = source
         self.spec = spec
+        self._after_commit = after_commit
 
     def _with(self, clause: MergeClause) -> "MergeBuilder":
-        return MergeBuilder(self._begin, self._source, replace(self.spec, clauses=self.spec.clauses + (clause,)))
+        return MergeBuilder(self._begin, self._source, replace(self.spec, clauses=self.spec.clauses + (clause,)),
+                            self._after_commit)
 
     # ---- WHEN MATCHED
 
@@ -85,7 +89,7 @@ class MergeBuilder:
     def with_schema_evolution(self) -> "MergeBuilder":
         """Let `*` clauses and assignments naming source columns add the source's new columns to
         the table (MERGE WITH SCHEMA EVOLUTION)."""
-        return MergeBuilder(self._begin, self._source, replace(self.spec, schema_evolution=True))
+        return MergeBuilder(self._begin, self._source, replace(self.spec, schema_evolution=True), self._after_commit)
 
     def stage(self, txn: "Transaction") -> "Transaction":
         """Fill `txn` (a transaction of this table) with the MERGE without committing it."""
@@ -101,6 +105,8 @@ class MergeBuilder:
             return MergeResult(version=txn.commit(), skipped=True)
         metrics = stage(txn, self._source, self.spec)
         version = txn.commit()
+        if self._after_commit is not None:
+            self._after_commit(txn)
         return MergeResult(**asdict(metrics), version=version)
 
     def __repr__(self) -> str:
