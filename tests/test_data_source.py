@@ -1,7 +1,8 @@
 """The `skiplake` Spark data source: batch reads (pruned by pushed filters, deletion vectors and
 column mapping honoured, time travel), batch writes (append, overwrite, new tables, refusals,
 txnAppId/txnVersion), the streaming source's semantics and the exactly-once sink. Runs again under
-Spark Connect in the gate: registration and the Python workers differ there."""
+Spark Connect: registration and the Python workers differ there (two of them in the gate's
+Connect pass, all in the full tier's)."""
 from __future__ import annotations
 
 import os
@@ -11,7 +12,7 @@ import pytest
 import skiplake
 from skiplake.errors import WriterFeatureUnsupportedError
 
-pytestmark = [pytest.mark.spark, pytest.mark.connect, pytest.mark.both_modes]
+pytestmark = [pytest.mark.spark, pytest.mark.connect]
 
 
 def ids(df, column="id"):
@@ -36,6 +37,7 @@ def test_register_is_idempotent_and_lake_does_it(lake):
     assert lake.spark.conf.get("spark.sql.python.filterPushdown.enabled") == "true"
 
 
+@pytest.mark.both_modes
 def test_batch_read_prunes_by_pushed_filters(lake, parted):
     spark = lake.spark
     df = spark.read.format("skiplake").load(parted.path)
@@ -116,6 +118,7 @@ def _batch_rows(table):
             if h["operation"] == "STREAMING UPDATE"]
 
 
+@pytest.mark.both_modes
 def test_stream_source_limits_and_sink_exactly_once(lake, parted, tmp_path):
     spark = lake.spark
     sink, ckpt = str(tmp_path / "sink"), str(tmp_path / "ckpt")
@@ -139,6 +142,19 @@ def test_stream_source_limits_and_sink_exactly_once(lake, parted, tmp_path):
     out = skiplake.Table.open(spark, sink)
     assert ids(out.read()) == [i for i in range(66) if i % 2 == 0]
     assert out.transaction_version(_query_id(ckpt)) is not None
+
+
+def test_sink_complete_mode_replaces_rows(lake, parted, tmp_path):
+    spark = lake.spark
+    sink = str(tmp_path / "counts")
+    q = (spark.readStream.format("skiplake").load(parted.path).groupBy("part").count()
+         .writeStream.format("skiplake").outputMode("complete")
+         .option("checkpointLocation", str(tmp_path / "ckpt")).start(sink))
+    q.processAllAvailable()
+    parted.append(rows_of(spark, 60, 66))
+    _drain(q)
+    counts = {r.part: r["count"] for r in skiplake.Table.open(spark, sink).read().collect()}
+    assert counts == {"0": 22, "1": 22, "2": 22}
 
 
 def _query_id(ckpt):
