@@ -69,7 +69,7 @@ SUITE: dict[str, Entry] = {
     # per side, and 2 x 15 statements against API calls.
     "bench_sql": Entry(minutes=12),
     # TPC-DS sf=1's store_sales written and Z-ordered once, then a full scan and a filter, 5 + 1 runs each.
-    "bench_data_source": Entry(minutes=6),
+    "bench_data_source": Entry(minutes=3),
 }
 
 

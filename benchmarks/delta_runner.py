@@ -39,8 +39,13 @@ class DeltaRunner:
         return json.loads(line)
 
     def sql(self, statement: str) -> dict[str, Any]:
+        """Run one SQL statement; its time inside the JVM and its rows."""
+        return self.request({"sql": statement})
+
+    def request(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Send one request ({"sql": ...} or {"stream": ...}, see delta_merge_runner) and wait for its reply."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps({"sql": statement}) + "\n")
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         reply = self._reply()
         if "error" in reply:

@@ -14,6 +14,7 @@ from skiplake.log.checkpoint import (
     DEFAULT_INTERVAL,
     DEFAULT_TOMBSTONE_RETENTION_MS,
     TOMBSTONE_RETENTION,
+    TXN_RETENTION,
 )
 from skiplake.log.cleanup import (
     CHECKPOINT_RETENTION,
@@ -33,9 +34,11 @@ from skiplake.log.features import (
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, NUM_INDEXED_COLS_KEY, STATS_COLUMNS_KEY
 from skiplake.log.typed_stats import WRITE_STATS_AS_STRUCT
 from skiplake.spark.convert.footer_jobs import DEFAULT_THRESHOLD, THRESHOLD_CONF
+from skiplake.spark.optimize import auto_compaction as auto
 from skiplake.spark.pruning import pruning_settings as dfp
 from skiplake.spark.reads.catalog_tables import PARTITION_FILTERING
 from skiplake.txn.commit import APPEND_ONLY
+from skiplake.txn.file_compaction import AUTO_COMPACT
 from skiplake.txn.isolation import DEFAULT_LEVEL, ISOLATION_PROPERTY
 from skiplake.txn.row_tracking import SUSPENDED
 
@@ -98,6 +101,12 @@ TABLE_PROPERTIES: tuple[Setting, ...] = (
             "stats are kept for this many leaf columns, from the first (`-1`: all)", "skipping.md"),
     Setting(STATS_COLUMNS_KEY, "",
             "the columns that get stats, named (takes precedence over the number above)", "skipping.md"),
+    Setting(TXN_RETENTION, "",
+            "how long an application's idempotent-write version (txn action) is kept; checkpoints drop older "
+            "ones (unset: for ever)", "streaming.md#foreachbatch-upserts-exactly-once"),
+    Setting(AUTO_COMPACT, "false",
+            "`true` or `auto`: after a write commits, the partitions it wrote to that hold enough small files "
+            "are compacted in a commit of their own", "streaming.md#small-files"),
     Setting(NUM_BUCKETS_KEY, "", "a bucketed table's number of buckets (skiplake's own key; Delta readers ignore it)",
             "bucketing.md#where-the-spec-lives"),
     Setting(COLUMNS_KEY, "", "a bucketed table's bucket columns", "bucketing.md#where-the-spec-lives"),
@@ -157,6 +166,13 @@ SESSION_SETTINGS: tuple[Setting, ...] = _pruning_settings() + (
     Setting(THRESHOLD_CONF, str(DEFAULT_THRESHOLD),
             "a conversion reads footers with a Spark job instead of driver threads from this many files",
             "convert.md#stats"),
+    Setting(auto.SESSION_ENABLED, "false",
+            "true: writes through the Table API compact after committing, for tables without "
+            "delta.autoOptimize.autoCompact", "streaming.md#small-files"),
+    Setting(auto.SESSION_MIN_FILES, str(auto.DEFAULT_MIN_FILES),
+            "auto compaction rewrites a partition holding at least this many small files", "streaming.md#small-files"),
+    Setting(auto.SESSION_MAX_FILE_SIZE, str(auto.DEFAULT_MAX_FILE_SIZE),
+            "auto compaction's small-file bound and target file size, in bytes", "streaming.md#small-files"),
     Setting("spark.databricks.delta.retentionDurationCheck.enabled", "true",
             "false lets the VACUUM statement retain fewer hours than the table's minimum, as in delta-spark "
             "(safe only when no reader or writer runs)", "reference/sql.md"),

@@ -146,6 +146,11 @@ def _run(spark, job: dict) -> dict:
         df = spark.sql(job["sql"])
         df.write.format("delta").mode("append").save(job["path"])
         return {"version": max(h["version"] for h in _history(spark, job["path"]))}
+    if op == "stream":   # delta-spark's streaming source into its sink, everything available
+        query = (spark.readStream.format("delta").load(job["source"]).writeStream.format("delta")
+                 .option("checkpointLocation", job["checkpoint"]).trigger(availableNow=True).start(job["sink"]))
+        query.awaitTermination()
+        return {"read": _read(spark, {"path": job["sink"]})}
     if op in ("sql", "sql_read"):
         out = spark.sql(job["sql"]).collect()
         result = {"rows": [[None if v is None else str(v) for v in r] for r in out]}

@@ -49,3 +49,17 @@ def test_off_by_default_and_on_by_session_setting(lake, spark, few_files):
         assert len(t.scan("p = 1").files) == 1 and len(t.scan("p = 0").files) == 6
     finally:
         spark.conf.unset(SESSION_ENABLED)
+
+
+@pytest.mark.connect
+def test_the_data_source_compacts_after_its_commits(lake, spark):
+    import skiplake
+    t = lake.create_table("auto_ds", "id long, p int", partition_by=["p"],
+                          properties={"delta.autoOptimize.autoCompact": "true"})
+    for start in (0, 40):
+        (spark.range(start, start + 40, numPartitions=3).selectExpr("id", "cast(id % 2 as int) as p")
+         .write.format("skiplake").mode("append").option("autoCompactMinNumFiles", 4).save(t.path))
+    t = skiplake.Table.open(spark, t.path)
+    history = t.history()
+    assert history[0]["operation"] == "OPTIMIZE" and history[0]["operationParameters"]["auto"] == "true"
+    assert len(t.scan().files) == 2 and sorted(r.id for r in t.read().collect()) == list(range(80))

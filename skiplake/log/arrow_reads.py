@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skiplake.log.actions import AddCDCFile, AddFile
-from skiplake.log.column_mapping import logical_partition_values, physical_name
+from skiplake.log.column_mapping import partition_values_by_name, physical_name
 from skiplake.log.deletion_vectors import marked_rows
 from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Field, Schema
@@ -37,7 +37,7 @@ def read_file(table_path: str, add: AddFile | AddCDCFile, schema: Schema, partit
         only = np.zeros(num_rows, dtype=bool)
         only[np.asarray(rows, dtype=np.int64)] = True
         keep = only if keep is None else keep & only
-    values = logical_partition_values(add.partitionValues or {}, schema, partition_columns, mode)
+    values = partition_values_by_name(add.partitionValues or {}, schema, partition_columns, mode)
     first = 0
     for batch in source.iter_batches(batch_size=BATCH_ROWS):
         count = batch.num_rows

@@ -123,6 +123,17 @@ def logical_partition_values(values: Mapping[str, str | None], schema: Schema, p
     return out
 
 
+def partition_values_by_name(values: Mapping[str, str | None], schema: Schema, partition_columns: list[str],
+                             mode: str) -> dict[str, str | None]:
+    """Partition values keyed by the logical partition columns, from values keyed by physical names
+    (as the log holds them) or already by logical ones (as a snapshot's files give them)."""
+    out: dict[str, str | None] = {}
+    for column in partition_columns:
+        f = schema.field(column)
+        out[f.name] = values[f.name] if f.name in values else values.get(physical_name(f, mode))
+    return out
+
+
 def logical_stats(stats: Mapping[str, Any], schema: Schema, mode: str) -> dict[str, Any]:
     """A file's parsed stats with `minValues`, `maxValues` and `nullCount` keyed by logical names
     at every level; columns no longer in the schema (dropped) are left out."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import uuid
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,7 +21,7 @@ from skiplake.layout.partitioning import partition_dir
 from skiplake.log.actions import AddFile, Metadata, now_ms
 from skiplake.log.arrow_reads import renamed
 from skiplake.log.column_mapping import physical_name, physical_names, physical_schema
-from skiplake.log.paths import to_log_path
+from skiplake.log.paths import absolute_path, to_log_path
 from skiplake.log.schema import Schema
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, stats_from_metadata, stats_settings
 from skiplake.log.storage_for import storage_at
@@ -199,3 +199,14 @@ _SIMPLE = {"byte": pa.int8(), "short": pa.int16(), "integer": pa.int32(), "long"
            "float": pa.float32(), "double": pa.float64(), "string": pa.string(), "binary": pa.binary(),
            "boolean": pa.bool_(), "date": pa.date32(), "timestamp": pa.timestamp("us", "UTC"),
            "timestamp_ntz": pa.timestamp("us"), "void": pa.null()}
+
+
+def discard(table_path: str, adds: Sequence[AddFile]) -> None:
+    """Delete files a write made that no commit will add."""
+    storage = storage_at(table_path)
+    names = []
+    for f in adds:
+        full = absolute_path(table_path, f.path)
+        names.append(full[len(table_path):].lstrip("/") if full.startswith(table_path) else full)
+    if names:
+        storage.delete_many(names)

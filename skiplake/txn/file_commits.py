@@ -8,11 +8,12 @@ from typing import Sequence
 
 from skiplake.errors import InvalidArgumentError, TableAlreadyExistsError
 from skiplake.log.actions import Action, AddFile, Metadata, Txn, now_ms
-from skiplake.log.paths import absolute_path
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot, log_storage
-from skiplake.log.storage_for import has_log, storage_at
+from skiplake.log.storage_for import has_log
+from skiplake.txn.arrow_writes import discard
 from skiplake.txn.commit import commit, create
+from skiplake.txn.file_compaction import MIN_FILES, compact_after
 from skiplake.txn.read_set import ReadSet
 
 
@@ -72,6 +73,7 @@ class FileCommit:
     partition_by: tuple[str, ...] = ()
     operation: str = "WRITE"
     extra_parameters: tuple[tuple[str, str], ...] = ()
+    compact_min_files: int = MIN_FILES       # auto compaction's minNumFiles
 
 
 def commit_files(c: FileCommit) -> int | None:
@@ -95,7 +97,9 @@ def commit_files(c: FileCommit) -> int | None:
         actions.append(c.app.action())
     mode = "Overwrite" if c.overwrite else "Append"
     params = {"mode": mode, "partitionBy": "[]", **dict(c.extra_parameters)}
-    return commit(snapshot, actions, c.operation, params, read_set, _metrics(c.adds, len(actions) - len(c.adds))).version
+    done = commit(snapshot, actions, c.operation, params, read_set, _metrics(c.adds, len(actions) - len(c.adds)))
+    compact_after(c.table_path, list(done.actions), c.compact_min_files)
+    return done.version
 
 
 def _metrics(adds: Sequence[AddFile], removed: int) -> dict[str, str]:
@@ -119,14 +123,3 @@ def _create(c: FileCommit) -> int:
         # Another writer created it first: commit on top of what it made.
         return commit_files(FileCommit(c.table_path, c.adds, c.overwrite, c.app, None, None, c.partition_by,
                                        c.operation, c.extra_parameters)) or 0
-
-
-def discard(table_path: str, adds: Sequence[AddFile]) -> None:
-    """Delete files a write made that no commit will add."""
-    storage = storage_at(table_path)
-    names = []
-    for f in adds:
-        full = absolute_path(table_path, f.path)
-        names.append(full[len(table_path):].lstrip("/") if full.startswith(table_path) else full)
-    if names:
-        storage.delete_many(names)

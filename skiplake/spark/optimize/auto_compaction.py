@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from skiplake.errors import ConcurrentModificationError
 from skiplake.log.actions import AddFile
-from skiplake.log.column_mapping import logical_partition_values
+from skiplake.log.column_mapping import partition_values_by_name
 from skiplake.log.schema import INTEGER_TYPES, is_decimal
 from skiplake.spark.optimize.compaction import optimize
 from skiplake.spark.optimize.optimize_result import OptimizeResult
@@ -56,14 +56,14 @@ def auto_compact(write: "Transaction", begin: Callable[[], "Transaction"]) -> Op
     nothing to do, compaction is off, or a concurrent rearrangement won."""
     if write.no_op or not enabled(write.spark, write.snapshot.configuration):
         return None
-    touched = {_key(a) for a in write.committed_actions if isinstance(a, AddFile) and a.dataChange}
-    if not touched:
-        return None
     txn = begin()
     snapshot = txn.snapshot
+    touched = {_key(snapshot, a) for a in write.committed_actions if isinstance(a, AddFile) and a.dataChange}
+    if not touched:
+        return None
     min_files = _setting(txn.spark, SESSION_MIN_FILES, DEFAULT_MIN_FILES)
     max_size = _setting(txn.spark, SESSION_MAX_FILE_SIZE, DEFAULT_MAX_FILE_SIZE)
-    small = Counter(_key(f) for f in snapshot.add_files if f.size < max_size)
+    small = Counter(_key(snapshot, f) for f in snapshot.add_files if f.size < max_size)
     keys = [k for k in touched if small[k] >= min_files]
     if not keys:
         return None
@@ -75,20 +75,21 @@ def auto_compact(write: "Transaction", begin: Callable[[], "Transaction"]) -> Op
         return None
 
 
-def _key(f: Any) -> tuple[tuple[str, str | None], ...]:
-    return tuple(sorted((f.partitionValues or {}).items()))
+def _key(snapshot: Any, f: AddFile) -> tuple[tuple[str, str | None], ...]:
+    """The file's partition, by logical names (a commit's actions name them physically)."""
+    values = partition_values_by_name(f.partitionValues or {}, snapshot.schema, snapshot.partition_columns,
+                                      snapshot.column_mapping)
+    return tuple(sorted(values.items()))
 
 
 def _partitions_predicate(snapshot: Any, keys: list[tuple[tuple[str, str | None], ...]]) -> str | None:
-    """SQL selecting the partitions `keys` (physical partition values) name; None: the whole table."""
+    """SQL selecting the partitions `keys` (logical partition values) name; None: the whole table."""
     if not snapshot.partition_columns:
         return None
     types = {f.name: f.type for f in snapshot.schema.fields}
     parts = []
     for key in keys:
-        values = logical_partition_values(dict(key), snapshot.schema, snapshot.partition_columns,
-                                          snapshot.column_mapping)
-        terms = [f"`{c}` IS NULL" if v is None else f"`{c}` = {_literal(v, types[c])}" for c, v in values.items()]
+        terms = [f"`{c}` IS NULL" if v is None else f"`{c}` = {_literal(v, types[c])}" for c, v in key]
         parts.append("(" + " AND ".join(terms) + ")")
     return " OR ".join(parts)
 

@@ -34,8 +34,9 @@ from skiplake.log.storage_for import has_log
 from skiplake.skipping.plan import plan_scan
 from skiplake.spark.session.spark_types import from_spark
 from skiplake.spark.source.pushed_filters import predicate
-from skiplake.txn.arrow_writes import FileWritePlan, refusal, write_batches
-from skiplake.txn.file_commits import AppTransaction, FileCommit, commit_files, discard
+from skiplake.txn.arrow_writes import FileWritePlan, discard, refusal, write_batches
+from skiplake.txn.file_commits import AppTransaction, FileCommit, commit_files
+from skiplake.txn.file_compaction import MIN_FILES
 
 # Bytes of data files one read task takes (Spark's spark.sql.files.maxPartitionBytes default).
 TASK_BYTES = 128 << 20
@@ -200,11 +201,14 @@ class WriteTarget:
                            tuple(snapshot.partition_columns))
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], overwrite: bool, app: AppTransaction | None,
-               operation: str = "WRITE") -> int | None:
-        """Commit the files the tasks made; None when `app` was already committed."""
+               options: Mapping[str, str], operation: str = "WRITE") -> int | None:
+        """Commit the files the tasks made; None when `app` was already committed. The option
+        autoCompactMinNumFiles changes auto compaction's minNumFiles (50)."""
         adds = tuple(a for m in messages if isinstance(m, Written) for a in m.adds)
+        min_files = option(options, "autoCompactMinNumFiles")
         return commit_files(FileCommit(self.plan.table_path, adds, overwrite, app, self.read_version,
-                                       self.new_schema, self.partition_by, operation))
+                                       self.new_schema, self.partition_by, operation,
+                                       compact_min_files=int(min_files) if min_files else MIN_FILES))
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Delete the files the tasks made."""
@@ -229,7 +233,7 @@ class BatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit every task's files in one commit."""
         table_path(self.options)
-        self.target.commit(messages, self.overwrite, self.app)
+        self.target.commit(messages, self.overwrite, self.app, self.options)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Delete the files of a failed write."""

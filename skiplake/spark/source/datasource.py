@@ -1,6 +1,7 @@
 """The `skiplake` data source and its registration with a session (classic or Spark Connect)."""
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import (
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 NAME = "skiplake"
 # Spark hands filters to a Python data source's reader only with this setting on.
 FILTER_PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
-_REGISTERED = "spark.skiplake.dataSource.registered"
+_registered: "weakref.WeakSet[SparkSession]" = weakref.WeakSet()
 
 
 class SkiplakeDataSource(DataSource):
@@ -62,8 +63,8 @@ def _flag(text: str | None) -> bool:
 
 def register(spark: "SparkSession") -> None:
     """Make `format("skiplake")` known to `spark` and let it take pushed filters; again is a no-op."""
-    if spark.conf.get(_REGISTERED, "false") == "true":
+    if spark in _registered:
         return
     spark.dataSource.register(SkiplakeDataSource)
     spark.conf.set(FILTER_PUSHDOWN, "true")
-    spark.conf.set(_REGISTERED, "true")
+    _registered.add(spark)

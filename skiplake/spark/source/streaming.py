@@ -182,7 +182,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit the micro-batch with its txn action; nothing when the batch was committed before."""
         target = WriteTarget.of(self.options, self.schema)
-        target.commit(messages, self.complete, AppTransaction(self.app_id, batchId), "STREAMING UPDATE")
+        target.commit(messages, self.complete, AppTransaction(self.app_id, batchId), self.options, "STREAMING UPDATE")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Delete the files of a failed micro-batch."""
