@@ -3,8 +3,11 @@
 1. A pipeline: a source table of --commits commits (100) of --rows rows (100,000) each, written
    once; each side streams it through its own source, keeps half the rows (a filter) and three
    of four columns (a projection), and writes them through its own sink into a new table. Each
-   micro-batch reads one commit (maxFilesPerTrigger: the files of one commit). Throughput is the
-   source rows over the wall time to read everything; latency, each micro-batch's trigger time.
+   micro-batch reads one commit (maxFilesPerTrigger: the files of one commit), commit after
+   commit from the first (startingVersion 0: the incremental path; --snapshot streams the table's
+   snapshot instead, the path of a query started on a table that already holds data).
+   Throughput is the source rows over the wall time to read everything; latency, each
+   micro-batch's trigger time.
 2. foreachBatch MERGE upserts: a target of --target-rows rows (1,000,000) and an updates table
    of --upsert-commits commits (20) of 10,000 rows (half update existing ids, half are new);
    each side streams the updates, one commit per micro-batch, and MERGEs each batch into its
@@ -62,9 +65,13 @@ def _source(spark: Any, path: Path, commits: int, rows: int, progress: Progress)
     return len(t.refresh().snapshot.add_files) // commits
 
 
-def _ours_pipeline(spark: Any, source: Path, sink: Path, checkpoint: Path, max_files: int) -> dict[str, Any]:
+def _ours_pipeline(spark: Any, source: Path, sink: Path, checkpoint: Path, max_files: int,
+                   starting_version: int | None) -> dict[str, Any]:
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
-    query = (spark.readStream.format("skiplake").option("maxFilesPerTrigger", max_files).load(str(source))
+    reader = spark.readStream.format("skiplake").option("maxFilesPerTrigger", max_files)
+    if starting_version is not None:
+        reader = reader.option("startingVersion", starting_version)
+    query = (reader.load(str(source))
              .filter(WHERE).selectExpr(*SELECT).writeStream.format("skiplake")
              .option("checkpointLocation", str(checkpoint)).trigger(processingTime="0 seconds").start(str(sink)))
     return _drain(query)
@@ -125,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=None, help="rows per source commit (default 100,000, --quick 10,000)")
     parser.add_argument("--target-rows", type=int, default=None, help="MERGE target rows (default 1,000,000)")
     parser.add_argument("--upsert-commits", type=int, default=None, help="commits of upserts (default 20)")
+    parser.add_argument("--snapshot", action="store_true", help="stream the source's snapshot, not its commits")
     args = parser.parse_args(argv)
     commits = args.commits or (10 if args.quick else 100)
     rows = args.rows or (10_000 if args.quick else 100_000)
@@ -138,13 +146,15 @@ def main(argv: list[str] | None = None) -> int:
     spark = skiplake.local_spark(app_name="bench-streaming", shuffle_partitions=8, driver_memory=DRIVER_MEMORY)
     skiplake.register(spark)
     report = Report("bench_streaming", "Structured Streaming: skiplake's source and sink against delta-spark's",
-                    command_line("bench_streaming", args, [f"--commits {commits}", f"--rows {rows}"]),
+                    command_line("bench_streaming", args, [f"--commits {commits}", f"--rows {rows}"]
+                                 + (["--snapshot"] if args.snapshot else [])),
                     {"commits": commits, "rows_per_commit": rows, "target_rows": target_rows,
-                     "upsert_commits": upsert_commits, "reps": reps, "delta_package": DELTA_PACKAGE})
+                     "upsert_commits": upsert_commits, "reps": reps, "delta_package": DELTA_PACKAGE,
+                     "source_read": "snapshot" if args.snapshot else "commits from version 0"})
     delta = DeltaRunner(8, progress, DRIVER_MEMORY)
     try:
         with workdir("bench_streaming", args.workdir, args.keep, progress) as work:
-            _pipeline(spark, delta, report, work, commits, rows, reps, progress)
+            _pipeline(spark, delta, report, work, commits, rows, reps, None if args.snapshot else 0, progress)
             _upserts(spark, delta, report, work, target_rows, upsert_commits, reps, progress)
             report.extra["delta"] = delta.info
     finally:
@@ -154,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _pipeline(spark: Any, delta: DeltaRunner, report: Report, work: Path, commits: int, rows: int, reps: int,
-              progress: Progress) -> None:
+              starting_version: int | None, progress: Progress) -> None:
     warm = work / "warm-source"
     per_commit = _source(spark, warm, 3, 1000, progress)
     source = work / "source"
@@ -167,9 +177,10 @@ def _pipeline(spark: Any, delta: DeltaRunner, report: Report, work: Path, commit
         sink, ckpt = work / f"sink-{side}-{tag}", work / f"ckpt-{side}-{tag}"
         sinks[side] = sink
         if side == "skiplake":
-            return _ours_pipeline(spark, src, sink, ckpt, per_commit)
+            return _ours_pipeline(spark, src, sink, ckpt, per_commit, starting_version)
         return _theirs(delta, {"source": str(src), "sink": str(sink), "checkpoint": str(ckpt),
-                               "max_files": per_commit, "where": WHERE, "select": SELECT})
+                               "max_files": per_commit, "where": WHERE, "select": SELECT,
+                               "starting_version": starting_version})
 
     for side in SIDES:
         run(side, warm, "warm")

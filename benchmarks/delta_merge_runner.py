@@ -59,7 +59,10 @@ def stream(spark, job: dict) -> dict:
     and projection pipeline (`select`), or with `merge_on` a foreachBatch MERGE into `sink` made
     idempotent by txnAppId/txnVersion. Its wall time and each micro-batch's trigger time."""
     spark.conf.set("spark.sql.streaming.numRecentProgressUpdates", "100000")
-    df = spark.readStream.format("delta").option("maxFilesPerTrigger", job["max_files"]).load(job["source"])
+    reader = spark.readStream.format("delta").option("maxFilesPerTrigger", job["max_files"])
+    if job.get("starting_version") is not None:
+        reader = reader.option("startingVersion", job["starting_version"])
+    df = reader.load(job["source"])
     if job.get("where"):
         df = df.filter(job["where"])
     if job.get("select"):
