@@ -46,19 +46,13 @@ def compact_after(table_path: str, written: list[Action], min_files: int = MIN_F
     snapshot = Snapshot.load(table_path)
     if not wants_compaction(snapshot.configuration) or not _compactable(snapshot):
         return None
-    def key(f: AddFile) -> tuple:
-        return _key(snapshot, f)
-
-    touched = {key(a) for a in written if isinstance(a, AddFile) and a.dataChange}
-    small = [f for f in snapshot.add_files if f.size < target_size and key(f) in touched]
-    counts = Counter(key(f) for f in small)
-    chosen = [f for f in small if counts[key(f)] >= min_files]
+    chosen = _small_files(snapshot, written, min_files, target_size)
     if not chosen:
         return None
     plan = FileWritePlan.of(table_path, snapshot.metadata, snapshot.column_mapping)
     adds: list[AddFile] = []
-    for part in sorted({key(f) for f in chosen}, key=str):
-        files = [f for f in chosen if key(f) == part]
+    for part in sorted({_key(snapshot, f) for f in chosen}, key=str):
+        files = [f for f in chosen if _key(snapshot, f) == part]
         adds += write_batches(plan, _rows(snapshot, files), data_change=False)
     ts = now_ms()
     actions: list[Action] = [*adds, *(f.remove(ts, data_change=False) for f in chosen)]
@@ -71,6 +65,14 @@ def compact_after(table_path: str, written: list[Action], min_files: int = MIN_F
         log.info("auto compaction of %s gave way to a concurrent commit: %s", table_path, e)
         discard(table_path, adds)
         return None
+
+
+def _small_files(snapshot: Snapshot, written: list[Action], min_files: int, target_size: int) -> list[AddFile]:
+    """The files under `target_size` of the partitions `written` added to that hold `min_files` of them."""
+    touched = {_key(snapshot, a) for a in written if isinstance(a, AddFile) and a.dataChange}
+    small = [f for f in snapshot.add_files if f.size < target_size and _key(snapshot, f) in touched]
+    counts = Counter(_key(snapshot, f) for f in small)
+    return [f for f in small if counts[_key(snapshot, f)] >= min_files]
 
 
 def _compactable(snapshot: Snapshot) -> bool:
