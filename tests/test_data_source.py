@@ -213,6 +213,17 @@ def test_sink_complete_mode_replaces_rows(lake, parted, tmp_path):
     assert counts == {"0": 22, "1": 22, "2": 22}
 
 
+@pytest.mark.slow
+def test_sink_to_table_with_a_path(lake, parted, tmp_path):
+    spark = lake.spark
+    sink = str(tmp_path / "named_sink")
+    q = (spark.readStream.format("skiplake").load(parted.path).writeStream.format("skiplake")
+         .option("checkpointLocation", str(tmp_path / "ckpt")).option("path", sink).toTable("named_sink"))
+    _drain(q)
+    assert ids(skiplake.Table.open(spark, sink).read()) == list(range(60))
+    spark.sql("DROP TABLE IF EXISTS named_sink")
+
+
 def _query_id(ckpt):
     import json
     with open(os.path.join(ckpt, "metadata")) as f:
