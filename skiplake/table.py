@@ -354,14 +354,16 @@ class Table:
               when_matched_update_condition: str | None = None,
               when_matched_delete: bool | str = False,
               when_not_matched_insert: Mapping[str, str] | str | None = None,
-              when_not_matched_insert_condition: str | None = None) -> "int | MergeBuilder":
+              when_not_matched_insert_condition: str | None = None, app_id: str | None = None,
+              app_version: int | None = None) -> "int | MergeBuilder":
         """MERGE INTO this table USING `source` ON `on`.
 
         Without clause keywords, a builder of ordered clauses (see docs/merge.md):
         `t.merge(src, "target.id = source.id").when_matched_update_all().when_not_matched_insert_all()
         .execute()` returns a MergeResult. With the keywords (at most one clause of each kind:
         delete, else update, for matched rows; insert for unmatched source rows) it runs at once
-        and returns the version committed."""
+        and returns the version committed; app_id and app_version as for append (the builder's
+        execute() takes them too)."""
         keywords = (when_matched_update, when_matched_delete, when_not_matched_insert)
         if not any(keywords) and when_matched_update_condition is None and when_not_matched_insert_condition is None:
             return merge.MergeBuilder(self.begin, source, merge.MergeSpec(on, source_alias=source_alias,
@@ -370,7 +372,10 @@ class Table:
         clauses = merge.MergeClauses(on, source_alias, target_alias, when_matched_update,
                                      when_matched_update_condition, when_matched_delete, when_not_matched_insert,
                                      when_not_matched_insert_condition)
-        return _committed(self, merge.merge(self.begin(), source, clauses))
+        txn = self.begin()
+        if not txn.claim_app_version(app_id, app_version):
+            return _committed(self, txn)
+        return _committed(self, merge.merge(txn, source, clauses))
 
     def optimize(self, where: str | None = None, zorder_by: Sequence[str] | None = None,
                  target_file_size: int = DEFAULT_TARGET_FILE_SIZE, min_files: int = 2,

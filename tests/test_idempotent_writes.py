@@ -40,6 +40,7 @@ def test_every_write_is_idempotent(lake, spark):
         .execute(app_id="etl", app_version=4)
     assert replay.skipped and replay.version == res.version and t.read().count() == 10
 
+    assert t.merge(src, "target.id = source.id", when_matched_update="*", app_id="etl", app_version=4).skipped
     assert t.overwrite(spark.range(2).selectExpr("id", "'o' as v"), app_id="etl", app_version=4).skipped
     assert not t.overwrite(spark.range(2).selectExpr("id", "'o' as v"), app_id="etl", app_version=5).skipped
     assert t.read().count() == 2 and t.transaction_version("etl") == 5
