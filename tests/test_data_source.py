@@ -127,13 +127,56 @@ def test_batch_write_is_idempotent_with_txn_options(lake, parted):
     assert t.read().count() == 63 and t.transaction_version("nightly") == 7
 
 
-def test_batch_write_refuses_what_it_cannot_apply(lake):
-    t = lake.create_table("checked", "id long")
-    t.add_constraint("pos", "id > 0")
+def test_batch_write_applies_the_tables_rules(lake):
+    spark = lake.spark
+    t = lake.create_table("ruled", "id long, qty int, ts timestamp, day date, note string",
+                          generated_columns={"day": "CAST(ts AS DATE)"},
+                          identity_columns={"id": skiplake.IdentityColumn(start=1, step=1)})
+    t.add_constraint("qty_positive", "qty > 0 AND length(note) < 10")
+
+    def rows(start, end, tasks=2):
+        return spark.range(start, end, numPartitions=tasks).selectExpr(
+            "cast(id AS int) AS qty", "timestamp'2024-03-01 22:00:00' + make_interval(0, 0, 0, 0, id) AS ts", "'n' AS note")
+
+    rows(1, 6).write.format("skiplake").mode("append").save(t.path)
+    rows(6, 9, tasks=3).write.format("skiplake").mode("append").save(t.path)
+    t = skiplake.Table.open(spark, t.path)
+    got = t.read().collect()
+    assert sorted(r.qty for r in got) == list(range(1, 9))
+    assert all(r.day == r.ts.date() for r in got)           # computed as Spark computes it (UTC)
+    id_values = [r.id for r in got]
+    assert len(set(id_values)) == 8 and min(id_values) >= 1
+    mark = int(t.schema["id"].metadata["delta.identity.highWaterMark"])
+    assert mark == max(id_values)
+    t.append(spark.createDataFrame([(9, None, "n")], "qty int, ts timestamp, note string"))
+    assert max(r.id for r in t.read().collect()) > mark       # t.append goes on past the data source's values
+    version = t.version
+    with pytest.raises(Exception, match="CHECK constraint qty_positive"):   # each rule: tests/test_arrow_rules.py
+        rows(0, 2).write.format("skiplake").mode("append").save(t.path)
+    t.add_constraint("small", "qty / 2 < 100")
     with pytest.raises(Exception) as e:
-        lake.spark.range(3).write.format("skiplake").mode("append").save(t.path)
-    assert "CHECK constraints" in str(e.value) and "t.append" in str(e.value)
-    assert skiplake.Table.open(lake.spark, t.path).version == t.version
+        rows(2, 3).write.format("skiplake").mode("append").save(t.path)
+    assert "CHECK constraint small" in str(e.value) and "t.append" in str(e.value)
+    assert skiplake.Table.open(spark, t.path).version == version + 1    # only the constraint was added
+
+
+def test_batch_write_places_rows_in_spark_buckets(lake):
+    from skiplake.layout.bucket_spec import bucket_id_of_tags, files_without_bucket_ids
+    spark = lake.spark
+    spec = skiplake.BucketSpec(4, ["k"], sort_by=["id"])
+    t = lake.create_table("bucketed", "id long, k string, part string", partition_by=["part"], bucket_by=spec)
+    (spark.range(0, 200, numPartitions=2).selectExpr("id", "cast(id * 7 % 13 AS string) AS k", "cast(id % 2 AS string) AS part")
+     .write.format("skiplake").mode("append").save(t.path))
+    t = skiplake.Table.open(spark, t.path)
+    files = t.scan().files
+    assert files and not files_without_bucket_ids(files, spec)
+    by_name = {f.path.rsplit("/", 1)[-1]: bucket_id_of_tags(f.tags) for f in files}
+    placed = (t.read().selectExpr("input_file_name() AS f", "pmod(hash(k), 4) AS b", "id").collect())
+    assert len(placed) == 200
+    assert all(by_name[r.f.rsplit("/", 1)[-1]] == r.b for r in placed)
+    want = spark.sql("SELECT pmod(hash('3'), 4)").first()[0]
+    pruned = t.scan("k = '3'").files
+    assert pruned and {bucket_id_of_tags(f.tags) for f in pruned} == {want} and len(pruned) < len(files)
 
 
 def _drain(query):
@@ -222,6 +265,22 @@ def test_sink_to_table_with_a_path(lake, parted, tmp_path):
     _drain(q)
     assert ids(skiplake.Table.open(spark, sink).read()) == list(range(60))
     spark.sql("DROP TABLE IF EXISTS named_sink")
+
+
+@pytest.mark.slow
+def test_sink_applies_the_tables_rules(lake, parted, tmp_path):
+    spark = lake.spark
+    sink = lake.create_table("ruled_sink", "seq long, id long, part string, label string",
+                             generated_columns={"label": "concat('p-', part)"},
+                             identity_columns={"seq": skiplake.IdentityColumn()})
+    sink.add_constraint("known", "id >= 0 AND part IN ('0', '1', '2')")
+    q = (spark.readStream.format("skiplake").option("maxFilesPerTrigger", 2).load(parted.path)
+         .writeStream.format("skiplake").option("checkpointLocation", str(tmp_path / "ckpt")).start(sink.path))
+    _drain(q)
+    rows = skiplake.Table.open(spark, sink.path).read().collect()
+    assert sorted(r.id for r in rows) == list(range(60)) and len({r.seq for r in rows}) == 60
+    assert all(r.label == f"p-{r.part}" for r in rows)
+    assert len(_batch_rows(skiplake.Table.open(spark, sink.path))) > 1    # marks moved batch after batch
 
 
 def _query_id(ckpt):

@@ -235,9 +235,9 @@ class StreamPlanner:
         found += [(f, INSERT, tuple(int(r) for r in rows)) for f, rows in vc.rows_inserted]
         return [StreamUnit(version, i, f, kind, rows, ts) for i, (f, kind, rows) in enumerate(found)]
 
-    def commit_time(self, version: int) -> int:
-        """The version's commit time (milliseconds), as the change feed gives it."""
-        return commit_times(list_log(self.storage)).get(version, 0)
+    def commit_times(self) -> dict[int, int]:
+        """Each version's commit time (milliseconds), as the change feed gives it: one listing of the log."""
+        return commit_times(list_log(self.storage))
 
     def _check_schema(self, version: int, actions: list[Action]) -> None:
         metadata = next((a for a in actions if isinstance(a, Metadata)), None)

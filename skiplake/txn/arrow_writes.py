@@ -1,22 +1,27 @@
 """Writing Arrow batches as a table's data files without Spark, for the `skiplake` data source
 and its streaming sink: rows conformed to the table's schema, NOT NULL kept, one Parquet file per
-partition and task, physical column names and field ids under column mapping, stats from each
-file's footer. The commit (skiplake.txn.commit) adds the files; until then no reader sees them.
+partition (and bucket) and task, physical column names and field ids under column mapping, stats
+from each file's footer. The commit (skiplake.txn.file_commits) adds the files; until then no
+reader sees them.
 
-What this path cannot apply without Spark's SQL (CHECK constraints, generated and identity
-columns, bucketing) is refused before a row is written (`refusal`)."""
+The table's rules (generated and identity columns, CHECK constraints, invariants) are applied by
+skiplake.txn.arrow_rules; a bucketed table's rows go to the buckets Spark's bucketBy would
+choose, one file per partition, bucket and task, named and tagged with the bucket id."""
 from __future__ import annotations
 
 import io
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skiplake.errors import ConstraintViolationError, SchemaMismatchError
-from skiplake.layout.bucket_spec import bucket_spec_of
+from skiplake.layout.bucket_spec import BUCKET_COLUMN, BUCKET_TAG, BucketSpec, bucket_file_name, bucket_spec_of
+from skiplake.layout.bucketing import bucket_ids
 from skiplake.layout.partitioning import partition_dir
 from skiplake.log.actions import AddFile, Metadata, now_ms
 from skiplake.log.arrow_reads import renamed
@@ -26,8 +31,7 @@ from skiplake.log.schema import Schema
 from skiplake.log.stats import DEFAULT_NUM_INDEXED_COLS, stats_from_metadata, stats_settings
 from skiplake.log.storage_for import storage_at
 from skiplake.log.values import format_partition_value
-from skiplake.txn.constraints import check_constraints, generated_columns, table_rules
-from skiplake.txn.identity import identity_columns
+from skiplake.txn.arrow_rules import ArrowRules, furthest
 
 # Rows per data file before the writer starts another (Spark's maxRecordsPerFile is unlimited by
 # default; a bounded file keeps a Python worker's memory bounded).
@@ -44,46 +48,76 @@ class FileWritePlan:
     mode: str                     # column mapping mode
     num_indexed_cols: int = DEFAULT_NUM_INDEXED_COLS
     stats_columns: tuple[str, ...] | None = None
+    rules: ArrowRules | None = None          # None: rows are written as they come (a rewrite)
+    bucket: BucketSpec | None = None
 
     @staticmethod
-    def of(table_path: str, metadata: Metadata, mode: str) -> "FileWritePlan":
-        """The plan for writing files of the table whose metadata is `metadata`."""
+    def of(table_path: str, metadata: Metadata, mode: str, given: Sequence[str] | None = None,
+           with_rules: bool = True) -> "FileWritePlan":
+        """The plan for writing rows with the columns `given` (None: not known) as files of the
+        table whose metadata is `metadata`; `with_rules` False for rewrites of rows already in
+        the table. Rules it cannot apply are refused (skiplake.txn.arrow_rules)."""
         limit, named = stats_settings(metadata.configuration)
+        rules = ArrowRules.of(table_path, metadata, logical_arrow_schema(metadata.schema), given) if with_rules else None
         return FileWritePlan(table_path, metadata.schema, tuple(metadata.partitionColumns), mode, limit,
-                             tuple(named) if named is not None else None)
+                             tuple(named) if named is not None else None,
+                             None if rules is None or rules.empty else rules, bucket_spec_of(metadata.configuration))
 
 
-def refusal(metadata: Metadata) -> str | None:
-    """The writer feature of the table that files written without Spark cannot apply, if any."""
-    schema = metadata.schema
-    if check_constraints(metadata.configuration) or any(r.label.startswith("invariant") for r in table_rules(metadata)):
-        return "CHECK constraints"
-    if generated_columns(schema):
-        return "generated columns"
-    if identity_columns(schema):
-        return "identity columns"
-    if bucket_spec_of(metadata.configuration) is not None:
-        return "buckets"
-    return None
+@dataclass
+class TaskFiles:
+    """What one write task made: its files, and the furthest value of each identity column in them."""
+    adds: list[AddFile] = field(default_factory=list)
+    marks: dict[str, int] = field(default_factory=dict)
 
 
 def write_batches(plan: FileWritePlan, batches: Iterable[pa.RecordBatch], data_change: bool = True) -> list[AddFile]:
     """Write `batches` (columns named as the table's, in any order) as new data files of the table;
-    their add actions. A row with NULL in a NOT NULL column is a ConstraintViolationError."""
-    out: list[AddFile] = []
+    their add actions. See write_task."""
+    return write_task(plan, batches, data_change=data_change).adds
+
+
+def write_task(plan: FileWritePlan, batches: Iterable[pa.RecordBatch], task: int = 0, time_zone: str = "UTC",
+               data_change: bool = True) -> TaskFiles:
+    """Write one task's `batches` as new data files of the table, the table's rules applied
+    (`task`: its partition id, which identity values depend on; `time_zone`: Spark's session
+    time zone). A row that breaks a rule, NOT NULL included, is a ConstraintViolationError."""
+    out = TaskFiles()
     buffered: dict[tuple, list[pa.Table]] = {}
     rows: dict[tuple, int] = {}
+    seen = 0
     for batch in batches:
         table = conformed(plan, pa.Table.from_batches([batch]))
-        for key, part in _by_partition(table, plan.partition_columns):
+        if plan.rules is not None:
+            given = {n.lower() for n in batch.schema.names}
+            table = plan.rules.applied(table, given, task, seen, time_zone)
+            _mark(plan.rules, table, out.marks)
+        seen += table.num_rows
+        for key, part in _by_partition(plan, table):
             buffered.setdefault(key, []).append(part)
             rows[key] = rows.get(key, 0) + part.num_rows
             if rows[key] >= MAX_ROWS_PER_FILE:
-                out.append(_write_file(plan, key, pa.concat_tables(buffered.pop(key)), data_change))
+                out.adds.append(_write_file(plan, key, pa.concat_tables(buffered.pop(key)), data_change))
                 rows[key] = 0
     for key, parts in buffered.items():
-        out.append(_write_file(plan, key, pa.concat_tables(parts), data_change))
+        out.adds.append(_write_file(plan, key, pa.concat_tables(parts), data_change))
     return out
+
+
+def _mark(rules: ArrowRules, table: pa.Table, marks: dict[str, int]) -> None:
+    """Move `marks` past the identity values of `table`."""
+    for identity in rules.identities:
+        value = furthest(identity, table.column(identity.name))
+        if value is None:
+            continue
+        known = marks.get(identity.name)
+        if known is None or (value > known if identity.step > 0 else value < known):
+            marks[identity.name] = value
+
+
+def logical_arrow_schema(schema: Schema) -> pa.Schema:
+    """The Arrow schema rows of the table's logical columns are conformed to."""
+    return pa.schema([pa.field(f.name, arrow_type(f.type), f.nullable) for f in schema.fields])
 
 
 def conformed(plan: FileWritePlan, table: pa.Table) -> pa.Table:
@@ -120,15 +154,33 @@ def _cast(plan: FileWritePlan, name: str, column: Any, target: pa.DataType) -> A
                                                      f"be written as the table's {target} ({e})"]) from None
 
 
-def _by_partition(table: pa.Table, partition_columns: tuple[str, ...]) -> Iterator[tuple[tuple, pa.Table]]:
-    if not partition_columns or not table.num_rows:
+def _by_partition(plan: FileWritePlan, table: pa.Table) -> Iterator[tuple[tuple, pa.Table]]:
+    """The rows by partition values and then bucket id (the key's last item, with a bucket spec)."""
+    keys = list(plan.partition_columns)
+    if plan.bucket is not None and table.num_rows:
+        # The bucket id is the key's last item.
+        types = [plan.schema.field(c).type for c in plan.bucket.columns]
+        ids = bucket_ids([table.column(c) for c in plan.bucket.columns], types, plan.bucket.num_buckets)
+        table = table.append_column(BUCKET_COLUMN, pa.array(ids, pa.int32()))
+        keys.append(BUCKET_COLUMN)
+    if not table.num_rows:
+        return   # no rows, no file
+    if not keys:
         yield (), table
         return
-    keys = table.select(list(partition_columns)).append_column("__row", pa.array(range(table.num_rows), pa.int64()))
-    groups = keys.group_by(list(partition_columns), use_threads=False).aggregate([("__row", "list")])
+    indexed = table.select(keys).append_column("__row", pa.array(np.arange(table.num_rows), pa.int64()))
+    groups = indexed.group_by(keys, use_threads=False).aggregate([("__row", "list")])
+    data = table.drop_columns([BUCKET_COLUMN]) if plan.bucket is not None else table
     for i in range(groups.num_rows):
-        key = tuple(groups.column(c)[i].as_py() for c in partition_columns)
-        yield key, table.take(groups.column("__row_list")[i].values)
+        key = tuple(groups.column(c)[i].as_py() for c in keys)
+        yield key, _sorted(plan, data.take(groups.column("__row_list")[i].values))
+
+
+def _sorted(plan: FileWritePlan, rows: pa.Table) -> pa.Table:
+    """A bucket's rows by the bucket's sort columns, ascending with NULLs first as Spark sorts them."""
+    if plan.bucket is None or not plan.bucket.sort_by or not rows.num_rows:
+        return rows
+    return rows.take(pc.sort_indices(rows, sort_keys=[(c, "ascending", "at_start") for c in plan.bucket.sort_by]))
 
 
 def _write_file(plan: FileWritePlan, key: tuple, table: pa.Table, data_change: bool) -> AddFile:
@@ -136,6 +188,7 @@ def _write_file(plan: FileWritePlan, key: tuple, table: pa.Table, data_change: b
     values = {physical_name(fields[c], plan.mode): format_partition_value(v, fields[c].type)
               for c, v in zip(plan.partition_columns, key)}
     data = table.drop_columns(list(plan.partition_columns)) if plan.partition_columns else table
+    bucket = key[-1] if plan.bucket is not None and key else None
     physical = _physical(plan, data)
     sink = io.BytesIO()
     with pq.ParquetWriter(sink, physical.schema, compression="snappy") as writer:
@@ -143,7 +196,8 @@ def _write_file(plan: FileWritePlan, key: tuple, table: pa.Table, data_change: b
     body = sink.getvalue()
     folder = partition_dir(list(values), values) if values else ""
     rel = f"{folder}/" if folder else ""
-    rel += f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+    name = f"part-00000-{uuid.uuid4()}.c000.snappy.parquet"
+    rel += name if bucket is None else bucket_file_name(name, bucket)
     storage_at(plan.table_path).put(rel, body)
     meta = pq.read_metadata(io.BytesIO(body))
     phys_schema = physical_schema(plan.schema, plan.mode)
@@ -151,7 +205,7 @@ def _write_file(plan: FileWritePlan, key: tuple, table: pa.Table, data_change: b
     stats = stats_from_metadata(meta, phys_schema, phys_parts, plan.num_indexed_cols,
                                 list(plan.stats_columns) if plan.stats_columns is not None else None)
     return AddFile(path=to_log_path(rel), partitionValues=values, size=len(body), modificationTime=now_ms(),
-                   dataChange=data_change, stats=stats)
+                   dataChange=data_change, stats=stats, tags=None if bucket is None else {BUCKET_TAG: str(bucket)})
 
 
 def _physical(plan: FileWritePlan, table: pa.Table) -> pa.Table:

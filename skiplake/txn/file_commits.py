@@ -3,17 +3,18 @@ data source's batch writes and its streaming sink's micro-batches. Runs in a Pyt
 driver, so it reads and writes the log only."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 from skiplake.errors import InvalidArgumentError, TableAlreadyExistsError
-from skiplake.log.actions import Action, AddFile, Metadata, Txn, now_ms
+from skiplake.log.actions import Action, AddFile, Metadata, RemoveFile, Txn, now_ms
 from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot, log_storage
 from skiplake.log.storage_for import has_log
 from skiplake.txn.arrow_writes import discard
 from skiplake.txn.commit import commit, create
 from skiplake.txn.file_compaction import MIN_FILES, compact_after
+from skiplake.txn.identity import identity_columns, with_high_water_marks
 from skiplake.txn.read_set import ReadSet
 
 
@@ -74,6 +75,8 @@ class FileCommit:
     operation: str = "WRITE"
     extra_parameters: tuple[tuple[str, str], ...] = ()
     compact_min_files: int = MIN_FILES       # auto compaction's minNumFiles
+    # Per identity column, the furthest value each task wrote: the commit moves the high-water mark.
+    identity_values: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
 def commit_files(c: FileCommit) -> int | None:
@@ -88,6 +91,9 @@ def commit_files(c: FileCommit) -> int | None:
     snapshot = latest if c.read_version is None else Snapshot.load(c.table_path, c.read_version)
     read_set = ReadSet()
     actions: list[Action] = list(c.adds)
+    moved = _high_water_marks(snapshot, c.identity_values)
+    if moved is not None:
+        actions.insert(0, moved)
     if c.overwrite:
         read_set.whole_table = True
         ts = now_ms()
@@ -97,9 +103,24 @@ def commit_files(c: FileCommit) -> int | None:
         actions.append(c.app.action())
     mode = "Overwrite" if c.overwrite else "Append"
     params = {"mode": mode, "partitionBy": "[]", **dict(c.extra_parameters)}
-    done = commit(snapshot, actions, c.operation, params, read_set, _metrics(c.adds, len(actions) - len(c.adds)))
+    done = commit(snapshot, actions, c.operation, params, read_set, _metrics(c.adds, sum(isinstance(a, RemoveFile) for a in actions)))
     compact_after(c.table_path, list(done.actions), c.compact_min_files)
     return done.version
+
+
+def _high_water_marks(snapshot: Snapshot, values: tuple[tuple[str, tuple[int, ...]], ...]) -> Metadata | None:
+    """The table's metadata with its identity columns' marks past `values`; None when none moves.
+    A metaData action: a concurrent writer that moved a mark too makes the commit a conflict."""
+    identities = identity_columns(snapshot.schema)
+    marks = {}
+    for name, written in values:
+        identity = identities.get(name)
+        mark = identity.past_mark(list(written)) if identity is not None else None
+        if mark is not None:
+            marks[name] = mark
+    if not marks:
+        return None
+    return replace(snapshot.metadata, schemaString=with_high_water_marks(snapshot.schema, marks).json_string())
 
 
 def _metrics(adds: Sequence[AddFile], removed: int) -> dict[str, str]:

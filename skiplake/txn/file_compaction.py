@@ -49,7 +49,7 @@ def compact_after(table_path: str, written: list[Action], min_files: int = MIN_F
     chosen = _small_files(snapshot, written, min_files, target_size)
     if not chosen:
         return None
-    plan = FileWritePlan.of(table_path, snapshot.metadata, snapshot.column_mapping)
+    plan = FileWritePlan.of(table_path, snapshot.metadata, snapshot.column_mapping, with_rules=False)
     adds: list[AddFile] = []
     for part in sorted({_key(snapshot, f) for f in chosen}, key=str):
         files = [f for f in chosen if _key(snapshot, f) == part]

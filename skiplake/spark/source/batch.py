@@ -6,10 +6,12 @@ makes data files in the workers (skiplake.txn.arrow_writes) and commits them in 
 driver (skiplake.txn.file_commits)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceReader,
@@ -20,7 +22,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from skiplake.errors import InvalidArgumentError, NotATableError, WriterFeatureUnsupportedError
+from skiplake.errors import InvalidArgumentError, NotATableError
 from skiplake.expr.tree import Node
 from skiplake.log.actions import AddFile, Metadata
 from skiplake.log.arrow_reads import read_file
@@ -34,7 +36,7 @@ from skiplake.log.storage_for import has_log
 from skiplake.skipping.plan import plan_scan
 from skiplake.spark.session.spark_types import from_spark
 from skiplake.spark.source.pushed_filters import predicate
-from skiplake.txn.arrow_writes import FileWritePlan, discard, refusal, write_batches
+from skiplake.txn.arrow_writes import FileWritePlan, TaskFiles, discard, write_task
 from skiplake.txn.file_commits import AppTransaction, FileCommit, commit_files
 from skiplake.txn.file_compaction import MIN_FILES
 
@@ -164,11 +166,41 @@ def read_batches(layout: TableLayout, files: Sequence[AddFile], arrow_schema: pa
 
 
 class Written(WriterCommitMessage):
-    """The files one write task made."""
+    """The files one write task made, and the table version it planned them on."""
 
-    def __init__(self, adds: list[AddFile]) -> None:
-        """The message of a task that wrote `adds`."""
-        self.adds = adds
+    def __init__(self, files: TaskFiles, read_version: int | None) -> None:
+        """The message of a task that wrote `files` planning on `read_version` (None: a new table)."""
+        self.adds = files.adds
+        self.marks = files.marks
+        self.read_version = read_version
+
+
+def session_time_zone() -> str:
+    """Spark's session time zone, in a write task: Spark hands each task the session's settings
+    as local properties (one set explicitly); otherwise the zone the machine's clock runs in, as
+    the JVM's default would be."""
+    context = TaskContext.get()
+    zone = context.getLocalProperty("spark.sql.session.timeZone") if context is not None else None
+    return zone or local_zone()
+
+
+def local_zone() -> str:
+    """The name of this machine's time zone (TZ, else /etc/localtime), UTC when unknown."""
+    zone = os.environ.get("TZ", "").lstrip(":")
+    if zone:
+        return zone
+    try:
+        target = os.path.realpath("/etc/localtime")
+    except OSError:
+        return "UTC"
+    return target.split("zoneinfo/", 1)[1] if "zoneinfo/" in target else "UTC"
+
+
+def task_files(target: "WriteTarget", batches: Iterator[pa.RecordBatch]) -> Written:
+    """Write one task's rows as data files of `target`."""
+    context = TaskContext.get()
+    task = context.partitionId() if context is not None else 0
+    return Written(write_task(target.plan, batches, task, session_time_zone()), target.read_version)
 
 
 @dataclass(frozen=True)
@@ -191,24 +223,28 @@ class WriteTarget:
             metadata = Metadata.new(given, list(parts), {})
             return WriteTarget(FileWritePlan.of(path, metadata, "none"), None, given, parts)
         snapshot = Snapshot.load(path)
-        feature = refusal(snapshot.metadata)
-        if feature is not None:
-            raise WriterFeatureUnsupportedError(
-                path, feature, "t.append(df) or t.overwrite(df) (skiplake.Table), or in a stream "
-                "foreachBatch(lambda df, i: t.append(df, app_id=..., app_version=i))")
         mode = mapping_mode(snapshot.configuration, snapshot.protocol)
-        return WriteTarget(FileWritePlan.of(path, snapshot.metadata, mode), snapshot.version, None,
-                           tuple(snapshot.partition_columns))
+        return WriteTarget(FileWritePlan.of(path, snapshot.metadata, mode, schema.fieldNames()), snapshot.version,
+                           None, tuple(snapshot.partition_columns))
 
     def commit(self, messages: Sequence[WriterCommitMessage | None], overwrite: bool, app: AppTransaction | None,
                options: Mapping[str, str], operation: str = "WRITE") -> int | None:
         """Commit the files the tasks made; None when `app` was already committed. The option
         autoCompactMinNumFiles changes auto compaction's minNumFiles (50)."""
-        adds = tuple(a for m in messages if isinstance(m, Written) for a in m.adds)
+        written = [m for m in messages if isinstance(m, Written)]
+        adds = tuple(a for m in written for a in m.adds)
+        marks: dict[str, list[int]] = {}
+        for m in written:
+            for name, value in m.marks.items():
+                marks.setdefault(name, []).append(value)
+        # The oldest version a task planned on: what a concurrent commit is checked against.
+        planned = [m.read_version for m in written if m.read_version is not None]
+        read_version = min(planned) if planned else self.read_version
         min_files = option(options, "autoCompactMinNumFiles")
-        return commit_files(FileCommit(self.plan.table_path, adds, overwrite, app, self.read_version,
+        return commit_files(FileCommit(self.plan.table_path, adds, overwrite, app, read_version,
                                        self.new_schema, self.partition_by, operation,
-                                       compact_min_files=int(min_files) if min_files else MIN_FILES))
+                                       compact_min_files=int(min_files) if min_files else MIN_FILES,
+                                       identity_values=tuple((n, tuple(v)) for n, v in marks.items())))
 
     def abort(self, messages: Sequence[WriterCommitMessage | None]) -> None:
         """Delete the files the tasks made."""
@@ -228,7 +264,7 @@ class BatchWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Write one task's rows as data files."""
         table_path(self.options)   # this task's process reaches the storage with the options
-        return Written(write_batches(self.target.plan, iterator))
+        return task_files(self.target, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Commit every task's files in one commit."""

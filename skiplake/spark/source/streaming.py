@@ -33,8 +33,7 @@ from skiplake.log.schema import Field, Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.storage_for import has_log, storage_at
 from skiplake.log.stream_reads import StreamOffset, StreamOptions, StreamPlanner, StreamUnit
-from skiplake.spark.source.batch import TableLayout, WriteTarget, Written, file_groups, option, table_path
-from skiplake.txn.arrow_writes import write_batches
+from skiplake.spark.source.batch import TableLayout, WriteTarget, file_groups, option, table_path, task_files
 from skiplake.txn.file_commits import AppTransaction
 
 
@@ -101,8 +100,9 @@ class StreamReader(DataSourceStreamReader):
         first, last = StreamOffset.from_json(start), StreamOffset.from_json(end)
         self._follow(last)
         units = self.planner.units_between(first, last)
-        if self.options.read_change_feed:
-            units = [_timed(u, self.planner) for u in units]
+        if self.options.read_change_feed and any(not u.timestamp_ms for u in units):
+            times = self.planner.commit_times()    # one listing of the log for the whole batch
+            units = [u if u.timestamp_ms else replace(u, timestamp_ms=times.get(u.version, 0)) for u in units]
         return [UnitGroup(g) for g in file_groups(units) if g]
 
     def commit(self, end: dict) -> None:
@@ -124,12 +124,6 @@ class StreamReader(DataSourceStreamReader):
                                      self.arrow_schema, unit.rows)
             return
         yield from _change_batches(layout, partition.units, self.arrow_schema)
-
-
-def _timed(unit: StreamUnit, planner: StreamPlanner) -> StreamUnit:
-    if unit.timestamp_ms:
-        return unit
-    return replace(unit, timestamp_ms=planner.commit_time(unit.version))
 
 
 def _change_batches(layout: TableLayout, units: Sequence[StreamUnit], arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:
@@ -177,7 +171,7 @@ class StreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         """Write one task's rows of the micro-batch as data files."""
-        return Written(write_batches(WriteTarget.of(self.options, self.schema).plan, iterator))
+        return task_files(WriteTarget.of(self.options, self.schema), iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Commit the micro-batch with its txn action; nothing when the batch was committed before."""
