@@ -6,7 +6,9 @@ TPC-DS store_sales (sf=1: 2.9M rows; --quick: sf=0.1), laid out in --files files
 
   1. a full scan: every row and column, written to Spark's `noop` sink;
   2. a selective filter: `ss_item_sk IN (40, 41, 42)` after a Z-order by ss_item_sk, counted (both
-     prune files by stats, the data source through Spark's pushed filters).
+     prune files by stats, the data source through Spark's pushed filters);
+  3. where the full scan's time goes: the same scan over copies of store_sales holding only its
+     integer columns, only its decimal columns, and those decimals cast to double.
 
 Each query runs once per contender to warm up, then --reps times, the contenders taking turns
 going first; the answers must be equal (a check). The ratio is data source / t.read().
@@ -78,8 +80,38 @@ def main(argv: list[str] | None = None) -> int:
             report.check("the same count", answers["data source"] == answers["t.read()"],
                          f"{answers['data source']} and {answers['t.read()']}")
         report.headline(f"{label}: data source / t.read()", ratio, unit="x")
+    by_type(spark, lake, t, reps, report, progress)
     spark.stop()
     return finish(report, args)
+
+
+def by_type(spark: Any, lake: Any, t: Any, reps: int, report: Report, progress: Progress) -> None:
+    """The full scan over store_sales's integer columns, its decimal columns, and the decimals as
+    doubles: what each kind of column costs the data source against t.read()."""
+    fields = t.read().schema.fields
+    integers = [f.name for f in fields if f.dataType.typeName() in ("integer", "long")]
+    decimals = [f.name for f in fields if f.dataType.typeName() == "decimal"]
+    copies = {"integer columns": ("store_sales_integers", [f"`{c}`" for c in integers]),
+              "decimal columns": ("store_sales_decimals", [f"`{c}`" for c in decimals]),
+              "decimals as double": ("store_sales_doubles", [f"CAST(`{c}` AS double) AS `{c}`" for c in decimals])}
+    for label, (name, columns) in copies.items():
+        if name not in lake.tables():
+            copy = lake.create_table(name, t.read().selectExpr(*columns).schema)
+            copy.append(t.read().selectExpr(*columns))
+            progress(f"wrote {name}")
+        table = lake.table(name)
+
+        def source(path: str = table.path) -> Any:
+            return spark.read.format("skiplake").load(path).write.format("noop").mode("overwrite").save()
+
+        def native(copy: Any = table) -> Any:
+            return copy.read().write.format("noop").mode("overwrite").save()
+        progress(f"full scan of the {label} ...")
+        seconds = alternate({"data source": source, "t.read()": native}, reps, lambda name, out: None)
+        for who in CONTENDERS:
+            report.timing(f"full scan, {label} ({len(columns)})", who, seconds[who])
+        report.ratio(f"full scan, {label}: data source / t.read()",
+                     median(seconds["data source"]) / median(seconds["t.read()"]))
 
 
 if __name__ == "__main__":

@@ -324,3 +324,18 @@ def test_stream_source_starting_version_deletes_and_change_feed(lake, tmp_path):
 def test_writer_feature_error_names_feature():
     e = WriterFeatureUnsupportedError("/t", "generated columns", "t.append(df)")
     assert "generated columns" in str(e) and "t.append(df)" in str(e)
+
+
+def test_read_tasks_are_balanced_as_spark_splits_a_scan():
+    from skiplake.spark.source.batch import OPEN_COST, TASK_BYTES, file_groups
+    mb = 1 << 20
+    sizes = [90 * mb, 60 * mb, 30 * mb, 20 * mb, 10 * mb, 1 * mb]
+    groups = file_groups(sizes, size_of=lambda s: s, slots=2)
+    assert len(groups) == 2 and sorted(s for g in groups for s in g) == sorted(sizes)
+    loads = sorted(sum(max(s, OPEN_COST) for s in g) for g in groups)
+    assert loads[1] - loads[0] <= 10 * mb                     # balanced, not 128 MB then the rest
+    assert all(g == [s for s in sizes if s in g] for g in groups)   # each keeps the files' order
+    many = file_groups([100 * mb] * 10, size_of=lambda s: s, slots=2)
+    assert len(many) == 10 and all(len(g) == 1 for g in many)   # no group above TASK_BYTES
+    assert max(sum(g) for g in many) <= TASK_BYTES
+    assert file_groups([], slots=4) == [[]] and len(file_groups([mb] * 3, size_of=lambda s: s, slots=8)) == 3

@@ -6,6 +6,7 @@ makes data files in the workers (skiplake.txn.arrow_writes) and commits them in 
 driver (skiplake.txn.file_commits)."""
 from __future__ import annotations
 
+import heapq
 import os
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Iterator, Mapping, Sequence
@@ -40,8 +41,10 @@ from skiplake.txn.arrow_writes import FileWritePlan, TaskFiles, discard, write_t
 from skiplake.txn.file_commits import AppTransaction, FileCommit, commit_files
 from skiplake.txn.file_compaction import MIN_FILES
 
-# Bytes of data files one read task takes (Spark's spark.sql.files.maxPartitionBytes default).
+# Bytes of data files one read task takes at most (Spark's spark.sql.files.maxPartitionBytes
+# default), and what each file counts for at least (spark.sql.files.openCostInBytes).
 TASK_BYTES = 128 << 20
+OPEN_COST = 4 << 20
 
 
 def option(options: Mapping[str, str], name: str) -> str | None:
@@ -96,17 +99,40 @@ class FileGroup(InputPartition):
         self.files = files
 
 
-def file_groups(files: Sequence[Any], size_of: Any = lambda f: f.size) -> list[list[Any]]:
-    """Files (or stream units) in groups of about TASK_BYTES, in order; at least one group."""
-    groups: list[list[Any]] = [[]]
-    size = 0
-    for f in files:
-        if groups[-1] and size + size_of(f) > TASK_BYTES:
-            groups.append([])
-            size = 0
-        groups[-1].append(f)
-        size += size_of(f)
-    return groups
+def file_groups(files: Sequence[Any], size_of: Any = lambda f: f.size, slots: int | None = None) -> list[list[Any]]:
+    """Files (or stream units) in balanced groups, one per read task, as Spark splits a file scan:
+    a group's size aims at total / slots (Spark's maxSplitBytes: at most TASK_BYTES, at least
+    OPEN_COST), and the files go largest first to the least loaded group. `slots` defaults to
+    this machine's cores: a Python data source learns nothing of the cluster. Each group keeps
+    the files' order; at least one group."""
+    if not files:
+        return [[]]
+    sizes = [max(int(size_of(f)), OPEN_COST) for f in files]   # Spark counts an open cost per file
+    total = sum(sizes)
+    target = min(TASK_BYTES, max(OPEN_COST, total // max(1, slots or os.cpu_count() or 2)))
+    count = max(1, min(len(files), -(-total // target)))
+    group_of, largest = _packed(sizes, count)
+    while largest > TASK_BYTES and count < len(files):   # whole files can overfill a group: add more
+        count = min(len(files), max(count + 1, -(-count * largest // TASK_BYTES)))
+        group_of, largest = _packed(sizes, count)
+    groups: list[list[Any]] = [[] for _ in range(count)]
+    for i, f in enumerate(files):
+        groups[group_of[i]].append(f)
+    return [g for g in groups if g]
+
+
+def _packed(sizes: Sequence[int], count: int) -> tuple[list[int], int]:
+    """Each size's group among `count`, largest first to the least loaded; and the largest load
+    of a group holding more than one file."""
+    loads = [(0, g) for g in range(count)]
+    group_of = [0] * len(sizes)
+    members = [0] * count
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        load, g = heapq.heappop(loads)
+        group_of[i] = g
+        members[g] += 1
+        heapq.heappush(loads, (load + sizes[i], g))
+    return group_of, max((load for load, g in loads if members[g] > 1), default=0)
 
 
 @dataclass(frozen=True)
