@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Iterable
 from urllib.parse import unquote
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -306,10 +305,15 @@ def _valid_rows(col: pa.Array) -> pa.Array:
     they are usually one run: a zero-copy slice then, not a copy of every string."""
     if col.null_count == 0:
         return col
-    at = np.flatnonzero(np.asarray(col.is_valid()))
-    if len(at) and at[-1] - at[0] + 1 == len(at):
-        return col.slice(int(at[0]), len(at))
-    return col.filter(col.is_valid()) if len(at) else col.slice(0, 0)
+    count = len(col) - col.null_count
+    if not count:
+        return col.slice(0, 0)
+    # Arrow compute, not NumPy: turning an Arrow boolean array into NumPy imports pandas (2 s).
+    valid = col.is_valid()
+    first = pc.index(valid, True).as_py()
+    if pc.all(valid.slice(first, count)).as_py():
+        return col.slice(first, count)
+    return col.filter(valid)
 
 
 def _conform(array: pa.Array, type_: pa.DataType) -> pa.Array:
