@@ -36,6 +36,7 @@ from skiplake.log.typed_stats import WRITE_STATS_AS_STRUCT
 from skiplake.spark.convert.footer_jobs import DEFAULT_THRESHOLD, THRESHOLD_CONF
 from skiplake.spark.optimize import auto_compaction as auto
 from skiplake.spark.pruning import pruning_settings as dfp
+from skiplake.spark.query import log_answers
 from skiplake.spark.reads.catalog_tables import PARTITION_FILTERING
 from skiplake.txn.commit import APPEND_ONLY
 from skiplake.txn.file_compaction import AUTO_COMPACT
@@ -173,6 +174,9 @@ SESSION_SETTINGS: tuple[Setting, ...] = _pruning_settings() + (
             "auto compaction rewrites a partition holding at least this many small files", "streaming.md#small-files"),
     Setting(auto.SESSION_MAX_FILE_SIZE, str(auto.DEFAULT_MAX_FILE_SIZE),
             "auto compaction's small-file bound and target file size, in bytes", "streaming.md#small-files"),
+    Setting(log_answers.ENABLED, "true",
+            "lake.sql answers COUNT, MIN and MAX from the log's stats where they are exact (false: always scan)",
+            "skipping.md#answers-from-the-log"),
     Setting("spark.databricks.delta.retentionDurationCheck.enabled", "true",
             "false lets the VACUUM statement retain fewer hours than the table's minimum, as in delta-spark "
             "(safe only when no reader or writer runs)", "reference/sql.md"),

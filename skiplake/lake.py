@@ -12,6 +12,8 @@ from skiplake.log.snapshot import Snapshot, list_latest, log_storage
 from skiplake.log.storage_for import has_log, storage_at
 from skiplake.spark.buckets.join_runner import JoinReport, bucket_join
 from skiplake.spark.query.frames import prune_frame
+from skiplake.spark.query.log_answers import enabled as log_answers_enabled
+from skiplake.spark.query.log_answers import plan_log_answer
 from skiplake.spark.query.model import QueryExplain, Source, whole_table
 from skiplake.spark.query.planner import plan_query, run_query
 from skiplake.spark.query.views import SlotViews
@@ -171,7 +173,12 @@ class Lake:
         rewritten = rewrite(self, statement.text)
         for name, frame in rewritten.views.items():
             frame.createOrReplaceTempView(name)
-        df, plan = run_query(self.spark, rewritten.query, _LakeTables(self, rewritten.snapshots), self._views)
+        resolver = _LakeTables(self, rewritten.snapshots)
+        answer = plan_log_answer(rewritten.query, resolver) if log_answers_enabled(self.spark) else None
+        if answer is not None:
+            self.last_explain = answer.explain()
+            return answer.run(self.spark)
+        df, plan = run_query(self.spark, rewritten.query, resolver, self._views)
         self.last_explain = plan.explain() if plan.analysed else None
         return df
 
@@ -205,6 +212,9 @@ class Lake:
         Its `joins` say, for each join of two lake tables, whether it runs as a bucket join, and
         `dynamic`, for each equi-join, whether dynamic file pruning applied (build sides are run
         to know their keys, and timed)."""
+        answer = plan_log_answer(query, _LakeTables(self)) if log_answers_enabled(self.spark) else None
+        if answer is not None:
+            return answer.explain()
         plan = plan_query(self.spark, query, _LakeTables(self), self._views)
         if not plan.analysed:
             raise InvalidArgumentError(f"cannot plan the scans of this query ({plan.reason}); "

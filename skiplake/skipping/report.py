@@ -126,3 +126,22 @@ class DynamicPruningReport:
     def __str__(self) -> str:
         """The report's text()."""
         return self.text()
+
+
+@dataclass(frozen=True)
+class LogAnswerReport:
+    """How much of an aggregate query the log's stats answered: files whose stats gave their part
+    of the answer, files read for the rest, files the filter ruled out by their stats."""
+    files_from_stats: int
+    files_read: int
+    files_excluded: int = 0
+
+    def text(self) -> str:
+        """One line, as lake.explain shows it."""
+        return (f"Answered from the log: the stats of {self.files_from_stats:,} files, {self.files_read:,} files read"
+                + (f", {self.files_excluded:,} ruled out by the filter" if self.files_excluded else ""))
+
+    def to_dict(self) -> dict:
+        """The report's fields as a dict."""
+        return asdict(self)
+

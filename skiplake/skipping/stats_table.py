@@ -72,6 +72,7 @@ class ColumnStats:
     may_null: np.ndarray      # some value may be NULL
     all_null: np.ndarray      # every value is NULL (or the file has no rows)
     exact: np.ndarray         # min and max are values that occur, not widened bounds
+    null_count: np.ndarray | None = None   # NULLs per file as float64 (NaN: unknown); data columns only
 
 
 class StatsTable:
@@ -374,7 +375,7 @@ class StatsTable:
         lo, hi, exact = bound_arrays(field, lo, hi)
         nc = null_count.to_numpy(zero_copy_only=False).astype(np.float64) if self.num_files else np.zeros(0)
         may_null, all_null, empty = null_fact_arrays(nc, records)
-        return ColumnStats(field.type, lo, hi, may_null, all_null, exact | empty)
+        return ColumnStats(field.type, lo, hi, may_null, all_null, exact | empty, nc)
 
 
 def _span(chunk: pa.Array) -> slice:

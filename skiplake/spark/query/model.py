@@ -11,7 +11,7 @@ from skiplake.log.column_mapping import physical_names
 from skiplake.log.paths import from_log_path
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import ScanPlan, plan_scan
-from skiplake.skipping.report import DynamicPruningReport, ScanReport, StageCount
+from skiplake.skipping.report import DynamicPruningReport, LogAnswerReport, ScanReport, StageCount
 from skiplake.spark.buckets.bucketed_reads import BucketedRead
 from skiplake.spark.buckets.join_runner import JoinReport
 from skiplake.spark.query.catalyst import RelationParts, condition_sql
@@ -379,8 +379,10 @@ class QueryExplain(list):
 
     def __init__(self, reports: Sequence[ScanReport], joins: Sequence[JoinReport] = (),
                  dynamic: Sequence[DynamicPruningReport] = (), build_seconds: float = 0.0,
-                 planning: Mapping[str, float] | None = None, notes: Sequence[str] = ()) -> None:
-        """The scan reports, join and dynamic pruning reports, build sides' wall time, stage timings and notes."""
+                 planning: Mapping[str, float] | None = None, notes: Sequence[str] = (),
+                 log_answer: LogAnswerReport | None = None) -> None:
+        """The scan reports, join and dynamic pruning reports, build sides' wall time, stage timings,
+        notes, and how much the log's stats answered (`log_answer`, for a query answered from them)."""
         super().__init__(reports)
         self.joins = list(joins)
         self.dynamic = list(dynamic)
@@ -391,6 +393,7 @@ class QueryExplain(list):
         # and the final query's making: where lake.sql's overhead over spark.sql goes.
         self.planning = dict(planning or {})
         self.notes = list(notes)  # how planning went ("analysis pass skipped: ...")
+        self.log_answer = log_answer
 
     def text(self) -> str:
         """Each report's text, one per line, then the build sides' time and the planning notes."""
@@ -404,4 +407,5 @@ class QueryExplain(list):
         """The reports as a dict: scans, joins, dynamic, build_seconds, notes and planning."""
         return {"scans": [r.to_dict() for r in self], "joins": [j.to_dict() for j in self.joins],
                 "dynamic": [d.to_dict() for d in self.dynamic], "build_seconds": self.build_seconds, "notes": self.notes,
-                "planning": self.planning}
+                "planning": self.planning,
+                "log_answer": self.log_answer.to_dict() if self.log_answer is not None else None}
