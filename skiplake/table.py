@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from skiplake.errors import ConstraintViolationError, FilesVacuumedError, InvalidArgumentError
+from skiplake.expr.parse import bind
 from skiplake.layout.bucket_spec import BucketSpec, bucket_spec_of
 from skiplake.layout.schema_changes import SchemaChangeError, dropped, renamed
 from skiplake.log.actions import Metadata, Protocol
@@ -23,6 +24,7 @@ from skiplake.log.schema import Schema
 from skiplake.log.snapshot import Snapshot
 from skiplake.log.storage_for import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
+from skiplake.skipping.log_aggregates import COUNT_ALL, Aggregate, aggregate_from_log
 from skiplake.skipping.plan import ScanPlan, plan_scan
 from skiplake.spark import merge
 from skiplake.spark.convert.in_place import convert
@@ -246,6 +248,18 @@ class Table:
         if with_row_ids:
             return read_with_row_ids(self.spark, table.snapshot, plan.files, where, columns)
         return read_planned(self.spark, table.snapshot, plan.files, where, columns)
+
+    def count(self, where: str | None = None) -> int:
+        """The number of rows (matching `where`): from the log's row counts where they answer
+        exactly (files whose every row `where` keeps, less their deletion vectors' rows), with a
+        Spark count of the files they cannot answer."""
+        node = bind(where, self.snapshot.schema) if where is not None else None
+        aggregation = aggregate_from_log(self.snapshot, [Aggregate(COUNT_ALL)], [], node)
+        counted = int(aggregation.groups.get((), [0])[0] or 0)
+        if not aggregation.scan.any():
+            return counted
+        files = aggregation.files_to_read(self.snapshot)
+        return counted + read_planned(self.spark, self.snapshot, files, where, None).count()
 
     def changes(self, starting_version: int | None = None, ending_version: int | None = None,
                 starting_timestamp: str | dt.datetime | None = None,

@@ -1,4 +1,4 @@
-"""`lake.sql` answering COUNT, MIN and MAX from the log's stats: a differential test against the
+"""`lake.sql` (and `t.count`) answering COUNT, MIN and MAX from the log's stats: a differential test against the
 same query over a scan, on random small tables with deletion vectors, NULLs, partitions,
 strings longer than the stats keep, doubles and timestamps (whose stats are not exact); and
 `lake.explain` saying what the stats answered and what was read."""
@@ -82,6 +82,7 @@ def test_explain_says_the_log_answered_and_nothing_was_read(lake):
     assert (partly.log_answer.files_from_stats, partly.log_answer.files_read) == (7, 1)
     assert lake.sql("SELECT COUNT(*) FROM plain WHERE id >= 5").first()[0] == 75
     assert lake.explain("SELECT COUNT(*) FROM plain WHERE id >= 75").log_answer is None   # mostly to read
+    assert (t.count(), t.count("id >= 5"), t.count("p = 'x' AND id < 33"), t.count("id > 1000")) == (80, 75, 20, 0)
     spark.conf.set("spark.databricks.delta.optimizeMetadataQuery.enabled", "false")
     try:
         lake.sql("SELECT COUNT(*) FROM plain").collect()

@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 
 from skiplake.expr.tree import Node
 from skiplake.expr.visitor import columns_of
-from skiplake.log.snapshot import Snapshot
+from skiplake.log.actions import AddFile
+from skiplake.log.snapshot import Snapshot, add_files_from_arrow
 from skiplake.log.values import parse_partition_value
 from skiplake.skipping.columnar import evaluate_files
 from skiplake.skipping.plan import stats_table
@@ -53,6 +54,10 @@ class LogAggregation:
     from_stats: int                  # files answered by their stats
     excluded: int                    # files the WHERE rules out entirely
     scan: np.ndarray                 # which of the snapshot's files must be read
+
+    def files_to_read(self, snapshot: Snapshot) -> list[AddFile]:
+        """The snapshot's files the stats could not answer, as add actions."""
+        return add_files_from_arrow(snapshot.files.filter(pa.array(self.scan)))
 
 
 def aggregate_from_log(snapshot: Snapshot, aggregates: Sequence[Aggregate], group_by: Sequence[str],

@@ -22,7 +22,7 @@ from skiplake.errors import InvalidPredicateError
 from skiplake.expr.parse import bind
 from skiplake.expr.sql import sql_literal, to_sql
 from skiplake.expr.tree import Node
-from skiplake.log.snapshot import Snapshot, add_files_from_arrow
+from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.log_aggregates import (
     COUNT,
     COUNT_ALL,
@@ -95,7 +95,7 @@ class LogAnswer:
         from pyspark.sql import functions as F
 
         snapshot, q = self.snapshot, self.query
-        files = add_files_from_arrow(snapshot.files.filter(pa.array(self.aggregation.scan)))
+        files = self.aggregation.files_to_read(snapshot)
         df = read_files(spark, snapshot.table_path, snapshot.schema, snapshot.partition_columns, files,
                         column_mapping=snapshot.column_mapping)
         if q.where is not None:
