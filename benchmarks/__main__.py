@@ -25,7 +25,8 @@ BENCHMARKS = ["bench_snapshot", "bench_append", "bench_commit", "bench_concurren
               "bench_catalog", "bench_bucketing", "bench_dfp", "bench_py4j", "bench_overhead", "bench_local_build",
               "bench_dv", "bench_dfp_layout", "bench_s3", "bench_catalog_server", "bench_row_filter",
               "bench_install", "bench_convert", "bench_merge", "bench_dfp_cost", "bench_connect",
-              "bench_log", "bench_changes", "bench_clustering", "bench_sql", "bench_data_source", "bench_streaming"]
+              "bench_log", "bench_changes", "bench_clustering", "bench_sql", "bench_data_source", "bench_streaming",
+              "bench_scale"]
 
 # A full run's parameters and estimated durations (minutes on this project's 2-core machine with
 # nothing else running, the working data built from scratch: TPC-DS generated once per scale).
@@ -72,6 +73,9 @@ SUITE: dict[str, Entry] = {
     "bench_data_source": Entry(minutes=3),
     # 100 source commits of 100,000 rows and 20 commits of upserts into 1M rows, streamed once per side.
     "bench_streaming": Entry(minutes=15),
+    # Synthetic logs of 100,000, 1M and 10M files written once (~3 min), then two fresh-process runs
+    # per size and contender (a 10M-file load takes 1-2 min and up to 10 GB per side).
+    "bench_scale": Entry(minutes=20),
 }
 
 
