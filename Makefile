@@ -15,11 +15,13 @@ SF ?= 0.1
 all: test
 
 # uv installs the pinned dependencies and fills its cache on the way (PySpark is built from its
-# source archive once), which the install checks of the test suite then reuse.
+# source archive once), which the install checks of the test suite then reuse. It compiles their
+# bytecode as pip would (uv does not by default): where PYTHONDONTWRITEBYTECODE is set, every
+# process would otherwise compile pandas and PySpark from source again, a second or more each.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet -c constraints.txt uv
-	$(VENV)/bin/uv pip install --quiet --python $(PY) -c constraints.txt -e '.[dev]'
+	$(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
