@@ -5,7 +5,7 @@ A page's code blocks are of three kinds, told by their fence:
 - ```python: an example. This test runs every one of a page, in page order, in one namespace per
   page, against a fresh lake: `spark` (the test session), `skiplake`, `F` (pyspark's functions)
   and `lake` (a Lake in a new folder) are there before the page's first block;
-- ```sql: a query, run with the page's `lake.sql` at its place among the examples;
+- ```sql: a query or a script of statements, run with the page's `lake.sql_script` at its place;
 - ```text, ```json, or a fence with no language: output, shown as a run printed it;
 - ```sh: a command for a shell (installing, make), shown and not run here.
 
@@ -45,6 +45,8 @@ PLACEHOLDERS = {
     "README.md": {'"/data/lake': '"{tmp}/data/lake'},
     "object-stores.md": {'"s3://bucket/warehouse")': 'f"s3://{{bucket}}/warehouse", storage_options=s3_server.options)'},
     "spark-connect.md": {'"sc://host:15002"': '"{connect_url}"', '"s3://bucket/warehouse"': '"{tmp}/warehouse"'},
+    "data-source.md": {"/lake/": "{tmp}/lake/", '"2026-11-01 00:00:00"': "when"},
+    "streaming.md": {"/lake/": "{tmp}/lake/", '"/checkpoints/': '"{tmp}/checkpoints/'},
 }
 OWN_PROCESS = {"spark-connect.md"}   # pages whose examples start a Spark Connect session
 KINDS = {"python": "example", "sql": "query", "text": "output", "": "output", "json": "output", "sh": "command"}
@@ -114,7 +116,8 @@ def test_the_examples_of_a_page_run(spark, tmp_path, monkeypatch, path: Path, re
         return
     for kind, line, code in sources:
         if kind == "query":
-            namespace["lake"].sql(code).collect()
+            for result in namespace["lake"].sql_script(code):
+                result.collect()
             continue
         # Blank lines first, so that a traceback names the page's own line.
         exec(compile("\n" * line + code, str(path.relative_to(ROOT)), "exec"), namespace)
