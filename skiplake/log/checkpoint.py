@@ -23,6 +23,9 @@ from skiplake.log.typed_stats import partition_struct, stats_columns, stats_stru
 log = logging.getLogger("skiplake.checkpoint")
 
 CHECKPOINT_INTERVAL = "delta.checkpointInterval"
+# Add actions per Arrow array while writing a checkpoint (a table of millions of files holds more
+# strings than one array can).
+ADD_CHUNK = 1_000_000
 DEFAULT_INTERVAL = 10
 TOMBSTONE_RETENTION = "delta.deletedFileRetentionDuration"
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
@@ -51,8 +54,9 @@ def checkpoint_interval(snapshot: Snapshot) -> int:
         return DEFAULT_INTERVAL
 
 
-def _file_actions(snapshot: Snapshot) -> tuple[pa.StructArray, pa.StructArray]:
-    """(live adds, unexpired removes) as the checkpoint's add and remove structs."""
+def _file_actions(snapshot: Snapshot) -> tuple[list[pa.StructArray], pa.StructArray]:
+    """(live adds, unexpired removes) as the checkpoint's add and remove structs; the adds in
+    chunks of at most ADD_CHUNK rows (no more strings than one Arrow array holds)."""
     retention = parse_interval_ms(snapshot.configuration.get(TOMBSTONE_RETENTION),
                                   DEFAULT_TOMBSTONE_RETENTION_MS)
     cutoff = now_ms() - retention
@@ -65,10 +69,12 @@ def _file_actions(snapshot: Snapshot) -> tuple[pa.StructArray, pa.StructArray]:
     source = snapshot.log_files if snapshot.log_files is not None else snapshot.files
     files = source.set_column(source.schema.get_field_index("dataChange"), "dataChange",
                               pa.array([False] * source.num_rows, pa.bool_()))
-    adds = pa.StructArray.from_arrays([files.column(n).combine_chunks() for n in files.column_names],
-                                      fields=list(ADD_TYPE))
+    batches = files.to_batches(max_chunksize=ADD_CHUNK) or [pa.RecordBatch.from_pylist([], schema=files.schema)]
+    adds = [pa.StructArray.from_arrays(list(b.columns), fields=list(ADD_TYPE)) for b in batches]
     if writes_struct_stats(snapshot.configuration):
-        adds = _with_typed_stats(snapshot, adds)
+        typed = [_with_typed_stats(snapshot, a) for a in adds]
+        # Typed stats in every chunk or in none: the checkpoint has one schema.
+        adds = typed if len({a.type for a in typed}) == 1 else adds
     removes = pa.StructArray.from_arrays([tomb.column(n).combine_chunks() for n in tomb.column_names],
                                          fields=list(REMOVE_TYPE))
     return adds, removes
@@ -127,16 +133,17 @@ def _rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
     return pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}, schema=schema)
 
 
-def _with_files(head: pa.Table, adds: pa.StructArray, removes: pa.StructArray, schema: pa.Schema) -> pa.Table:
-    if adds.type != schema.field("add").type:  # typed stats: this table's own add struct
-        schema = schema.set(schema.get_field_index("add"), pa.field("add", adds.type))
+def _with_files(head: pa.Table, adds: list[pa.StructArray], removes: pa.StructArray, schema: pa.Schema) -> pa.Table:
+    add_type = adds[0].type
+    if add_type != schema.field("add").type:  # typed stats: this table's own add struct
+        schema = schema.set(schema.get_field_index("add"), pa.field("add", add_type))
         head = head.set_column(head.schema.get_field_index("add"), schema.field("add"),
-                               pa.nulls(head.num_rows, adds.type))
+                               pa.nulls(head.num_rows, add_type))
 
     def part(column: str, values: pa.StructArray) -> pa.Table:
         return pa.table({f.name: values if f.name == column else pa.nulls(len(values), f.type) for f in schema},
                         schema=schema)
-    return pa.concat_tables([head, part("add", adds), part("remove", removes)])
+    return pa.concat_tables([head, *(part("add", a) for a in adds), part("remove", removes)])
 
 
 def checkpoint_table(snapshot: Snapshot) -> pa.Table:
@@ -183,7 +190,8 @@ def _write_v2(storage: Storage, snapshot: Snapshot) -> tuple[str, int, bytes]:
     names it, so a reader never finds a checkpoint whose sidecar is not there yet."""
     adds, removes = _file_actions(snapshot)
     rows = _singleton_rows(snapshot)
-    if len(adds) + len(removes):
+    num_adds = sum(len(a) for a in adds)
+    if num_adds + len(removes):
         sidecar = _with_files(SIDECAR_SCHEMA.empty_table(), adds, removes, SIDECAR_SCHEMA)
         sidecar_data = _parquet_bytes(sidecar)
         sidecar_name = f"{uuid.uuid4()}.parquet"
@@ -191,12 +199,12 @@ def _write_v2(storage: Storage, snapshot: Snapshot) -> tuple[str, int, bytes]:
         rows.append({"sidecar": {"path": sidecar_name, "sizeInBytes": len(sidecar_data),
                                  "modificationTime": now_ms(), "tags": None}})
     rows.append({"checkpointMetadata": {"version": snapshot.version,
-                                        "tags": [("numOfAddFiles", str(len(adds))),
-                                                 ("sidecarNumActions", str(len(adds) + len(removes)))]}})
+                                        "tags": [("numOfAddFiles", str(num_adds)),
+                                                 ("sidecarNumActions", str(num_adds + len(removes)))]}})
     data = _parquet_bytes(_rows_table(rows, V2_CHECKPOINT_SCHEMA))
     name = f"{snapshot.version:020d}.checkpoint.{uuid.uuid4()}.parquet"
     storage.put_if_absent(name, data)
-    return name, len(rows) + len(adds) + len(removes), data
+    return name, len(rows) + num_adds + len(removes), data
 
 
 def read_last_checkpoint(storage: Storage) -> dict | None:

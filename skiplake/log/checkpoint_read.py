@@ -140,13 +140,23 @@ def _read_parquet(storage: Storage, name: str) -> tuple[pa.Table, pa.Schema]:
     schema = f.schema_arrow
     try:
         typed = {"stats_parsed", "partitionValues_parsed"}
-        if not typed & set(_add_fields(schema)):
-            return f.read(), schema
-        columns = [n for n in schema.names if n != "add"]
-        columns += [f"add.{n}" for n in _add_fields(schema) if n not in typed]
-        return f.read(columns=columns), schema
+        columns = None
+        if typed & set(_add_fields(schema)):
+            columns = [n for n in schema.names if n != "add"]
+            columns += [f"add.{n}" for n in _add_fields(schema) if n not in typed]
+        return _read_columns(f, columns), schema
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
+
+
+def _read_columns(f: pq.ParquetFile, columns: list[str] | None) -> pa.Table:
+    """The file's `columns` (None: all). A checkpoint of millions of files holds more than 2 GB of
+    strings in one nested column, which Arrow cannot read as one array: it is then read row
+    group by row group, as a table of several chunks."""
+    try:
+        return f.read(columns=columns)
+    except pa.ArrowNotImplementedError:
+        return pa.concat_tables([f.read_row_group(i, columns=columns) for i in range(f.num_row_groups)])
 
 
 def _add_fields(schema: pa.Schema) -> list[str]:
@@ -286,10 +296,17 @@ def _check_file_actions(where: str, adds: pa.Table, removes: pa.Table) -> None:
 
 
 def struct_rows(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
-    """The non-null rows of checkpoint struct column `name`, flattened to `schema` (missing fields null)."""
+    """The non-null rows of checkpoint struct column `name`, flattened to `schema` (missing fields
+    null). Chunk by chunk: the column may hold more than one array can (millions of files)."""
     if name not in table.column_names:
         return schema.empty_table()
-    col = _valid_rows(table.column(name).combine_chunks())
+    parts = [_flattened(chunk, schema) for chunk in table.column(name).chunks]
+    parts = [p for p in parts if p.num_rows]
+    return pa.concat_tables(parts) if parts else schema.empty_table()
+
+
+def _flattened(chunk: pa.Array, schema: pa.Schema) -> pa.Table:
+    col = _valid_rows(chunk)
     columns = []
     for fld in schema:
         idx = col.type.get_field_index(fld.name)
