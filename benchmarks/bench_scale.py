@@ -14,7 +14,7 @@ the first run of each is also a warm-up of the page cache. The append's commit i
 each run, so every run sees the same table. A plot of time and memory against files goes beside
 the JSON (or to --plot).
 
-    .venv/bin/python -m benchmarks.bench_scale [--quick] [--files 100000,1000000] [--reps N] [--json] [--out FILE]
+    .venv/bin/python -m benchmarks.bench_scale [--quick] [--files 100000,1000000] [--typed] [--reps N] [--json] [--out FILE]
 """
 from __future__ import annotations
 
@@ -39,20 +39,22 @@ def main(argv: list[str] | None = None) -> int:
                                                        "--quick 10000,100000)")
     parser.add_argument("--data", default=str(DEFAULT_BASE), help="where the synthetic logs are kept")
     parser.add_argument("--plot", default=None, help="the PNG's path")
+    parser.add_argument("--typed", action="store_true", help="checkpoints with typed stats (stats_parsed) besides the JSON")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in (args.files or ("10000,100000" if args.quick else "100000,1000000,10000000")).split(",")]
     reps = args.reps if args.reps is not None else 2
     progress = Progress("bench_scale")
     report = Report("bench_scale", "Tables of millions of files: loading, planning, answers from stats, commits",
-                    command_line("bench_scale", args, ["--files", ",".join(map(str, sizes))] if args.files else []),
-                    {"files": sizes, "reps": reps, "commits_after_checkpoint": 10})
+                    command_line("bench_scale", args, (["--files", ",".join(map(str, sizes))] if args.files else [])
+                                 + (["--typed"] if args.typed else [])),
+                    {"files": sizes, "reps": reps, "commits_after_checkpoint": 10, "typed_stats": args.typed})
     results: dict[int, dict[str, list[dict[str, Any]]]] = {}
     for size in sizes:
-        path = Path(args.data) / f"scale-{size}"
+        path = Path(args.data) / f"scale-{size}{'-typed' if args.typed else ''}"
         if file_count_of(path) != size:
             progress(f"writing a log of {size:,} files under {path} ...")
             _remove(path)
-            write_log(path, size)
+            write_log(path, size, typed=args.typed)
         ticket = (size // 2) * ROWS_PER_FILE + 7
         runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
         for rep in range(reps):

@@ -23,6 +23,7 @@ from skiplake.log.actions import Metadata, now_ms
 from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, STRING_MAP
 from skiplake.log.checkpoint import checkpoint_table
 from skiplake.log.snapshot import Snapshot
+from skiplake.log.typed_stats import stats_columns, stats_struct
 from skiplake.txn import create
 
 ROWS_PER_FILE = 1_000
@@ -37,20 +38,26 @@ def file_count_of(path: str | Path) -> int | None:
     return int(json.loads(last.read_text()).get("numOfAddFiles", -1))
 
 
-def write_log(path: str | Path, files: int, commits: int = 10, adds_per_commit: int = 100) -> None:
+def write_log(path: str | Path, files: int, commits: int = 10, adds_per_commit: int = 100, typed: bool = False) -> None:
     """A table at `path` of `files` files in a version-0 checkpoint, then `commits` commits of
-    `adds_per_commit` new files each."""
+    `adds_per_commit` new files each. `typed`: the checkpoint also carries each file's stats as
+    typed columns (`add.stats_parsed`, as skiplake's own checkpoints do), not only as JSON."""
     path = Path(path)
     create(str(path), Metadata.new(SCHEMA, list(PARTITION_COLUMNS), {}))
     head = checkpoint_table(Snapshot.load(str(path)))   # protocol and metaData, no files
     log = path / "_delta_log"
     name = log / f"{0:020d}.checkpoint.parquet"
-    with pq.ParquetWriter(str(name), CHECKPOINT_SCHEMA, compression="snappy") as writer:
-        writer.write_table(head.cast(CHECKPOINT_SCHEMA))
+    schema = CHECKPOINT_SCHEMA
+    if typed:
+        schema = schema.set(schema.get_field_index("add"), pa.field("add", _with_typed(add_actions(0, 1)).type))
+    with pq.ParquetWriter(str(name), schema, compression="snappy") as writer:
+        writer.write_table(pa.table({f.name: head.column(f.name) if f.name != "add" else pa.nulls(head.num_rows, f.type)
+                                     for f in schema}, schema=schema))
         for start in range(0, files, CHUNK):
             adds = add_actions(start, min(files, start + CHUNK))
-            columns = {f.name: adds if f.name == "add" else pa.nulls(len(adds), f.type) for f in CHECKPOINT_SCHEMA}
-            writer.write_table(pa.table(columns, schema=CHECKPOINT_SCHEMA), row_group_size=100_000)
+            adds = _with_typed(adds) if typed else adds
+            columns = {f.name: adds if f.name == "add" else pa.nulls(len(adds), f.type) for f in schema}
+            writer.write_table(pa.table(columns, schema=schema), row_group_size=100_000)
     (log / "_last_checkpoint").write_text(json.dumps({
         "version": 0, "size": head.num_rows + files, "sizeInBytes": os.path.getsize(name), "numOfAddFiles": files}))
     next_file = files
@@ -63,6 +70,14 @@ def write_log(path: str | Path, files: int, commits: int = 10, adds_per_commit: 
             add["partitionValues"] = dict(add["partitionValues"])
             lines.append(json.dumps({"add": {k: v for k, v in add.items() if v is not None}}))
         (log / f"{version:020d}.json").write_text("\n".join(lines) + "\n")
+
+
+def _with_typed(adds: pa.StructArray) -> pa.StructArray:
+    """`adds` with `stats_parsed`, from their JSON stats, as skiplake's checkpoint writer makes it."""
+    columns = stats_columns(SCHEMA, {}, list(PARTITION_COLUMNS))
+    stats = stats_struct(adds.field("stats"), columns)
+    children = [adds.field(i) for i in range(adds.type.num_fields)] + [stats]
+    return pa.StructArray.from_arrays(children, fields=[*adds.type, pa.field("stats_parsed", stats.type)])
 
 
 def add_actions(start: int, end: int) -> pa.StructArray:
