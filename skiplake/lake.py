@@ -136,6 +136,12 @@ class Lake:
             return Table.open(self.spark, path)
         return CatalogTable(self.spark, self.catalog, database, table, spec)
 
+    def latest_snapshot(self, path: str) -> Snapshot:
+        """The latest snapshot of the table at `path` (a folder, or s3://bucket/key under the lake's
+        storage options): the one loaded before while no commit came since, so that its parsed
+        stats and `lake.sql`'s views of it are reused (``delta.`path` `` in a query)."""
+        return self._latest(use_location(self.spark, path, None))
+
     def _latest(self, path: str) -> Snapshot:
         """The table's latest snapshot; the one loaded before while no commit came since (its
         parsed stats and whole-table views stay valid with it)."""

@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from skiplake.catalog.client import CatalogClient
+    from skiplake.log.snapshot import Snapshot
 
 
 class LakeAccess(Protocol):
@@ -26,6 +27,9 @@ class LakeAccess(Protocol):
 
     def catalog_table(self, name: str) -> Any:
         """The catalog's table `name`."""
+
+    def latest_snapshot(self, path: str) -> "Snapshot":
+        """The latest snapshot of the table at `path`, the same object while no commit comes."""
 
     def sql(self, query: str) -> "DataFrame":
         """Run one statement or query."""

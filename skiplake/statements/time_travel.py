@@ -72,7 +72,8 @@ def _named(lake: "LakeAccess", table: exp.Table, name: str, out: Rewritten) -> b
         number = int(at) if version.name.upper() == "VERSION" else version_at(target.path, at)
         out.snapshots[name] = Snapshot.load(target.path, number)
     elif _name_of(table).path is not None:
-        out.snapshots[name] = open_table(lake, _name_of(table)).snapshot
+        # The lake's own snapshot of the table, while no commit comes: its parsed stats and views are reused.
+        out.snapshots[name] = lake.latest_snapshot(str(_name_of(table).path))
     else:
         return False
     return True
