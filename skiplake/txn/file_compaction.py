@@ -21,7 +21,7 @@ from skiplake.log.actions import Action, AddFile, now_ms
 from skiplake.log.arrow_reads import read_file
 from skiplake.log.column_mapping import partition_values_by_name
 from skiplake.log.snapshot import Snapshot
-from skiplake.txn.arrow_writes import FileWritePlan, arrow_type, discard, write_batches
+from skiplake.txn.arrow_writes import FileWritePlan, discard, logical_arrow_schema, write_batches
 from skiplake.txn.clustering import clustering_columns
 from skiplake.txn.commit import commit
 from skiplake.txn.read_set import ReadSet
@@ -88,7 +88,7 @@ def _key(snapshot: Snapshot, f: AddFile) -> tuple[tuple[str, str | None], ...]:
 
 
 def _rows(snapshot: Snapshot, files: list[AddFile]) -> Iterator[pa.RecordBatch]:
-    schema = pa.schema([pa.field(f.name, arrow_type(f.type), f.nullable) for f in snapshot.schema.fields])
+    schema = logical_arrow_schema(snapshot.schema)
     for f in files:
         yield from read_file(snapshot.table_path, f, snapshot.schema, snapshot.partition_columns,
                              snapshot.column_mapping, schema)
