@@ -13,8 +13,9 @@ CorruptLogError naming the file: the caller then falls back to an older state.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -24,9 +25,12 @@ import pyarrow.parquet as pq
 from skiplake.errors import CorruptLogError
 from skiplake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, map_items
+from skiplake.log.parquet_actions import ActionReadError, ParquetActions, read_actions
 from skiplake.log.storage import Storage
 
 SIDECAR_DIR = "_sidecars"
+# Checkpoint and sidecar files fetched at once (object stores answer requests in parallel).
+_FETCHES = 8
 
 
 @dataclass(frozen=True)
@@ -51,16 +55,15 @@ def read_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
         state = _parquet_checkpoint(storage, names)
     if not state.sidecars:
         return state
-    adds, removes, schemas = [state.adds], [state.removes], []
-    for name in state.sidecars:
-        sidecar, schema = _read_parquet(storage, name)
-        schemas.append(schema)
-        adds.append(struct_rows(sidecar, "add", FILES_SCHEMA))
-        removes.append(struct_rows(sidecar, "remove", TOMBSTONES_SCHEMA))
+    adds, removes = [state.adds], [state.removes]
+    read = _read_files(storage, list(state.sidecars))
+    for name, sidecar in zip(state.sidecars, read):
+        adds.append(struct_rows(sidecar.column("add"), FILES_SCHEMA))
+        removes.append(struct_rows(sidecar.column("remove"), TOMBSTONES_SCHEMA))
         _check_file_actions(storage.where(name), adds[-1], removes[-1])
     return CheckpointState(state.protocol, state.metadata, state.txns, pa.concat_tables(adds),
                            pa.concat_tables(removes), state.sidecars,
-                           _typed_stats(storage, list(state.sidecars), schemas), state.domains)
+                           _typed_stats(storage, list(state.sidecars), [r.schema for r in read]), state.domains)
 
 
 class TypedStats:
@@ -78,12 +81,16 @@ class TypedStats:
         """(path, stats_parsed with numRecords and the `keys` columns) of every add."""
         columns = ["add.path", "add.stats_parsed.numRecords"]
         columns += [f"add.stats_parsed.{part}.{k}" for part in ("minValues", "maxValues", "nullCount") for k in keys]
+        read = _read_files(self.storage, self.names, lambda _schema: columns, frozenset({"add"}))
+        chunks = [c for r in read for c in r.chunks.get("add", [])]
+        if not chunks:   # no row group holds an add: no file has typed stats
+            return pa.table({"path": pa.array([], pa.string()), "stats_parsed": pa.array([], pa.struct([]))})
         parts = []
-        for name in self.names:
-            adds = _valid_rows(_parquet_file(self.storage, name).read(columns=columns).column("add").combine_chunks())
+        for chunk in chunks:
+            adds = _valid_rows(chunk)
             parts.append(pa.table({"path": pc.struct_field(adds, "path"),
                                    "stats_parsed": pc.struct_field(adds, "stats_parsed")}))
-        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        return pa.concat_tables(parts)
 
 
 def _typed_fields(schema: pa.Schema) -> frozenset[str] | None:
@@ -108,13 +115,29 @@ def _typed_stats(storage: Storage, names: list[str], schemas: list[pa.Schema]) -
     return TypedStats(storage, names, frozenset.intersection(*present))
 
 
-def _parquet_file(storage: Storage, name: str) -> pq.ParquetFile:
+def _parquet_file(storage: Storage, name: str) -> tuple[bytes, pq.ParquetFile]:
     try:
-        return pq.ParquetFile(pa.BufferReader(storage.read(name)))
+        data = storage.read(name)
+        return data, pq.ParquetFile(pa.BufferReader(data))
     except FileNotFoundError:
         raise CorruptLogError(storage.where(name), "the checkpoint names this file, and it does not exist") from None
     except (pa.ArrowInvalid, OSError) as e:
         raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
+
+
+def _read_files(storage: Storage, names: list[str], columns: Callable[[pa.Schema], list[str]] | None = None,
+                actions: frozenset[str] | None = None) -> list[ParquetActions]:
+    """The action columns of checkpoint or sidecar files `names`, fetched and read in parallel;
+    by default every column but the typed stats and partition values (TypedStats reads those
+    when planning asks)."""
+    if not names:
+        return []
+    with ThreadPoolExecutor(min(len(names), _FETCHES)) as pool:
+        opened = list(pool.map(lambda name: _parquet_file(storage, name), names))
+    try:
+        return read_actions([d for d, _ in opened], [f for _, f in opened], columns or _untyped_columns, actions)
+    except ActionReadError as e:
+        raise CorruptLogError(storage.where(names[e.index]), f"the checkpoint cannot be read ({e})") from None
 
 
 def sidecars_of(storage: Storage, names: list[str]) -> tuple[str, ...]:
@@ -122,41 +145,20 @@ def sidecars_of(storage: Storage, names: list[str]) -> tuple[str, ...]:
     if len(names) == 1 and names[0].endswith(".json"):
         return _json_checkpoint(storage, names[0]).sidecars
     found: list[str] = []
-    for name in names:
-        f = _parquet_file(storage, name)
-        if "sidecar" not in f.schema_arrow.names:
-            continue
+    for name, read in zip(names, _read_files(storage, names, actions=frozenset({"sidecar"}))):
         try:
-            found += _sidecar_names(_rows(f.read(columns=["sidecar"]), "sidecar"))
-        except (pa.ArrowInvalid, OSError, KeyError, TypeError, ValueError) as e:
+            found += _sidecar_names(_rows(read.column("sidecar")))
+        except (KeyError, TypeError, ValueError) as e:
             raise CorruptLogError(storage.where(name), f"the checkpoint's sidecars cannot be read ({e})") from None
     return tuple(found)
 
 
-def _read_parquet(storage: Storage, name: str) -> tuple[pa.Table, pa.Schema]:
-    """A checkpoint or sidecar file, its typed stats and partition values left out (read lazily
-    by TypedStats, when planning needs them), and the file's whole schema."""
-    f = _parquet_file(storage, name)
-    schema = f.schema_arrow
-    try:
-        typed = {"stats_parsed", "partitionValues_parsed"}
-        columns = None
-        if typed & set(_add_fields(schema)):
-            columns = [n for n in schema.names if n != "add"]
-            columns += [f"add.{n}" for n in _add_fields(schema) if n not in typed]
-        return _read_columns(f, columns), schema
-    except (pa.ArrowInvalid, OSError) as e:
-        raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
-
-
-def _read_columns(f: pq.ParquetFile, columns: list[str] | None) -> pa.Table:
-    """The file's `columns` (None: all). A checkpoint of millions of files holds more than 2 GB of
-    strings in one nested column, which Arrow cannot read as one array: it is then read row
-    group by row group, as a table of several chunks."""
-    try:
-        return f.read(columns=columns)
-    except pa.ArrowNotImplementedError:
-        return pa.concat_tables([f.read_row_group(i, columns=columns) for i in range(f.num_row_groups)])
+def _untyped_columns(schema: pa.Schema) -> list[str]:
+    """Every column of a checkpoint file but add's typed stats and partition values."""
+    typed = {"stats_parsed", "partitionValues_parsed"}
+    if not typed & set(_add_fields(schema)):
+        return list(schema.names)
+    return [n for n in schema.names if n != "add"] + [f"add.{n}" for n in _add_fields(schema) if n not in typed]
 
 
 def _add_fields(schema: pa.Schema) -> list[str]:
@@ -164,20 +166,20 @@ def _add_fields(schema: pa.Schema) -> list[str]:
 
 
 def _parquet_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
-    read = [_read_parquet(storage, name) for name in names]
-    parts, schemas = [t for t, _ in read], [sch for _, sch in read]
-    cp = pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+    read = _read_files(storage, names)
+    columns = {action: pa.chunked_array([c for r in read for c in r.chunks.get(action, [])])
+               for action in {a for r in read for a in r.chunks}}
     where = storage.where(names[0])
     try:
-        protocol, metadata, txns = _singletons(cp)
-        sidecars = _sidecar_names(r for r in _rows(cp, "sidecar"))
-        domains = tuple(DomainMetadata.from_json(r) for r in _rows(cp, "domainMetadata"))
+        protocol, metadata, txns = _singletons(columns)
+        sidecars = _sidecar_names(r for r in _rows(columns.get("sidecar")))
+        domains = tuple(DomainMetadata.from_json(r) for r in _rows(columns.get("domainMetadata")))
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         raise CorruptLogError(where, f"a protocol, metaData, txn, domainMetadata or sidecar row is malformed "
                                      f"({type(e).__name__}: {e})") from None
-    adds, removes = struct_rows(cp, "add", FILES_SCHEMA), struct_rows(cp, "remove", TOMBSTONES_SCHEMA)
+    adds, removes = struct_rows(columns.get("add"), FILES_SCHEMA), struct_rows(columns.get("remove"), TOMBSTONES_SCHEMA)
     _check_file_actions(where, adds, removes)
-    typed = _typed_stats(storage, names, schemas) if not sidecars else None
+    typed = _typed_stats(storage, names, [r.schema for r in read]) if not sidecars else None
     return CheckpointState(protocol, metadata, txns, adds, removes, sidecars, typed, domains)
 
 
@@ -261,26 +263,26 @@ def _sidecar_names(rows: Iterable[object]) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _rows(cp: pa.Table, name: str) -> list[dict]:
-    if name not in cp.column_names:
+def _rows(col: pa.ChunkedArray | None) -> list[dict]:
+    """The non-null rows of an action column (None: the checkpoint has none) as dictionaries."""
+    if col is None:
         return []
-    col = cp.column(name)
     return col.filter(col.is_valid()).to_pylist()
 
 
-def _singletons(cp: pa.Table) -> tuple[Protocol | None, Metadata | None, dict[str, Txn]]:
+def _singletons(columns: dict[str, pa.ChunkedArray]) -> tuple[Protocol | None, Metadata | None, dict[str, Txn]]:
     protocol = metadata = None
     txns: dict[str, Txn] = {}
-    for row in _rows(cp, "protocol"):
+    for row in _rows(columns.get("protocol")):
         protocol = Protocol.from_json(row)
-    for row in _rows(cp, "metaData"):
+    for row in _rows(columns.get("metaData")):
         row = dict(row)
         row["configuration"] = dict(row.get("configuration") or [])
         fmt = dict(row.get("format") or {})
         fmt["options"] = dict(fmt.get("options") or [])
         row["format"] = fmt
         metadata = Metadata.from_json(row)
-    for row in _rows(cp, "txn"):
+    for row in _rows(columns.get("txn")):
         t = Txn.from_json(row)
         txns[t.appId] = t
     return protocol, metadata, txns
@@ -295,12 +297,13 @@ def _check_file_actions(where: str, adds: pa.Table, removes: pa.Table) -> None:
                 raise CorruptLogError(where, f"{action}.{name} is missing (null) in {missing} of {rows.num_rows} rows")
 
 
-def struct_rows(table: pa.Table, name: str, schema: pa.Schema) -> pa.Table:
-    """The non-null rows of checkpoint struct column `name`, flattened to `schema` (missing fields
-    null). Chunk by chunk: the column may hold more than one array can (millions of files)."""
-    if name not in table.column_names:
+def struct_rows(column: pa.ChunkedArray | None, schema: pa.Schema) -> pa.Table:
+    """The non-null rows of a checkpoint's struct column (None: the checkpoint has none), flattened
+    to `schema` (missing fields null). Chunk by chunk: the column may hold more than one array can
+    (millions of files)."""
+    if column is None:
         return schema.empty_table()
-    parts = [_flattened(chunk, schema) for chunk in table.column(name).chunks]
+    parts = [_flattened(chunk, schema) for chunk in column.chunks]
     parts = [p for p in parts if p.num_rows]
     return pa.concat_tables(parts) if parts else schema.empty_table()
 

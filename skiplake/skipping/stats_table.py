@@ -309,13 +309,32 @@ class StatsTable:
                 return None
         return out[0], out[1], pc.struct_field(nulls, key).cast(pa.int64())
 
-    def _stats_buffer(self) -> pa.Buffer:
-        stats = self.files.column("stats")
-        # One JSON object per line; a file without stats is an empty object.
-        lines = pc.binary_join_element_wise(pc.fill_null(stats, "{}"), pa.scalar(""), "\n")
-        joined = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
-        span = _span(joined)
-        return joined.buffers()[2].slice(span.start, span.stop - span.start)
+    def _stats_buffers(self) -> list[pa.Buffer]:
+        """The stats JSON of every file as buffers of back-to-back objects, one per file. A
+        column chunk whose every file has stats is its own string data, not copied (the reader
+        finds where one object ends and the next begins); a chunk with a file without stats gets
+        an empty object in its place."""
+        out = []
+        for chunk in self.files.column("stats").chunks:
+            if len(chunk) == 0:
+                continue
+            if chunk.null_count or not pc.all(pc.greater(pc.binary_length(chunk), 0)).as_py():
+                chunk = pc.if_else(pc.fill_null(pc.equal(chunk, ""), True), "{}", chunk)
+            out.append(_string_data(chunk))
+        return out
+
+    def _read_stats_json(self, schema: pa.Schema) -> pa.Table:
+        """The stats of every file read as `schema`, one row per file."""
+        parts = [pj.read_json(
+            pa.BufferReader(raw),
+            read_options=pj.ReadOptions(block_size=_JSON_BLOCK, use_threads=True),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
+                                          newlines_in_values=True))
+            for raw in self._stats_buffers()]
+        table = pa.concat_tables(parts) if len(parts) != 1 else parts[0]
+        if table.num_rows != self.num_files:
+            raise pa.ArrowInvalid(f"stats parsed into {table.num_rows} rows for {self.num_files} files")
+        return table
 
     def _parse_arrow(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
         n = self.num_files
@@ -330,13 +349,7 @@ class StatsTable:
                 ("maxValues", pa.struct([(nm, _json_type(t)) for nm, t in types.items()])),
                 ("nullCount", pa.struct([(nm, pa.int64()) for nm in names])),
             ]
-        raw = self._stats_buffer()
-        table = pj.read_json(
-            pa.BufferReader(raw),
-            read_options=pj.ReadOptions(block_size=max(_JSON_BLOCK, 1 << 16), use_threads=True),
-            parse_options=pj.ParseOptions(explicit_schema=pa.schema(fields), unexpected_field_behavior="ignore"))
-        if table.num_rows != n:
-            raise pa.ArrowInvalid(f"stats parsed into {table.num_rows} rows for {n} files")
+        table = self._read_stats_json(pa.schema(fields))
         records = table.column("numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
         out: dict[str, tuple[pa.Array, pa.Array, pa.Array]] = {}
         if names:
@@ -378,9 +391,12 @@ class StatsTable:
         return ColumnStats(field.type, lo, hi, may_null, all_null, exact | empty, nc)
 
 
-def _span(chunk: pa.Array) -> slice:
-    offsets = np.frombuffer(chunk.buffers()[1], dtype=np.int32)[chunk.offset: chunk.offset + len(chunk) + 1]
-    return slice(int(offsets[0]), int(offsets[-1]))
+def _string_data(chunk: pa.Array) -> pa.Buffer:
+    """The characters of a string array's values, back to back, as a slice of its data buffer."""
+    width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
+    offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[chunk.offset: chunk.offset + len(chunk) + 1]
+    start, stop = int(offsets[0]), int(offsets[-1])
+    return chunk.buffers()[2].slice(start, stop - start)
 
 
 def _field(struct: pa.Array, name: str) -> pa.Array:
