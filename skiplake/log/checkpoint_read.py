@@ -77,10 +77,13 @@ class TypedStats:
         self.names = names      # the Parquet files holding the adds: the checkpoint or its sidecars
         self.fields = fields    # the columns every file has typed min, max and null count of
 
-    def read(self, keys: list[str]) -> pa.Table:
-        """(path, stats_parsed with numRecords and the `keys` columns) of every add."""
-        columns = ["add.path", "add.stats_parsed.numRecords"]
-        columns += [f"add.stats_parsed.{part}.{k}" for part in ("minValues", "maxValues", "nullCount") for k in keys]
+    def read(self, keys: list[str], with_paths: bool = True) -> pa.Table:
+        """(path, stats_parsed with numRecords and the `keys` columns) of every add, in the
+        checkpoint's order; without the paths when `with_paths` is false (keys=[]: the paths only)."""
+        columns = ["add.path"] if with_paths else []
+        if keys or not with_paths:
+            columns.append("add.stats_parsed.numRecords")
+            columns += [f"add.stats_parsed.{part}.{k}" for part in ("minValues", "maxValues", "nullCount") for k in keys]
         read = _read_files(self.storage, self.names, lambda _schema: columns, frozenset({"add"}))
         chunks = [c for r in read for c in r.chunks.get("add", [])]
         if not chunks:   # no row group holds an add: no file has typed stats
@@ -88,8 +91,8 @@ class TypedStats:
         parts = []
         for chunk in chunks:
             adds = _valid_rows(chunk)
-            parts.append(pa.table({"path": pc.struct_field(adds, "path"),
-                                   "stats_parsed": pc.struct_field(adds, "stats_parsed")}))
+            parts.append(pa.table({name: pc.struct_field(adds, name)
+                                   for name in ("path", "stats_parsed") if adds.type.get_field_index(name) >= 0}))
         return pa.concat_tables(parts)
 
 

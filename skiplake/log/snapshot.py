@@ -246,19 +246,22 @@ def file_keys(table: pa.Table) -> list[FileKey]:
                     (unique_id(d) for d in table.column("deletionVector").to_pylist())))
 
 
-def _without_keys(table: pa.Table, keys: set[FileKey]) -> pa.Table:
+def _without_keys(table: pa.Table, keys: set[FileKey]) -> tuple[pa.Table, int]:
+    """`table` without the rows of files `keys`, and the first row dropped (the row count if none)."""
     if not keys or table.num_rows == 0:
-        return table
+        return table, table.num_rows
     # Only rows whose path was touched can match: their keys are built, not the whole table's.
     paths = pa.array(sorted({p for p, _ in keys}), pa.string())
     touched = pc.is_in(table.column("path"), value_set=paths).to_numpy(zero_copy_only=False)
     if not touched.any():
-        return table
+        return table, table.num_rows
     drop = touched.copy()
     rows = touched.nonzero()[0]
     for i, key in zip(rows, file_keys(table.take(pa.array(rows)))):
         drop[i] = key in keys
-    return table.filter(pa.array(~drop))
+    if not drop.any():
+        return table, table.num_rows
+    return table.filter(pa.array(~drop)), int(drop.argmax())
 
 
 @dataclass(frozen=True)
@@ -281,6 +284,9 @@ class Snapshot:
     parsed_stats: TypedStats | None = field(default=None, repr=False, compare=False)
     # The live metadata domains (tombstones left out), by name.
     domains: dict[str, DomainMetadata] = field(default_factory=dict)
+    # How many leading rows of `files` are the checkpoint's add rows, in its order, none removed
+    # since: their typed stats (parsed_stats) line up with them row for row.
+    checkpoint_head: int = field(default=0, repr=False, compare=False)
 
     # -------------------------------------------------------------- loading
 
@@ -338,7 +344,7 @@ class Snapshot:
             raise CorruptLogError(state.metadata_where or join(table_path, LOG_DIR), "; ".join(problems))
         check_readable(table_path, state.protocol)
         _check_type_changes(table_path, state.protocol, state.metadata)
-        files, tombstones = state.tables()
+        files, tombstones, head = state.tables()
         # Column mapping: partition values and stats under the logical names planning uses (the
         # log's own rows are kept for checkpoints).
         raw = files
@@ -346,7 +352,7 @@ class Snapshot:
                               mapping_mode(state.metadata.configuration, state.protocol))
         return Snapshot(table_path, state.version, state.protocol, state.metadata, files, tombstones, state.txns,
                         state.timestamp, storage, raw if raw is not files else None, state.parsed_stats,
-                        {d.domain: d for d in state.domains.values() if not d.removed})
+                        {d.domain: d for d in state.domains.values() if not d.removed}, head)
 
     def advanced(self, commits: list[tuple[int, list[Action]]]) -> "Snapshot":
         """This snapshot with the next commits applied (versions self.version + 1, + 2, ...), as a
@@ -354,7 +360,8 @@ class Snapshot:
         the log it has just read or written."""
         state = _ReplayState(self.version, self.protocol, self.metadata, dict(self.txns),
                              self.log_files if self.log_files is not None else self.files, self.tombstones,
-                             timestamp=self.timestamp, parsed_stats=self.parsed_stats, domains=dict(self.domains))
+                             timestamp=self.timestamp, parsed_stats=self.parsed_stats, domains=dict(self.domains),
+                             base_head=self.checkpoint_head)
         for version, actions in commits:
             if version != state.version + 1:
                 raise ValueError(f"commit {version} does not follow version {state.version}")
@@ -446,6 +453,7 @@ class _ReplayState:
     metadata_where: str = ""          # the log file the metaData in force comes from
     parsed_stats: TypedStats | None = None  # the checkpoint's typed stats, when it has them
     domains: dict[str, DomainMetadata] = field(default_factory=dict)   # the latest action per domain
+    base_head: int = 0                # leading rows of base_files that are the checkpoint's adds, in order
 
     def apply(self, version: int, actions: list[Action], file_time_ms: int, where: str = "") -> None:
         commit_ts: int | None = None
@@ -471,13 +479,15 @@ class _ReplayState:
         self.version = version
         self.timestamp = commit_ts or file_time_ms
 
-    def tables(self) -> tuple[pa.Table, pa.Table]:
-        """(live files, tombstones) as Arrow tables: the checkpoint's, updated by the commits."""
+    def tables(self) -> tuple[pa.Table, pa.Table, int]:
+        """(live files, tombstones, checkpoint head) as Arrow tables: the checkpoint's, updated by
+        the commits; the head counts the leading files that are the checkpoint's adds, in order."""
         touched = set(self.added) | set(self.removed)
-        files = pa.concat_tables([_without_keys(self.base_files, touched), actions_to_arrow(self.added.values(), FILES_SCHEMA)])
-        tombstones = pa.concat_tables([_without_keys(self.base_tombstones, touched),
+        base, first_dropped = _without_keys(self.base_files, touched)
+        files = pa.concat_tables([base, actions_to_arrow(self.added.values(), FILES_SCHEMA)])
+        tombstones = pa.concat_tables([_without_keys(self.base_tombstones, touched)[0],
                                        actions_to_arrow(self.removed.values(), TOMBSTONES_SCHEMA)])
-        return files, tombstones
+        return files, tombstones, min(self.base_head, first_dropped)
 
 
 def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, starts: list[int]) -> _ReplayState:
@@ -496,7 +506,7 @@ def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, st
         return _ReplayState(start, cp.protocol, cp.metadata, cp.txns, cp.adds, cp.removes,
                             timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0,
                             metadata_where=storage.where(names[0]), parsed_stats=cp.parsed_stats,
-                            domains={d.domain: d for d in cp.domains})
+                            domains={d.domain: d for d in cp.domains}, base_head=cp.adds.num_rows)
     return _ReplayState()
 
 

@@ -60,7 +60,8 @@ def stats_table(snapshot: Snapshot) -> StatsTable:
     entry = _STATS.get(key)
     if entry is not None and entry[0]() is snapshot:
         return entry[1]
-    table = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns, snapshot.parsed_stats)
+    table = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns, snapshot.parsed_stats,
+                       snapshot.checkpoint_head)
 
     def forget(_ref: weakref.ref[Snapshot], k: int = key) -> None:
         _STATS.pop(k, None)

@@ -79,11 +79,14 @@ class StatsTable:
     """Typed stats of the files of one snapshot, built lazily per column and cached."""
 
     def __init__(self, files: pa.Table, schema: Schema, partition_columns: Sequence[str],
-                 typed: TypedStats | None = None) -> None:
+                 typed: TypedStats | None = None, typed_head: int = 0) -> None:
         """Stats of the snapshot's file rows `files`; `typed`, a checkpoint's typed stats, is read
-        instead of the JSON stats for the files it covers."""
+        instead of the JSON stats for the files it covers. The first `typed_head` files are the
+        checkpoint's adds in its order (Snapshot.checkpoint_head): typed stats of as many rows
+        are theirs, row for row, with no lookup by path."""
         self.files = files
         self.typed = typed  # a checkpoint's typed stats, or None
+        self.typed_head = typed_head
         self.schema = schema
         self.partition_columns = list(partition_columns)
         self._parts_lower = {p.lower(): p for p in partition_columns}
@@ -255,15 +258,20 @@ class StatsTable:
         """(which files have typed stats, those stats in file order). A file whose typed stats
         are null has none: its JSON decides."""
         assert self.typed is not None
-        side = self.typed.read(keys)
+        n = self.num_files
+        side = self.typed.read(keys, with_paths=False)
         typed = side.column("stats_parsed").combine_chunks()
-        at = self._positions(side.column("path").combine_chunks())
-        found = np.asarray(at.is_valid())
-        rows = at.filter(pa.array(found))
-        in_order = len(rows) == len(typed) and rows.equals(pa.array(np.arange(len(typed), dtype=rows.type.to_pandas_dtype())))
-        chosen = typed if in_order else typed.take(rows)
-        valid = np.asarray(chosen.is_valid())
-        if not valid.all():
+        if 0 < len(typed) == self.typed_head <= n:
+            found = np.zeros(n, dtype=bool)
+            found[:self.typed_head] = True
+            chosen = typed
+        else:
+            at = self._positions(self.typed.read([], with_paths=True).column("path"))
+            found = _bools(at.is_valid())
+            rows = at.filter(pa.array(found))
+            chosen = typed.take(rows)
+        if chosen.null_count:
+            valid = _bools(chosen.is_valid())
             found[np.flatnonzero(found)[~valid]] = False
             chosen = chosen.filter(pa.array(valid))
         return found, chosen
@@ -273,6 +281,13 @@ class StatsTable:
                        ) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
         """The typed stats of the `found` files and the parsed JSON of the others (files added
         after the checkpoint), merged back into file order."""
+        k = int(found.sum())
+        if found[:k].all():   # the checkpoint's files first, the newer after them: no reordering
+            rest = StatsTable(self.files.slice(k), self.schema, self.partition_columns)
+            rest_records, rest_columns = rest._parse_json(names)
+            merged = {name: tuple(pa.concat_arrays([a, b]) for a, b in zip(columns[name], rest_columns[name]))
+                      for name in names}
+            return np.concatenate([records, rest_records]), merged
         rest = StatsTable(self.files.filter(pa.array(~found)), self.schema, self.partition_columns)
         rest_records, rest_columns = rest._parse_json(names)
         order = np.concatenate([np.flatnonzero(found), np.flatnonzero(~found)])
@@ -282,16 +297,9 @@ class StatsTable:
                               for a, b in zip(columns[name], rest_columns[name])) for name in names}
         return np.concatenate([records, rest_records])[back], merged
 
-    def _positions(self, typed_paths: pa.Array) -> pa.Array:
-        """For each file, the row of its typed stats (null: none). A snapshot's files start with
-        its checkpoint's, in the checkpoint's order, unless a commit since touched them: then
-        the rows line up and no lookup is needed."""
-        paths = self.files.column("path").combine_chunks()
-        k = len(typed_paths)
-        if k <= len(paths) and paths.slice(0, k).equals(typed_paths):
-            head = pa.array(np.arange(k, dtype=np.int32))
-            return pa.concat_arrays([head, pa.nulls(len(paths) - k, pa.int32())])
-        at = pc.index_in(paths, value_set=typed_paths)
+    def _positions(self, typed_paths: pa.ChunkedArray) -> pa.Array:
+        """For each file, the row of its typed stats (null: none)."""
+        at = pc.index_in(self.files.column("path"), value_set=typed_paths.combine_chunks())
         return at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
 
     def _typed_column(self, stats: pa.StructArray, name: str, key: str) -> tuple[pa.Array, pa.Array, pa.Array] | None:
@@ -397,6 +405,11 @@ def _string_data(chunk: pa.Array) -> pa.Buffer:
     offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[chunk.offset: chunk.offset + len(chunk) + 1]
     start, stop = int(offsets[0]), int(offsets[-1])
     return chunk.buffers()[2].slice(start, stop - start)
+
+
+def _bools(mask: pa.Array) -> np.ndarray:
+    """An Arrow boolean array without nulls as a NumPy one."""
+    return mask.cast(pa.uint8()).to_numpy(zero_copy_only=False).astype(bool)
 
 
 def _field(struct: pa.Array, name: str) -> pa.Array:

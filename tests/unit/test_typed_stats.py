@@ -48,7 +48,7 @@ def _table(root: str, configuration: dict[str, str] | None = None, remove_after_
     for v in range(1, 13):  # a checkpoint at 10, then two commits of JSON stats
         adds = [AddFile(f"p={i % 3}/f{v}-{i}.parquet", {"p": str(i % 3) if i % 4 else None}, 100, 1, True,
                         _stats(rng, v * 10 + i)) for i in range(10)]
-        removes = [RemoveFile(f"p=1/f{v - 1}-1.parquet", now_ms(), True)] if remove_after_checkpoint and v == 12 else []
+        removes = [RemoveFile(f"p=1/f{v - 3}-1.parquet", now_ms(), True)] if remove_after_checkpoint and v == 12 else []
         put_commit(snapshot, CommitInfo(1, "WRITE"), adds + removes)
         snapshot = Snapshot.load(root)
     return root
@@ -74,6 +74,9 @@ def test_checkpoints_carry_typed_stats_and_planning_from_them_equals_json(tmp_pa
     snapshot = Snapshot.load(root)
     assert snapshot.parsed_stats is not None and snapshot.parsed_stats.read(["id"]).num_rows == 100
     assert snapshot.num_files == 120 - remove_after_checkpoint
+    # f9-1, the checkpoint's 82nd add, removed: only the 81 before it still line up.
+    assert snapshot.checkpoint_head == (81 if remove_after_checkpoint else 100)
+    assert snapshot.advanced([]).checkpoint_head == snapshot.checkpoint_head
     typed = stats_table(snapshot)
     plain = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns)
     typed.prepare(COLUMNS + ["p"])

@@ -196,3 +196,29 @@ def test_in_list_values_convert_as_scalars_do(type_, values, uniform):
 
     expected = outcome(lambda: pa.array([literal_scalar(v, type_).as_py() for v in values], type=arrow_type(type_)))
     assert outcome(lambda: literal_array(tuple(values), type_)) == expected
+
+
+@settings(max_examples=examples(60), deadline=None, phases=[Phase.explicit, Phase.generate])
+@given(entries=files(), cut=st.integers(0, 25), blank=st.integers(0, 25))
+def test_stats_parse_over_column_chunks_equals_per_file_parse(entries, cut, blank):
+    # The JSON reader parses each chunk's string data in place; files without stats (null, or an
+    # empty string) and chunk boundaries must not shift any file's stats onto another.
+    entries = [(pv, "" if i == blank else stats) for i, (pv, stats) in enumerate(entries)]
+    whole = _table(entries)
+    cut = min(cut, whole.num_rows)
+    chunked = pa.Table.from_batches(whole.slice(0, cut).to_batches() + whole.slice(cut).to_batches(), FILES_SCHEMA)
+    names = ["i", "l", "x", "m", "s", "d", "ts", "b"]
+    fast = StatsTable(chunked, SCHEMA, PARTS)
+    records, columns = fast._parse_arrow(names)
+    slow_records, slow_columns = StatsTable(whole, SCHEMA, PARTS)._parse_python(names)
+    assert np.array_equal(records, slow_records, equal_nan=True)
+    for name in names:
+        for got, want in zip(columns[name], slow_columns[name]):
+            assert got.to_pylist() == want.cast(got.type).to_pylist(), name
+
+
+def test_stats_that_are_not_one_object_fall_back_to_per_file_parsing():
+    entries = [({"p": "1", "q": "x"}, '{"numRecords":1}{"numRecords":2}'),
+               ({"p": "1", "q": "x"}, '{"numRecords":3}')]
+    table = StatsTable(_table(entries), SCHEMA, PARTS)
+    assert np.isnan(table.num_records[0]) and table.num_records[1] == 3.0
