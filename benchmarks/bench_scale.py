@@ -9,12 +9,13 @@ figure includes a cold start and the memory is the process's own peak:
              from the stats; an append commit of one file; a checkpoint written anew.
   delta-rs:  DeltaTable(path); its add actions, filtered to the one file.
 
-Each size runs --reps times per contender (default 2), the contenders taking turns going first;
-the first run of each is also a warm-up of the page cache. The append's commit is removed after
+Both kinds of checkpoint are measured (--logs): stats as JSON only, and JSON plus typed columns
+(add.stats_parsed). Each contender first runs once unrecorded (a warm-up of the page cache and of
+the machine's memory), then --reps times per contender and log (default 2), taking turns going first. The append's commit is removed after
 each run, so every run sees the same table. A plot of time and memory against files goes beside
 the JSON (or to --plot).
 
-    .venv/bin/python -m benchmarks.bench_scale [--quick] [--files 100000,1000000] [--typed] [--reps N] [--json] [--out FILE]
+    .venv/bin/python -m benchmarks.bench_scale [--quick] [--files 100000,1000000] [--logs json,typed] [--reps N] [--json] [--out FILE]
 """
 from __future__ import annotations
 
@@ -29,8 +30,13 @@ from benchmarks.scale_logs import ROWS_PER_FILE, file_count_of, write_log
 from testing_support.paths import DEFAULT_BASE, REPO
 
 CONTENDERS = ("skiplake", "delta-rs")
+# The two kinds of checkpoint: stats as JSON text only (as delta-rs and older writers leave them),
+# and JSON plus typed columns (add.stats_parsed, which skiplake's own checkpoints carry).
+LOGS = {"json": False, "typed": True}
+LOG_NAMES = {"json": "JSON stats", "typed": "typed stats"}
 PHASES = ("load", "plan", "count", "min_max", "append", "checkpoint")
 GIB = 1 << 30
+Runs = dict[tuple[str, str], list[dict[str, Any]]]   # (contender, log kind) -> measurements
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,35 +45,53 @@ def main(argv: list[str] | None = None) -> int:
                                                        "--quick 10000,100000)")
     parser.add_argument("--data", default=str(DEFAULT_BASE), help="where the synthetic logs are kept")
     parser.add_argument("--plot", default=None, help="the PNG's path")
-    parser.add_argument("--typed", action="store_true", help="checkpoints with typed stats (stats_parsed) besides the JSON")
+    parser.add_argument("--logs", default="json,typed", help="checkpoint kinds: json (JSON stats only), typed "
+                                                             "(also add.stats_parsed); default both")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in (args.files or ("10000,100000" if args.quick else "100000,1000000,10000000")).split(",")]
+    kinds = [k for k in args.logs.split(",") if k]
+    unknown = [k for k in kinds if k not in LOGS]
+    if unknown:
+        parser.error(f"--logs: unknown kinds {unknown}; choose from {sorted(LOGS)}")
     reps = args.reps if args.reps is not None else 2
     progress = Progress("bench_scale")
     report = Report("bench_scale", "Tables of millions of files: loading, planning, answers from stats, commits",
                     command_line("bench_scale", args, (["--files", ",".join(map(str, sizes))] if args.files else [])
-                                 + (["--typed"] if args.typed else [])),
-                    {"files": sizes, "reps": reps, "commits_after_checkpoint": 10, "typed_stats": args.typed})
-    results: dict[int, dict[str, list[dict[str, Any]]]] = {}
+                                 + (["--logs", args.logs] if args.logs != "json,typed" else [])),
+                    {"files": sizes, "reps": reps, "commits_after_checkpoint": 10, "logs": kinds})
+    results: dict[int, Runs] = {}
     for size in sizes:
-        path = Path(args.data) / f"scale-{size}{'-typed' if args.typed else ''}"
-        if file_count_of(path) != size:
-            progress(f"writing a log of {size:,} files under {path} ...")
-            _remove(path)
-            write_log(path, size, typed=args.typed)
+        paths = {kind: _log_path(Path(args.data), size, kind, progress) for kind in kinds}
         ticket = (size // 2) * ROWS_PER_FILE + 7
-        runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
+        runs: Runs = {(who, kind): [] for who in CONTENDERS for kind in kinds}
+        order = [(who, kind) for kind in kinds for who in CONTENDERS]
+        for who, kind in order:   # a warm-up run each, not recorded: the page cache, the allocator
+            progress(f"{size:,} files, {LOG_NAMES[kind]}: {who}, warm-up ...")
+            _probe(who, paths[kind], ticket)
+            _drop_new_commits(paths[kind])
         for rep in range(reps):
-            for who in rotated(list(CONTENDERS), rep):
-                progress(f"{size:,} files: {who}, run {rep + 1} of {reps} ...")
-                runs[who].append(_probe(who, path, ticket))
-                _drop_new_commits(path)
+            for who, kind in rotated(order, rep):
+                progress(f"{size:,} files, {LOG_NAMES[kind]}: {who}, run {rep + 1} of {reps} ...")
+                runs[(who, kind)].append(_probe(who, paths[kind], ticket))
+                _drop_new_commits(paths[kind])
         results[size] = runs
-        _record(report, size, runs)
-    _goals(report, results)
-    _plot(results, plot_path(args, "bench_scale.png"))
-    report.extra["runs"] = {str(k): v for k, v in results.items()}
+        for kind in kinds:
+            _record(report, size, kind, runs)
+    _goals(report, results, kinds)
+    _plot(results, kinds, plot_path(args, "bench_scale.png"))
+    report.extra["runs"] = {str(size): {f"{who}, {kind}": v for (who, kind), v in runs.items()}
+                            for size, runs in results.items()}
     return finish(report, args)
+
+
+def _log_path(base: Path, size: int, kind: str, progress: Progress) -> Path:
+    """The synthetic log of `size` files of this kind, written when missing."""
+    path = base / f"scale-{size}{'-typed' if LOGS[kind] else ''}"
+    if file_count_of(path) != size:
+        progress(f"writing a log of {size:,} files ({LOG_NAMES[kind]}) under {path} ...")
+        _remove(path)
+        write_log(path, size, typed=LOGS[kind])
+    return path
 
 
 def _probe(who: str, path: Path, ticket: int) -> dict[str, Any]:
@@ -99,60 +123,74 @@ def _peak(runs: list[dict[str, Any]], phase: str) -> float:
     return max(r[phase]["peak_rss"] for r in runs) / GIB
 
 
-def _record(report: Report, size: int, runs: dict[str, list[dict[str, Any]]]) -> None:
-    section = f"{size:,} files"
-    mine, theirs = runs["skiplake"], runs["delta-rs"]
+def _record(report: Report, size: int, kind: str, runs: Runs) -> None:
+    section = f"{size:,} files, {LOG_NAMES[kind]}"
+    mine, theirs = runs[("skiplake", kind)], runs[("delta-rs", kind)]
     report.timing(section, "skiplake load + plan", _seconds(mine, "load", "plan"), f"peak {_peak(mine, 'plan'):.2f} GiB")
     report.timing(section, "delta-rs load + plan", _seconds(theirs, "load", "plan"), f"peak {_peak(theirs, 'plan'):.2f} GiB")
-    for phase in ("load", "plan", "count", "min_max", "append", "checkpoint"):
+    for phase in PHASES:
         report.timing(section, f"skiplake {phase}", _seconds(mine, phase))
-    report.ratio(f"{size:,} files: load + plan, skiplake / delta-rs",
+    report.ratio(f"{section}: load + plan, skiplake / delta-rs",
                  median(_seconds(mine, "load", "plan")) / median(_seconds(theirs, "load", "plan")))
-    report.check(f"{size:,} files: one file planned, the right count",
+    report.check(f"{section}: one file planned, the right count",
                  all(r["selected"] == 1 for r in mine + theirs) and all(r["rows"] == (size + 1000) * ROWS_PER_FILE for r in mine),
                  f"skiplake selected {[r['selected'] for r in mine]}, delta-rs {[r['selected'] for r in theirs]}")
 
 
-def _goals(report: Report, results: dict[int, dict[str, list[dict[str, Any]]]]) -> None:
+def _goals(report: Report, results: dict[int, Runs], kinds: list[str]) -> None:
+    for kind in kinds:
+        _kind_goals(report, results, kind)
+
+
+def _kind_goals(report: Report, results: dict[int, Runs], kind: str) -> None:
+    name = LOG_NAMES[kind]
+
     def load_plan(size: int) -> float:
-        return median(_seconds(results[size]["skiplake"], "load", "plan"))
+        return median(_seconds(results[size][("skiplake", kind)], "load", "plan"))
     if 1_000_000 in results:
-        runs = results[1_000_000]
-        report.goal("1M files: load + plan", load_plan(1_000_000), 1.0)
-        report.goal("1M files: peak memory of load + plan", _peak(runs["skiplake"], "plan"), 2.0, unit="n", note="GiB")
-        report.goal("1M files: load + plan, skiplake / delta-rs",
-                    load_plan(1_000_000) / median(_seconds(runs["delta-rs"], "load", "plan")), 0.5, unit="x")
-        report.goal("1M files: COUNT(*) after the load", median(_seconds(runs["skiplake"], "count")), 0.5)
-        report.headline("1M files: load + plan", load_plan(1_000_000))
+        mine, theirs = results[1_000_000][("skiplake", kind)], results[1_000_000][("delta-rs", kind)]
+        report.goal(f"1M files, {name}: load + plan", load_plan(1_000_000), 1.0)
+        report.goal(f"1M files, {name}: peak memory of load + plan", _peak(mine, "plan"), 2.0, unit="n", note="GiB")
+        report.goal(f"1M files, {name}: load + plan, skiplake / delta-rs",
+                    load_plan(1_000_000) / median(_seconds(theirs, "load", "plan")), 0.5, unit="x")
+        report.goal(f"1M files, {name}: COUNT(*) after the load", median(_seconds(mine, "count")), 0.5)
+        report.headline(f"1M files, {name}: load + plan", load_plan(1_000_000))
     if 10_000_000 in results:
-        runs = results[10_000_000]
-        report.goal("10M files: load + plan", load_plan(10_000_000), 10.0)
-        report.goal("10M files: peak memory of load + plan", _peak(runs["skiplake"], "plan"), 8.0, unit="n", note="GiB")
-        report.goal("10M files: an append commit", median(_seconds(runs["skiplake"], "append")), 2.0)
+        mine = results[10_000_000][("skiplake", kind)]
+        report.goal(f"10M files, {name}: load + plan", load_plan(10_000_000), 10.0)
+        report.goal(f"10M files, {name}: peak memory of load + plan", _peak(mine, "plan"), 8.0, unit="n", note="GiB")
+        report.goal(f"10M files, {name}: an append commit", median(_seconds(mine, "append")), 2.0)
         if 1_000_000 in results:
-            report.goal("load + plan, 10M / 1M files", load_plan(10_000_000) / load_plan(1_000_000), 12.0, unit="x")
+            report.goal(f"{name}: load + plan, 10M / 1M files", load_plan(10_000_000) / load_plan(1_000_000), 12.0,
+                        unit="x")
 
 
-def _plot(results: dict[int, dict[str, list[dict[str, Any]]]], path: Path) -> None:
+def _plot(results: dict[int, Runs], kinds: list[str], path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     sizes = sorted(results)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for who, phases, style in (("skiplake", ("load", "plan"), "o-"), ("delta-rs", ("load", "plan"), "s--"),
-                               ("skiplake", ("count",), "^:"), ("skiplake", ("append",), "v:")):
-        label = f"{who}: {' + '.join(phases)}"
-        left.plot(sizes, [median(_seconds(results[s][who], *phases)) for s in sizes], style, label=label)
-    for who, style in (("skiplake", "o-"), ("delta-rs", "s--")):
-        right.plot(sizes, [_peak(results[s][who], "plan") for s in sizes], style, label=f"{who}: load + plan")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.8))
+    styles = {("skiplake", "json"): "o-", ("skiplake", "typed"): "D-", ("delta-rs", "json"): "s--",
+              ("delta-rs", "typed"): "x--"}
+    for kind in kinds:
+        for who in CONTENDERS:
+            label = f"{who}, {LOG_NAMES[kind]}: load + plan"
+            left.plot(sizes, [median(_seconds(results[s][(who, kind)], "load", "plan")) for s in sizes],
+                      styles[(who, kind)], label=label)
+            right.plot(sizes, [_peak(results[s][(who, kind)], "plan") for s in sizes], styles[(who, kind)], label=label)
+    left.plot(sizes, [median(_seconds(results[s][("skiplake", kinds[0])], "count")) for s in sizes], "^:",
+              label=f"skiplake, {LOG_NAMES[kinds[0]]}: COUNT(*)")
+    left.plot(sizes, [median(_seconds(results[s][("skiplake", kinds[0])], "append")) for s in sizes], "v:",
+              label=f"skiplake, {LOG_NAMES[kinds[0]]}: append commit")
     for ax, unit in ((left, "seconds"), (right, "peak memory, GiB")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("files in the table")
         ax.set_ylabel(unit)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
     fig.suptitle("Loading and planning a table from its log, against the number of files (fresh process per run)")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -6,19 +6,29 @@ import json
 import logging
 import re
 import uuid
+from dataclasses import dataclass
+from typing import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from skiplake.errors import CorruptLogError
 from skiplake.log.actions import Txn, now_ms
-from skiplake.log.arrow_schema import ADD_TYPE, CHECKPOINT_SCHEMA, REMOVE_TYPE, SIDECAR_SCHEMA, V2_CHECKPOINT_SCHEMA
+from skiplake.log.arrow_schema import (
+    ADD_TYPE,
+    CHECKPOINT_SCHEMA,
+    REMOVE_TYPE,
+    SIDECAR_SCHEMA,
+    STRING_MAP,
+    V2_CHECKPOINT_SCHEMA,
+)
 from skiplake.log.checkpoint_read import SIDECAR_DIR
 from skiplake.log.column_mapping import physical_names
 from skiplake.log.features import V2_CHECKPOINT, supports
 from skiplake.log.snapshot import LAST_CHECKPOINT, Snapshot, checkpoint_name
 from skiplake.log.storage import Storage
-from skiplake.log.typed_stats import partition_struct, stats_columns, stats_struct, writes_struct_stats
+from skiplake.log.typed_stats import partition_struct, stats_columns, stats_struct, stats_type, writes_struct_stats
 
 log = logging.getLogger("skiplake.checkpoint")
 
@@ -54,46 +64,74 @@ def checkpoint_interval(snapshot: Snapshot) -> int:
         return DEFAULT_INTERVAL
 
 
-def _file_actions(snapshot: Snapshot) -> tuple[list[pa.StructArray], pa.StructArray]:
-    """(live adds, unexpired removes) as the checkpoint's add and remove structs; the adds in
-    chunks of at most ADD_CHUNK rows (no more strings than one Arrow array holds)."""
-    retention = parse_interval_ms(snapshot.configuration.get(TOMBSTONE_RETENTION),
-                                  DEFAULT_TOMBSTONE_RETENTION_MS)
-    cutoff = now_ms() - retention
-    tomb = snapshot.tombstones
-    if tomb.num_rows:
-        ts = tomb.column("deletionTimestamp").to_pylist()
-        tomb = tomb.filter(pa.array([t is None or t >= cutoff for t in ts]))
-    # Adds are written with dataChange=false: a checkpoint carries state, not a change.
-    # The log's own rows: with column mapping, `files` has logical keys for planning.
-    source = snapshot.log_files if snapshot.log_files is not None else snapshot.files
-    files = source.set_column(source.schema.get_field_index("dataChange"), "dataChange",
-                              pa.array([False] * source.num_rows, pa.bool_()))
-    batches = files.to_batches(max_chunksize=ADD_CHUNK) or [pa.RecordBatch.from_pylist([], schema=files.schema)]
-    adds = [pa.StructArray.from_arrays(list(b.columns), fields=list(ADD_TYPE)) for b in batches]
-    if writes_struct_stats(snapshot.configuration):
-        typed = [_with_typed_stats(snapshot, a) for a in adds]
-        # Typed stats in every chunk or in none: the checkpoint has one schema.
-        adds = typed if len({a.type for a in typed}) == 1 else adds
-    removes = pa.StructArray.from_arrays([tomb.column(n).combine_chunks() for n in tomb.column_names],
-                                         fields=list(REMOVE_TYPE))
-    return adds, removes
+@dataclass
+class _FileActions:
+    """A checkpoint's file actions: the live adds, made one chunk of at most ADD_CHUNK rows at a
+    time as they are written (no more strings than one Arrow array holds, and no more memory
+    than a chunk's typed stats take), and the unexpired removes."""
+    snapshot: Snapshot
+    removes: pa.StructArray
+    add_type: pa.DataType
+    num_adds: int
+
+    @staticmethod
+    def of(snapshot: Snapshot) -> "_FileActions":
+        """The file actions a checkpoint of `snapshot` writes."""
+        retention = parse_interval_ms(snapshot.configuration.get(TOMBSTONE_RETENTION),
+                                      DEFAULT_TOMBSTONE_RETENTION_MS)
+        cutoff = now_ms() - retention
+        tomb = snapshot.tombstones
+        if tomb.num_rows:
+            ts = tomb.column("deletionTimestamp").to_pylist()
+            tomb = tomb.filter(pa.array([t is None or t >= cutoff for t in ts]))
+        removes = pa.StructArray.from_arrays([tomb.column(n).combine_chunks() for n in tomb.column_names],
+                                             fields=list(REMOVE_TYPE))
+        typed = _typed_types(snapshot) if writes_struct_stats(snapshot.configuration) else None
+        add_type = pa.struct(list(ADD_TYPE) + list(typed or []))
+        return _FileActions(snapshot, removes, add_type, snapshot.num_files)
+
+    def add_chunks(self) -> Iterator[pa.StructArray]:
+        """The live adds as the checkpoint's add structs, ADD_CHUNK rows at a time (at least one)."""
+        # The log's own rows: with column mapping, `files` has logical keys for planning.
+        source = self.snapshot.log_files if self.snapshot.log_files is not None else self.snapshot.files
+        at = source.schema.get_field_index("dataChange")
+        for start in range(0, max(source.num_rows, 1), ADD_CHUNK):
+            rows = source.slice(start, ADD_CHUNK).combine_chunks()
+            # Adds are written with dataChange=false: a checkpoint carries state, not a change.
+            columns = [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in rows.columns]
+            columns[at] = pa.array(np.zeros(rows.num_rows, dtype=bool))
+            adds = pa.StructArray.from_arrays(columns, fields=list(ADD_TYPE))
+            yield _with_typed_stats(self.snapshot, adds, self.add_type) if self.add_type != ADD_TYPE else adds
 
 
-def _with_typed_stats(snapshot: Snapshot, adds: pa.StructArray) -> pa.StructArray:
-    """`adds` with stats_parsed and partitionValues_parsed (unchanged if the stats do not parse)."""
+def _typed_types(snapshot: Snapshot) -> list[pa.Field]:
+    """The fields typed stats add to a checkpoint's add struct: stats_parsed, and
+    partitionValues_parsed when every partition column has a type it can hold."""
+    names = physical_names(snapshot.schema, snapshot.column_mapping)
+    fields = [pa.field("stats_parsed", stats_type(stats_columns(snapshot.schema, names, snapshot.partition_columns)))]
+    parts = partition_struct(pa.array([], STRING_MAP), snapshot.schema, snapshot.partition_columns, names)
+    if parts is not None:
+        fields.append(pa.field("partitionValues_parsed", parts.type))
+    return fields
+
+
+def _with_typed_stats(snapshot: Snapshot, adds: pa.StructArray, add_type: pa.StructType) -> pa.StructArray:
+    """`adds` with stats_parsed and partitionValues_parsed, as `add_type` says. Stats that do not
+    parse as the table's types leave the chunk's stats_parsed null: readers use the JSON."""
     names = physical_names(snapshot.schema, snapshot.column_mapping)
     fields, children = list(adds.type), [adds.field(i) for i in range(adds.type.num_fields)]
+    stats_field = add_type.field("stats_parsed")
     try:
         stats = stats_struct(adds.field("stats"), stats_columns(snapshot.schema, names, snapshot.partition_columns))
     except CorruptLogError as e:
         log.warning("stats of %s not written typed in its checkpoint: %s", snapshot.table_path, e)
-        return adds
-    fields.append(pa.field("stats_parsed", stats.type))
+        stats = pa.nulls(len(adds), stats_field.type)
+    fields.append(stats_field)
     children.append(stats)
-    parts = partition_struct(adds.field("partitionValues"), snapshot.schema, snapshot.partition_columns, names)
-    if parts is not None:
-        fields.append(pa.field("partitionValues_parsed", parts.type))
+    if add_type.get_field_index("partitionValues_parsed") >= 0:
+        parts = partition_struct(adds.field("partitionValues"), snapshot.schema, snapshot.partition_columns, names)
+        assert parts is not None
+        fields.append(add_type.field("partitionValues_parsed"))
         children.append(parts)
     return pa.StructArray.from_arrays(children, fields=fields)
 
@@ -133,30 +171,52 @@ def _rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
     return pa.table({f.name: pa.array([r.get(f.name) for r in rows], f.type) for f in schema}, schema=schema)
 
 
-def _with_files(head: pa.Table, adds: list[pa.StructArray], removes: pa.StructArray, schema: pa.Schema) -> pa.Table:
-    add_type = adds[0].type
-    if add_type != schema.field("add").type:  # typed stats: this table's own add struct
-        schema = schema.set(schema.get_field_index("add"), pa.field("add", add_type))
+def _parts(head: pa.Table, actions: _FileActions, adds: Iterable[pa.StructArray], removes: pa.StructArray | None,
+           schema: pa.Schema) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    """(the file's schema, its row groups in order): `head`'s rows, then `adds` chunk by chunk,
+    then `removes`; each action in its own column, the others null."""
+    if actions.add_type != schema.field("add").type:  # typed stats: this file's own add struct
+        schema = schema.set(schema.get_field_index("add"), pa.field("add", actions.add_type))
         head = head.set_column(head.schema.get_field_index("add"), schema.field("add"),
-                               pa.nulls(head.num_rows, add_type))
+                               pa.nulls(head.num_rows, actions.add_type))
 
     def part(column: str, values: pa.StructArray) -> pa.Table:
         return pa.table({f.name: values if f.name == column else pa.nulls(len(values), f.type) for f in schema},
                         schema=schema)
-    return pa.concat_tables([head, *(part("add", a) for a in adds), part("remove", removes)])
+
+    def tables() -> Iterator[pa.Table]:
+        if head.num_rows:
+            yield head
+        for chunk in adds:
+            if len(chunk):
+                yield part("add", chunk)
+        if removes is not None and len(removes):
+            yield part("remove", removes)
+    return schema, tables()
+
+
+def _v1_parts(snapshot: Snapshot) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    actions = _FileActions.of(snapshot)
+    return _parts(_rows_table(_singleton_rows(snapshot), CHECKPOINT_SCHEMA), actions, actions.add_chunks(),
+                  actions.removes, CHECKPOINT_SCHEMA)
 
 
 def checkpoint_table(snapshot: Snapshot) -> pa.Table:
     """A V1 checkpoint: one row per action, protocol, metaData, each txn, each live domainMetadata, each live
     add, each unexpired remove."""
-    adds, removes = _file_actions(snapshot)
-    return _with_files(_rows_table(_singleton_rows(snapshot), CHECKPOINT_SCHEMA), adds, removes, CHECKPOINT_SCHEMA)
+    _schema, parts = _v1_parts(snapshot)
+    return pa.concat_tables(list(parts))   # never empty: the protocol and metaData rows
 
 
-def _parquet_bytes(table: pa.Table) -> bytes:
+def _parquet_bytes(schema: pa.Schema, parts: Iterable[pa.Table]) -> tuple[bytes, int]:
+    """(the Parquet file of `parts`, written one after another, its row count)."""
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="snappy")
-    return buf.getvalue()
+    rows = 0
+    with pq.ParquetWriter(buf, schema, compression="snappy") as writer:
+        for table in parts:
+            writer.write_table(table)
+            rows += table.num_rows
+    return buf.getvalue(), rows
 
 
 def uses_v2_checkpoints(snapshot: Snapshot) -> bool:
@@ -168,43 +228,56 @@ def write_checkpoint(storage: Storage, snapshot: Snapshot) -> bool:
     """Write the checkpoint of `snapshot` and point `_last_checkpoint` at it. False if one existed.
 
     A table with the v2Checkpoint feature gets a UUID-named V2 checkpoint whose file actions are
-    in one sidecar file; any other table a classic V1 checkpoint."""
+    in sidecar files of at most ADD_CHUNK adds each; any other table a classic V1 checkpoint.
+    Either is written a chunk of adds at a time."""
     if uses_v2_checkpoints(snapshot):
-        name, rows, data = _write_v2(storage, snapshot)
+        name, rows, size = _write_v2(storage, snapshot)
         written = True
     else:
-        table = checkpoint_table(snapshot)
-        name, rows, data = checkpoint_name(snapshot.version), table.num_rows, _parquet_bytes(table)
+        data, rows = _parquet_bytes(*_v1_parts(snapshot))
+        name, size = checkpoint_name(snapshot.version), len(data)
         written = storage.put_if_absent(name, data)
     last = read_last_checkpoint(storage)
     if last is None or int(last.get("version", -1)) < snapshot.version:
         storage.put(LAST_CHECKPOINT, json.dumps({
-            "version": snapshot.version, "size": rows, "sizeInBytes": len(data),
+            "version": snapshot.version, "size": rows, "sizeInBytes": size,
             "numOfAddFiles": snapshot.num_files,
         }).encode())
     return written
 
 
-def _write_v2(storage: Storage, snapshot: Snapshot) -> tuple[str, int, bytes]:
-    """(name, actions, bytes) of a new V2 checkpoint: the sidecar first, then the checkpoint that
-    names it, so a reader never finds a checkpoint whose sidecar is not there yet."""
-    adds, removes = _file_actions(snapshot)
+def _write_v2(storage: Storage, snapshot: Snapshot) -> tuple[str, int, int]:
+    """(name, actions, bytes) of a new V2 checkpoint: the sidecars first, then the checkpoint that
+    names them, so a reader never finds a checkpoint whose sidecar is not there yet."""
+    actions = _FileActions.of(snapshot)
     rows = _singleton_rows(snapshot)
-    num_adds = sum(len(a) for a in adds)
-    if num_adds + len(removes):
-        sidecar = _with_files(SIDECAR_SCHEMA.empty_table(), adds, removes, SIDECAR_SCHEMA)
-        sidecar_data = _parquet_bytes(sidecar)
+    empty = SIDECAR_SCHEMA.empty_table()
+    for adds, removes in _sidecar_contents(actions):
+        data, _ = _parquet_bytes(*_parts(empty, actions, adds, removes, SIDECAR_SCHEMA))
         sidecar_name = f"{uuid.uuid4()}.parquet"
-        storage.put_if_absent(f"{SIDECAR_DIR}/{sidecar_name}", sidecar_data)
-        rows.append({"sidecar": {"path": sidecar_name, "sizeInBytes": len(sidecar_data),
+        storage.put_if_absent(f"{SIDECAR_DIR}/{sidecar_name}", data)
+        rows.append({"sidecar": {"path": sidecar_name, "sizeInBytes": len(data),
                                  "modificationTime": now_ms(), "tags": None}})
+    total = actions.num_adds + len(actions.removes)
     rows.append({"checkpointMetadata": {"version": snapshot.version,
-                                        "tags": [("numOfAddFiles", str(num_adds)),
-                                                 ("sidecarNumActions", str(num_adds + len(removes)))]}})
-    data = _parquet_bytes(_rows_table(rows, V2_CHECKPOINT_SCHEMA))
+                                        "tags": [("numOfAddFiles", str(actions.num_adds)),
+                                                 ("sidecarNumActions", str(total))]}})
+    data, _ = _parquet_bytes(V2_CHECKPOINT_SCHEMA, [_rows_table(rows, V2_CHECKPOINT_SCHEMA)])
     name = f"{snapshot.version:020d}.checkpoint.{uuid.uuid4()}.parquet"
     storage.put_if_absent(name, data)
-    return name, len(rows) + num_adds + len(removes), data
+    return name, len(rows) + total, len(data)
+
+
+def _sidecar_contents(actions: _FileActions) -> Iterator[tuple[list[pa.StructArray], pa.StructArray | None]]:
+    """(adds, removes) of each sidecar file: a chunk of adds each, the removes with the first."""
+    removes = actions.removes if len(actions.removes) else None
+    if not actions.num_adds:
+        if removes is not None:
+            yield [], removes
+        return
+    for chunk in actions.add_chunks():
+        yield [chunk], removes
+        removes = None
 
 
 def read_last_checkpoint(storage: Storage) -> dict | None:

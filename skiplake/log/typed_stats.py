@@ -14,10 +14,10 @@ from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from skiplake.errors import CorruptLogError
 from skiplake.log.arrow_schema import map_value
+from skiplake.log.json_column import read_json_column
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value
 
@@ -67,21 +67,15 @@ def stats_columns(schema: Schema, names: Mapping[str, str], partition_columns: l
 def stats_struct(stats: pa.Array, columns: list[tuple[str, str]]) -> pa.StructArray:
     """`stats_parsed` for each file's JSON stats (null where a file has none). Raises
     CorruptLogError when the JSON does not parse as the columns' types."""
-    lines = pc.binary_join_element_wise(pc.fill_null(stats, "{}"), pa.scalar(""), "\n")
-    joined = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
-    text = pa.py_buffer("".join(joined.to_pylist()).encode())  # one JSON object per line
     json_fields = [("numRecords", pa.int64())]
     if columns:
         json_fields += [("minValues", pa.struct([(n, _json_type(t)) for n, t in columns])),
                         ("maxValues", pa.struct([(n, _json_type(t)) for n, t in columns])),
                         ("nullCount", pa.struct([(n, pa.int64()) for n, _ in columns]))]
     if len(stats) == 0:
-        return pa.array([], _stats_type(columns))
+        return pa.array([], stats_type(columns))
     try:
-        parsed = pj.read_json(pa.BufferReader(text), parse_options=pj.ParseOptions(
-            explicit_schema=pa.schema(json_fields), unexpected_field_behavior="ignore")).combine_chunks()
-        if parsed.num_rows != len(stats):
-            raise pa.ArrowInvalid(f"{parsed.num_rows} stats rows for {len(stats)} files")
+        parsed = read_json_column(stats, pa.schema(json_fields)).combine_chunks()
         children = [parsed.column("numRecords").chunk(0) if parsed.column("numRecords").num_chunks
                     else pa.array([], pa.int64())]
         for key in ("minValues", "maxValues"):
@@ -95,12 +89,13 @@ def stats_struct(stats: pa.Array, columns: list[tuple[str, str]]) -> pa.StructAr
             children.append(parsed.column("nullCount").combine_chunks())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
         raise CorruptLogError("stats", f"file stats do not parse as the table's types ({e})") from None
-    typ = _stats_type(columns)
+    typ = stats_type(columns)
     arrays = [c.cast(f.type) if c.type != f.type else c for c, f in zip(children, typ)]
     return pa.StructArray.from_arrays(arrays, fields=list(typ), mask=pc.is_null(stats))
 
 
-def _stats_type(columns: list[tuple[str, str]]) -> pa.StructType:
+def stats_type(columns: list[tuple[str, str]]) -> pa.StructType:
+    """The type of `stats_parsed` for typed stats of `columns` ((name in the stats, Delta type))."""
     fields = [pa.field("numRecords", pa.int64())]
     if columns:
         fields += [pa.field("minValues", pa.struct([(n, value_type(t)) for n, t in columns])),

@@ -18,17 +18,16 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.json as pj
 
 from skiplake.log.arrow_schema import map_value
 from skiplake.log.checkpoint_read import TypedStats
 from skiplake.log.column_mapping import PHYSICAL_NAME
+from skiplake.log.json_column import read_json_column
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value
 from skiplake.skipping.bounds import bound_arrays, is_no_bound, null_fact_arrays, stat_value
 from skiplake.skipping.bucket_pruning import file_bucket_ids
 
-_JSON_BLOCK = 8 << 20
 # How a file's partition tuple is spelled as one string while numbering the partitions.
 _NULL_KEY = "\x00null"
 _SEP = "\x1f"
@@ -317,33 +316,6 @@ class StatsTable:
                 return None
         return out[0], out[1], pc.struct_field(nulls, key).cast(pa.int64())
 
-    def _stats_buffers(self) -> list[pa.Buffer]:
-        """The stats JSON of every file as buffers of back-to-back objects, one per file. A
-        column chunk whose every file has stats is its own string data, not copied (the reader
-        finds where one object ends and the next begins); a chunk with a file without stats gets
-        an empty object in its place."""
-        out = []
-        for chunk in self.files.column("stats").chunks:
-            if len(chunk) == 0:
-                continue
-            if chunk.null_count or not pc.all(pc.greater(pc.binary_length(chunk), 0)).as_py():
-                chunk = pc.if_else(pc.fill_null(pc.equal(chunk, ""), True), "{}", chunk)
-            out.append(_string_data(chunk))
-        return out
-
-    def _read_stats_json(self, schema: pa.Schema) -> pa.Table:
-        """The stats of every file read as `schema`, one row per file."""
-        parts = [pj.read_json(
-            pa.BufferReader(raw),
-            read_options=pj.ReadOptions(block_size=_JSON_BLOCK, use_threads=True),
-            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore",
-                                          newlines_in_values=True))
-            for raw in self._stats_buffers()]
-        table = pa.concat_tables(parts) if len(parts) != 1 else parts[0]
-        if table.num_rows != self.num_files:
-            raise pa.ArrowInvalid(f"stats parsed into {table.num_rows} rows for {self.num_files} files")
-        return table
-
     def _parse_arrow(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
         n = self.num_files
         if n == 0:  # typed, as the string and timestamp adjustments of _finish need
@@ -357,7 +329,7 @@ class StatsTable:
                 ("maxValues", pa.struct([(nm, _json_type(t)) for nm, t in types.items()])),
                 ("nullCount", pa.struct([(nm, pa.int64()) for nm in names])),
             ]
-        table = self._read_stats_json(pa.schema(fields))
+        table = read_json_column(self.files.column("stats"), pa.schema(fields))
         records = table.column("numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
         out: dict[str, tuple[pa.Array, pa.Array, pa.Array]] = {}
         if names:
@@ -397,14 +369,6 @@ class StatsTable:
         nc = null_count.to_numpy(zero_copy_only=False).astype(np.float64) if self.num_files else np.zeros(0)
         may_null, all_null, empty = null_fact_arrays(nc, records)
         return ColumnStats(field.type, lo, hi, may_null, all_null, exact | empty, nc)
-
-
-def _string_data(chunk: pa.Array) -> pa.Buffer:
-    """The characters of a string array's values, back to back, as a slice of its data buffer."""
-    width = np.int64 if pa.types.is_large_string(chunk.type) else np.int32
-    offsets = np.frombuffer(chunk.buffers()[1], dtype=width)[chunk.offset: chunk.offset + len(chunk) + 1]
-    start, stop = int(offsets[0]), int(offsets[-1])
-    return chunk.buffers()[2].slice(start, stop - start)
 
 
 def _bools(mask: pa.Array) -> np.ndarray:

@@ -157,3 +157,37 @@ def test_cleanup_keeps_the_sidecars_of_every_kept_checkpoint_of_a_version(tmp_pa
     assert len(os.listdir(sidecars)) == 2
     for name in [n for n in os.listdir(os.path.join(root, LOG_DIR)) if n.startswith(f"{30:020d}.checkpoint.")]:
         assert _state(Snapshot.load(root, 30, listing=LogListing({}, {30: [name]}))) == at_30
+
+
+@pytest.mark.parametrize("configuration", [V2, {"delta.enableExpiredLogCleanup": "false"}])
+def test_checkpoints_are_written_a_chunk_of_adds_at_a_time(tmp_path, monkeypatch, configuration):
+    # V2: a sidecar per chunk of adds, the removes in the first; V1: a row group per chunk. Either
+    # loads as replaying every commit does, typed stats included.
+    import skiplake.log.checkpoint as checkpoint
+    from skiplake.skipping.plan import plan_scan
+    monkeypatch.setattr(checkpoint, "ADD_CHUNK", 3)
+    root = str(tmp_path / "t")
+    protocol = required_protocol(Protocol(1, 2), configuration)
+    snapshot = put_first_commit(root, CommitInfo(1, "CREATE TABLE"), protocol, Metadata.new(SCHEMA, ["d"], configuration))
+    for i in range(1, 9):
+        actions = [add(f"d=2001-01-0{1 + i % 3}/f{i}.parquet", d=f"2001-01-0{1 + i % 3}", lo=i * 10, hi=i * 10 + 5)]
+        if i == 8:
+            actions.append(RemoveFile("d=2001-01-02/f1.parquet", now_ms(), True))
+        put_commit(snapshot, CommitInfo(1, "WRITE"), actions)
+        snapshot = Snapshot.load(root)
+    write_checkpoint(log_storage(root), snapshot)
+    if configuration is V2:
+        sidecars = sorted(os.listdir(os.path.join(root, LOG_DIR, "_sidecars")))
+        assert len(sidecars) == 3   # 7 live adds in chunks of 3
+        sides = [pq.read_table(os.path.join(root, LOG_DIR, "_sidecars", n)) for n in sidecars]
+        assert sorted(len(s.column("add")) - s.column("add").null_count for s in sides) == [1, 3, 3]
+        assert sum(len(s.column("remove")) - s.column("remove").null_count for s in sides) == 1
+    else:
+        meta = pq.ParquetFile(os.path.join(root, LOG_DIR, "00000000000000000008.checkpoint.parquet")).metadata
+        assert meta.num_row_groups == 5   # protocol and metaData, 3 + 3 + 1 adds, the remove
+    for v in range(0, 8):
+        os.unlink(os.path.join(root, LOG_DIR, f"{v:020d}.json"))
+    loaded = Snapshot.load(root)
+    assert _state(loaded) == _state(snapshot)
+    assert loaded.parsed_stats is not None
+    assert plan_scan(loaded, "id >= 60").report.files_selected == 3
