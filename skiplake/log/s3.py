@@ -374,13 +374,18 @@ class S3Storage(Storage):
 
     def walk(self) -> builtins.list[ObjectInfo]:
         """Every object below the prefix, at any depth (folder marker keys left out)."""
-        out = []
+        return [obj for page in self.walk_pages() for obj in page]
+
+    def walk_pages(self) -> Iterator[builtins.list[ObjectInfo]]:
+        """walk()'s objects a listing request's answer (up to 1,000) at a time."""
         for page in self._pages(False, None):
+            out = []
             for obj in page.get("Contents", []):
                 name = obj["Key"][len(self.prefix):]
                 if name and not name.endswith("/"):
                     out.append(ObjectInfo(name, int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000)))
-        return out
+            if out:
+                yield out
 
     def open_input(self, name: str, size: int | None = None) -> RangeReader:
         """A RangeReader of the object; `size`, when known, saves a HEAD request."""

@@ -16,7 +16,7 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import BinaryIO, Callable
+from typing import BinaryIO, Callable, Iterator
 
 
 @dataclass(frozen=True)
@@ -66,6 +66,11 @@ class Storage(ABC):
     @abstractmethod
     def walk(self) -> list[ObjectInfo]:
         """Every file below the root, at any depth."""
+
+    def walk_pages(self) -> Iterator[list[ObjectInfo]]:
+        """walk()'s files a page at a time (a folder, or a listing request's answer), so that a
+        caller going through millions of files holds one page of them."""
+        yield self.walk()
 
     @abstractmethod
     def dirs(self) -> list[str]:
@@ -183,16 +188,21 @@ class LocalStorage(Storage):
     # builtins.list: in this class, after `def list`, a bare `list` names that method
     def walk(self) -> builtins.list[ObjectInfo]:
         """Every file below the root, at any depth; one deleted while walked is left out."""
-        out = []
+        return [obj for page in self.walk_pages() for obj in page]
+
+    def walk_pages(self) -> Iterator[builtins.list[ObjectInfo]]:
+        """walk()'s files a folder at a time."""
         for root, _dirs, files in os.walk(self.root):
+            page = []
             for f in files:
                 full = os.path.join(root, f)
                 try:
                     st = os.stat(full)
                 except FileNotFoundError:
                     continue
-                out.append(ObjectInfo(os.path.relpath(full, self.root), st.st_size, int(st.st_mtime * 1000)))
-        return out
+                page.append(ObjectInfo(os.path.relpath(full, self.root), st.st_size, int(st.st_mtime * 1000)))
+            if page:
+                yield page
 
     def delete_many(self, names: builtins.list[str]) -> None:
         """Delete the files one by one; missing ones are no error."""

@@ -11,6 +11,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from skiplake.errors import RetentionTooShortError
 from skiplake.log.checkpoint import DEFAULT_TOMBSTONE_RETENTION_MS, TOMBSTONE_RETENTION, parse_interval_ms
 from skiplake.log.deletion_vectors import dv_files
@@ -56,30 +60,83 @@ def vacuum(table_path: str, retention_hours: float = 168, dry_run: bool = False,
         raise RetentionTooShortError(table_path, retention_hours, minimum_ms / 3_600_000)
     cutoff = time.time() - retention_hours * 3600
     storage = storage_at(table_path)
-    doomed = _doomed(table_path, storage.walk(), _kept(table_path, snapshot, cutoff), cutoff)
-    if not dry_run:
-        storage.delete_many([name for name, _ in doomed])
-        if not is_remote(table_path):
-            _remove_empty_dirs(table_path)
-    return VacuumResult(dry_run, len(doomed), sum(s for _, s in doomed), sorted(name for name, _ in doomed))
+    kept = KeptFiles(table_path, snapshot, cutoff)
+    # A page of the listing at a time (a folder, or an object store's answer of 1,000 keys):
+    # listed, compared and deleted, so that neither the listing nor the doomed are held whole.
+    count, size, names = 0, 0, []
+    for page in storage.walk_pages():
+        doomed = _doomed(table_path, page, kept, cutoff)
+        if not doomed:
+            continue
+        if not dry_run:
+            storage.delete_many([name for name, _ in doomed])
+        count += len(doomed)
+        size += sum(s for _, s in doomed)
+        names += [name for name, _ in doomed]
+    if not dry_run and not is_remote(table_path):
+        _remove_empty_dirs(table_path)
+    return VacuumResult(dry_run, count, size, sorted(names))
 
 
-def _kept(table_path: str, snapshot: Snapshot, cutoff: float) -> set[str]:
-    """The files VACUUM keeps whatever their age (by file_key): every file of the current
-    version, every file removed within the retention (time travel and running readers may
-    still need it), and the deletion vector files either names."""
-    live = {file_key(table_path, p) for p in snapshot.files.column("path").to_pylist()}
-    kept_tombstones = [r for r in snapshot.tombstone_list
-                       if r.deletionTimestamp is None or r.deletionTimestamp >= cutoff * 1000]
-    live |= {file_key(table_path, r.path) for r in kept_tombstones}
-    # Deletion vector files (at the table root, or under a prefix folder) live as long as a
-    # live file or a kept tombstone names them.
-    live |= dv_files(table_path, snapshot.files.column("deletionVector").to_pylist())
-    live |= dv_files(table_path, (r.deletionVector for r in kept_tombstones))
-    return live
+class KeptFiles:
+    """The files VACUUM keeps whatever their age (by file_key): every file of the current version,
+    every file removed within the retention (time travel and running readers may still need it),
+    and the deletion vector files either names.
+
+    The current version's files are looked up folder by folder: their log paths stay in the
+    snapshot's Arrow column, grouped by folder, and only the folders of the page being compared
+    are made into sets, so a table of millions of files is never one set of millions of strings."""
+
+    _CACHED_FOLDERS = 8
+
+    def __init__(self, table_path: str, snapshot: Snapshot, cutoff: float) -> None:
+        """The files to keep of `snapshot` (its table at `table_path`), tombstones since `cutoff` (seconds)."""
+        self.table_path = table_path
+        paths = snapshot.files.column("path")
+        kept_tombstones = [r for r in snapshot.tombstone_list
+                           if r.deletionTimestamp is None or r.deletionTimestamp >= cutoff * 1000]
+        # Few beside the live files: one set. Deletion vector files (at the table root, or under
+        # a prefix folder) live as long as a live file or a kept tombstone names them.
+        self.others = {file_key(table_path, r.path) for r in kept_tombstones}
+        dvs = snapshot.files.column("deletionVector")
+        self.others |= dv_files(table_path, dvs.filter(dvs.is_valid()).to_pylist())
+        self.others |= dv_files(table_path, (r.deletionVector for r in kept_tombstones))
+        # Each live path's folder as the log spells it (with a trailing slash; "" at the root).
+        folders = pc.replace_substring_regex(paths, r"[^/]*$", "")
+        encoded = (folders.combine_chunks() if isinstance(folders, pa.ChunkedArray) else folders).dictionary_encode()
+        ids = encoded.indices.to_numpy(zero_copy_only=False)
+        self._order = np.argsort(ids, kind="stable")
+        self._starts = np.searchsorted(ids[self._order], np.arange(len(encoded.dictionary) + 1))
+        self._paths = paths
+        # The folder as listed (file_key's spelling) -> the log's spellings of it.
+        self._spellings: dict[str, list[int]] = {}
+        for i, folder in enumerate(encoded.dictionary.to_pylist()):
+            self._spellings.setdefault(_folder_of(file_key(table_path, folder + "_")), []).append(i)
+        self._sets: dict[str, set[str]] = {}
+
+    def __contains__(self, key: object) -> bool:
+        """Whether the file of `key` (a file_key) is kept."""
+        if not isinstance(key, str):
+            return False
+        return key in self.others or key in self._folder_set(_folder_of(key))
+
+    def _folder_set(self, folder: str) -> set[str]:
+        found = self._sets.get(folder)
+        if found is None:
+            parts = [self._order[self._starts[i]:self._starts[i + 1]] for i in self._spellings.get(folder, [])]
+            rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+            found = {file_key(self.table_path, p) for p in self._paths.take(pa.array(rows)).to_pylist()}
+            if len(self._sets) >= self._CACHED_FOLDERS:
+                self._sets.pop(next(iter(self._sets)))
+            self._sets[folder] = found
+        return found
 
 
-def _doomed(table_path: str, objects: Iterable[ObjectInfo], kept: set[str], cutoff: float) -> list[tuple[str, int]]:
+def _folder_of(key: str) -> str:
+    return key.rsplit("/", 1)[0] if "/" in key else ""
+
+
+def _doomed(table_path: str, objects: Iterable[ObjectInfo], kept: "KeptFiles", cutoff: float) -> list[tuple[str, int]]:
     """(name, size) of the table's objects VACUUM deletes: data files neither kept nor changed
     within the retention, and temporary files a dead writer left in the log."""
     doomed: list[tuple[str, int]] = []
