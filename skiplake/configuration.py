@@ -36,7 +36,7 @@ from skiplake.log.typed_stats import WRITE_STATS_AS_STRUCT
 from skiplake.spark.convert.footer_jobs import DEFAULT_THRESHOLD, THRESHOLD_CONF
 from skiplake.spark.optimize import auto_compaction as auto
 from skiplake.spark.pruning import pruning_settings as dfp
-from skiplake.spark.query import log_answers
+from skiplake.spark.query import log_answers, views
 from skiplake.spark.reads.catalog_tables import PARTITION_FILTERING
 from skiplake.txn.commit import APPEND_ONLY
 from skiplake.txn.file_compaction import AUTO_COMPACT
@@ -177,6 +177,9 @@ SESSION_SETTINGS: tuple[Setting, ...] = _pruning_settings() + (
     Setting(log_answers.ENABLED, "true",
             "lake.sql answers COUNT, MIN and MAX from the log's stats where they are exact (false: always scan)",
             "skipping.md#answers-from-the-log"),
+    Setting(views.WHOLE_VIEW_MAX_FILES_CONF, str(views.WHOLE_VIEW_MAX_FILES),
+            "lake.sql keeps a view over every file of a table up to this many files (reused by later queries); "
+            "a larger table's references read views of their planned files only", "scale.md#lakesql-on-large-tables"),
     Setting("spark.databricks.delta.retentionDurationCheck.enabled", "true",
             "false lets the VACUUM statement retain fewer hours than the table's minimum, as in delta-spark "
             "(safe only when no reader or writer runs)", "reference/sql.md"),

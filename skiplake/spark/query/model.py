@@ -84,6 +84,10 @@ class SlotView:
     # Its file relations, one per kind of file (with and without deletion vectors); empty when
     # the table is read otherwise (no files, files outside the Hive layout).
     relations: tuple[ViewRelation, ...] = ()
+    # No files at all, only the columns: the table has more files than a whole-table view is
+    # built over (views.WHOLE_VIEW_MAX_FILES); the final query reads the planned files through
+    # a view of the reference's own.
+    columns_only: bool = False
 
 
 class Views(Protocol):

@@ -22,7 +22,7 @@ from skiplake.spark.query.pushdown import push_filters
 from skiplake.spark.query.references import find_references
 from skiplake.spark.query.swap import swapped
 from skiplake.spark.reads.catalog_tables import CatalogTable
-from skiplake.spark.session.gateway import quick_replies
+from skiplake.spark.session.gateway import is_connect, quick_replies
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -87,6 +87,8 @@ def final_frame(spark: "SparkSession", plan: QueryPlan) -> "DataFrame":
     text = plan.text(final=True)
     if not own and plan.analysis is not None and text == plan.text(final=False):
         return plan.analysis
+    if is_connect(spark):
+        return _with_frames(spark, text, {ref.own_view: ref.frame(spark) for ref in own})
     for ref in own:
         ref.frame(spark).createOrReplaceTempView(ref.own_view)
     try:
@@ -97,12 +99,28 @@ def final_frame(spark: "SparkSession", plan: QueryPlan) -> "DataFrame":
             spark.catalog.dropTempView(ref.own_view)
 
 
+def _with_frames(spark: "SparkSession", text: str, frames: dict[str, "DataFrame"]) -> "DataFrame":
+    """`text` reading `frames` where it names them, under Spark Connect: a Connect DataFrame of
+    SQL is analysed when it runs, after a temporary view dropped here would be gone, so the
+    frames go with the query as its DataFrame arguments (`spark.sql(text, name=df)`)."""
+    if not frames:
+        return spark.sql(text)
+    # Braces are the arguments' markers: the query's own are doubled, then each name marked.
+    escaped = text.replace("{", "{{").replace("}", "}}")
+    for name in frames:
+        escaped = escaped.replace(name, "{" + name + "}")
+    return spark.sql(escaped, None, **frames)
+
+
 def _needs_own_view(ref: TableReference) -> bool:
     """A catalog table, one side of a bucket join (but for Spark Connect's bucketed reads, which
-    are text), or files its slot view cannot filter by name."""
+    are text), a table too large for a whole-table view, or files its slot view cannot filter by
+    name."""
     if ref.bucketed_read is not None:
         return False
     if isinstance(ref.source, CatalogTable) or ref.bucketed:
+        return True
+    if ref.view is not None and ref.view.columns_only:   # no files to filter: its planned files
         return True
     try:
         ref.file_filter()

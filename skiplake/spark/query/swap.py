@@ -108,6 +108,9 @@ class _Swaps:
                 raise _NotSwapped("a catalog table reads through a view of its own")
             if ref.bucketed:
                 raise _NotSwapped("a bucket join reads through views of its own")
+            if ref.view is not None and ref.view.columns_only:
+                raise _NotSwapped(f"{ref.label}: a table of {ref.plan.report.files_total if ref.plan else 0:,} files "
+                                  f"reads its planned files through a view of its own")
             pairs += self._of_reference(ref)
         return pairs
 

@@ -39,11 +39,17 @@ from skiplake.spark.reads.catalog_tables import CatalogTable
 from skiplake.spark.reads.planned_reads import read_files, spark_file_key
 from skiplake.spark.session.explain_text import analysed_text
 from skiplake.spark.session.gateway import is_connect
+from skiplake.spark.session.spark_types import to_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 TAG_OPTION = "skiplake.view"  # a reader option naming the view, readable off Spark's plan
+# A table of more files than this gets a view of its columns only: building a DataFrame over every
+# file costs time and driver memory in proportion to the table (minutes at a million files),
+# while the reference's own view of its planned files costs what it keeps.
+WHOLE_VIEW_MAX_FILES = 50_000
+WHOLE_VIEW_MAX_FILES_CONF = "spark.skiplake.sql.wholeTableViewMaxFiles"
 
 
 class SlotViews:
@@ -67,21 +73,25 @@ class SlotViews:
             if found is not None and found[0] == version:
                 return found[1]
             local = f"__skiplake_{self.token}_{len(self._views)}_{slot}_{abs(hash((identity, version))) % 10 ** 8}"
-            files = plan_scan(source).files if isinstance(source, Snapshot) else []
-            df = self._frame(source, local, files, with_file=False)
+            columns_only = isinstance(source, Snapshot) and source.num_files > self._max_files()
+            files = plan_scan(source).files if isinstance(source, Snapshot) and not columns_only else []
+            df = self._frame(source, local, files, with_file=False, columns_only=columns_only)
             # Under Spark Connect no plan can be swapped (no JVM objects): the final query reads
             # the twin view with its file filter.
             connect = is_connect(self.spark)
-            relations = _relations(df, source) if isinstance(source, Snapshot) and not connect else ()
+            relations = _relations(df, source) if isinstance(source, Snapshot) and not connect and not columns_only \
+                else ()
             sibling = self._sibling(identity, version, slot)
             if sibling is not None:
                 df, relations = _sharing(self.spark, df, relations, sibling)
             # In the global temporary database, out of the user's list of views.
             df.createOrReplaceGlobalTempView(local)
-            self._frame(source, local, files, with_file=True).createOrReplaceGlobalTempView(local + "_f")
+            self._frame(source, local, files, with_file=True, columns_only=columns_only) \
+                .createOrReplaceGlobalTempView(local + "_f")
             db = self._database()
             first = _first_id_of_view(self.spark, f"{db}.{local}") if connect else _first_id(df)
-            view = SlotView(f"{db}.{local}", tuple(df.columns), first, local, f"{db}.{local}_f", relations)
+            view = SlotView(f"{db}.{local}", tuple(df.columns), first, local, f"{db}.{local}_f", relations,
+                            columns_only)
             if found is not None:
                 self.spark.catalog.dropGlobalTempView(found[1].local)
                 self.spark.catalog.dropGlobalTempView(found[1].local + "_f")
@@ -103,12 +113,23 @@ class SlotViews:
             if self._empty_dir is not None:
                 shutil.rmtree(self._empty_dir, ignore_errors=True)
 
-    def _frame(self, source: Source, name: str, files: list, with_file: bool) -> "DataFrame":
-        if isinstance(source, Snapshot):
+    def _frame(self, source: Source, name: str, files: list, with_file: bool, columns_only: bool) -> "DataFrame":
+        if isinstance(source, Snapshot) and not columns_only:
             return read_files(self.spark, source.table_path, source.schema, source.partition_columns, files,
                               file_column=FILE_COLUMN if with_file else None, tag=(TAG_OPTION, name),
                               column_mapping=source.column_mapping)
-        return self.spark.read.schema(source.ddl).option(TAG_OPTION, name).parquet(self._empty())
+        # A file relation over an empty folder: Spark's optimizer keeps the query's filters over
+        # it (over an empty local relation it would drop them), and they are what pruning plans by.
+        schema = to_spark(source.schema) if isinstance(source, Snapshot) else source.ddl
+        return self.spark.read.schema(schema).option(TAG_OPTION, name).parquet(self._empty())
+
+    def _max_files(self) -> int:
+        """The most files a whole-table view is built over (WHOLE_VIEW_MAX_FILES unless the session says)."""
+        text = self.spark.conf.get(WHOLE_VIEW_MAX_FILES_CONF, None)
+        try:
+            return int(text) if text else WHOLE_VIEW_MAX_FILES
+        except ValueError:
+            return WHOLE_VIEW_MAX_FILES
 
     def _database(self) -> str:
         if self._global_db is None:
