@@ -3,8 +3,10 @@
     .venv/bin/python -m benchmarks.scale_sql [--files 1000000] [--data DIR]
 
 runs three aggregate queries twice each (the first pays the snapshot load) and prints their wall
-time, their answer and what the log answered. Not part of the suite: a check of the end-to-end
-cost that bench_scale's pure-Python figures leave out (Spark's analysis, the result's relation).
+time, their answer and what the log answered; then plans (lake.explain: the data files are absent)
+a query the log cannot answer, which prunes to one file: its planning builds no relation over the
+table's other files. Not part of the suite: a check of the end-to-end cost that bench_scale's
+pure-Python figures leave out (Spark's analysis, the result's relation).
 """
 from __future__ import annotations
 
@@ -35,6 +37,14 @@ def main() -> int:
             seconds = time.perf_counter() - started
             log = lake.last_explain.log_answer if lake.last_explain is not None else None
             print(f"{seconds:7.2f} s  {run}  {len(rows)} row(s), first {tuple(rows[0])}  {log.text() if log else 'scanned'}")
+    ticket = (args.files // 2) * 1000
+    planned = (f"SELECT SUM(ss_sales_price) FROM delta.`{path}` "
+               f"WHERE ss_ticket_number BETWEEN {ticket} AND {ticket + 9}")
+    for run in ("cold", "warm"):
+        started = time.perf_counter()
+        [report] = lake.explain(planned)
+        seconds = time.perf_counter() - started
+        print(f"{seconds:7.2f} s  {run}  planned: {report.files_selected:,} of {report.files_total:,} files")
     spark.stop()
     return 0
 
