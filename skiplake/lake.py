@@ -218,10 +218,15 @@ class Lake:
         Its `joins` say, for each join of two lake tables, whether it runs as a bucket join, and
         `dynamic`, for each equi-join, whether dynamic file pruning applied (build sides are run
         to know their keys, and timed)."""
-        answer = plan_log_answer(query, _LakeTables(self)) if log_answers_enabled(self.spark) else None
+        # As sql() reads them: delta.`path`, time travel and table_changes(...) name lake tables too.
+        rewritten = rewrite(self, query)
+        for name, frame in rewritten.views.items():
+            frame.createOrReplaceTempView(name)
+        resolver = _LakeTables(self, rewritten.snapshots)
+        answer = plan_log_answer(rewritten.query, resolver) if log_answers_enabled(self.spark) else None
         if answer is not None:
             return answer.explain()
-        plan = plan_query(self.spark, query, _LakeTables(self), self._views)
+        plan = plan_query(self.spark, rewritten.query, resolver, self._views)
         if not plan.analysed:
             raise InvalidArgumentError(f"cannot plan the scans of this query ({plan.reason}); "
                                        "lake.sql() runs it over whole tables")

@@ -448,6 +448,20 @@ def test_table_names_are_found_where_they_lie(spark: SparkSession, sql_lake: tup
     assert listed
 
 
+def test_explain_reads_paths_and_time_travel_as_sql_does(spark: SparkSession,
+                                                         sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
+    lake, _ = sql_lake
+    where = "WHERE ss_item_sk < 30"
+    version = lake.table("store_sales").version
+
+    def files(query: str) -> list[tuple[int, int]]:
+        return [(r.files_selected, r.files_total) for r in lake.explain(query)]
+    expected = files(f"SELECT * FROM store_sales {where}")
+    assert expected[0][0] < expected[0][1]
+    assert files(f"SELECT * FROM delta.`{lake.path_of('store_sales')}` {where}") == expected
+    assert files(f"SELECT * FROM store_sales VERSION AS OF {version} {where}") == expected
+
+
 @pytest.mark.both_modes
 def test_inner_join_prunes_both_sides(spark: SparkSession, sql_lake: tuple[skiplake.Lake, list[tuple]]) -> None:
     """Filters on each side of an inner join prune that side's files; labels keep the aliases."""
