@@ -8,6 +8,9 @@ figure includes a cold start and the memory is the process's own peak:
   skiplake:  load the snapshot; plan `ss_ticket_number = k` (one file); COUNT(*) and MIN/MAX
              from the stats; an append commit of one file; a checkpoint written anew.
   delta-rs:  DeltaTable(path); its add actions, filtered to the one file.
+  delta-spark (up to 1M files, the JSON-stats log; --no-delta-spark leaves it out): the
+             snapshot (DeltaTable.forPath), the files a filtered read scans (inputFiles), and
+             COUNT(*), which it answers from the stats; in its own JVM, started before the clock.
 
 Both kinds of checkpoint are measured (--logs): stats as JSON only, and JSON plus typed columns
 (add.stats_parsed). Each contender first runs once unrecorded (a warm-up of the page cache and of
@@ -15,7 +18,7 @@ the machine's memory), then --reps times per contender and log (default 2), taki
 each run, so every run sees the same table. A plot of time and memory against files goes beside
 the JSON (or to --plot).
 
-    .venv/bin/python -m benchmarks.bench_scale [--quick] [--files 100000,1000000] [--logs json,typed] [--reps N] [--json] [--out FILE]
+    .venv/bin/python -m benchmarks.bench_scale [--quick] [--files 100000,1000000] [--logs json,typed] [--no-delta-spark] [--reps N] [--json] [--out FILE]
 """
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ from benchmarks.scale_logs import ROWS_PER_FILE, file_count_of, write_log
 from testing_support.paths import DEFAULT_BASE, REPO
 
 CONTENDERS = ("skiplake", "delta-rs")
+# delta-spark (its own JVM per run) is measured up to this many files, on the JSON-stats log: its
+# snapshot is a Spark job, minutes at 10M files.
+DELTA_SPARK_MAX_FILES = 1_000_000
 # The two kinds of checkpoint: stats as JSON text only (as delta-rs and older writers leave them),
 # and JSON plus typed columns (add.stats_parsed, which skiplake's own checkpoints carry).
 LOGS = {"json": False, "typed": True}
@@ -47,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plot", default=None, help="the PNG's path")
     parser.add_argument("--logs", default="json,typed", help="checkpoint kinds: json (JSON stats only), typed "
                                                              "(also add.stats_parsed); default both")
+    parser.add_argument("--no-delta-spark", action="store_true", help="leave delta-spark out")
     args = parser.parse_args(argv)
     sizes = [int(x) for x in (args.files or ("10000,100000" if args.quick else "100000,1000000,10000000")).split(",")]
     kinds = [k for k in args.logs.split(",") if k]
@@ -57,14 +64,17 @@ def main(argv: list[str] | None = None) -> int:
     progress = Progress("bench_scale")
     report = Report("bench_scale", "Tables of millions of files: loading, planning, answers from stats, commits",
                     command_line("bench_scale", args, (["--files", ",".join(map(str, sizes))] if args.files else [])
-                                 + (["--logs", args.logs] if args.logs != "json,typed" else [])),
+                                 + (["--logs", args.logs] if args.logs != "json,typed" else [])
+                                 + (["--no-delta-spark"] if args.no_delta_spark else [])),
                     {"files": sizes, "reps": reps, "commits_after_checkpoint": 10, "logs": kinds})
     results: dict[int, Runs] = {}
     for size in sizes:
         paths = {kind: _log_path(Path(args.data), size, kind, progress) for kind in kinds}
         ticket = (size // 2) * ROWS_PER_FILE + 7
-        runs: Runs = {(who, kind): [] for who in CONTENDERS for kind in kinds}
         order = [(who, kind) for kind in kinds for who in CONTENDERS]
+        if not args.no_delta_spark and size <= DELTA_SPARK_MAX_FILES and "json" in kinds:
+            order.append(("delta-spark", "json"))
+        runs: Runs = {key: [] for key in order}
         for who, kind in order:   # a warm-up run each, not recorded: the page cache, the allocator
             progress(f"{size:,} files, {LOG_NAMES[kind]}: {who}, warm-up ...")
             _probe(who, paths[kind], ticket)
@@ -95,7 +105,7 @@ def _log_path(base: Path, size: int, kind: str, progress: Progress) -> Path:
 
 
 def _probe(who: str, path: Path, ticket: int) -> dict[str, Any]:
-    name = "skiplake" if who == "skiplake" else "deltalake"
+    name = {"skiplake": "skiplake", "delta-rs": "deltalake", "delta-spark": "delta-spark"}[who]
     done = subprocess.run([sys.executable, "-m", "benchmarks.scale_probe", name, str(path), str(ticket)],
                           cwd=REPO, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -135,6 +145,18 @@ def _record(report: Report, size: int, kind: str, runs: Runs) -> None:
     report.check(f"{section}: one file planned, the right count",
                  all(r["selected"] == 1 for r in mine + theirs) and all(r["rows"] == (size + 1000) * ROWS_PER_FILE for r in mine),
                  f"skiplake selected {[r['selected'] for r in mine]}, delta-rs {[r['selected'] for r in theirs]}")
+    spark = runs.get(("delta-spark", kind))
+    if spark:
+        report.timing(section, "delta-spark load + plan", _seconds(spark, "load", "plan"),
+                      f"peak {_peak(spark, 'plan'):.2f} GiB (JVM and Python)")
+        report.timing(section, "delta-spark COUNT(*)", _seconds(spark, "count"))
+        report.ratio(f"{section}: load + plan, skiplake / delta-spark",
+                     median(_seconds(mine, "load", "plan")) / median(_seconds(spark, "load", "plan")))
+        report.ratio(f"{section}: COUNT(*) after the load, skiplake / delta-spark",
+                     median(_seconds(mine, "count")) / median(_seconds(spark, "count")))
+        report.check(f"{section}: delta-spark plans one file and counts the same rows",
+                     all(r["selected"] == 1 and r["rows"] == (size + 1000) * ROWS_PER_FILE for r in spark),
+                     f"selected {[r['selected'] for r in spark]}, rows {[r['rows'] for r in spark]}")
 
 
 def _goals(report: Report, results: dict[int, Runs], kinds: list[str]) -> None:
@@ -180,6 +202,12 @@ def _plot(results: dict[int, Runs], kinds: list[str], path: Path) -> None:
             left.plot(sizes, [median(_seconds(results[s][(who, kind)], "load", "plan")) for s in sizes],
                       styles[(who, kind)], label=label)
             right.plot(sizes, [_peak(results[s][(who, kind)], "plan") for s in sizes], styles[(who, kind)], label=label)
+    spark_sizes = [s for s in sizes if ("delta-spark", "json") in results[s]]
+    if spark_sizes:
+        points = [median(_seconds(results[s][("delta-spark", "json")], "load", "plan")) for s in spark_sizes]
+        left.plot(spark_sizes, points, "P-.", label="delta-spark, JSON stats: load + plan")
+        right.plot(spark_sizes, [_peak(results[s][("delta-spark", "json")], "plan") for s in spark_sizes], "P-.",
+                   label="delta-spark, JSON stats: load + plan (JVM)")
     left.plot(sizes, [median(_seconds(results[s][("skiplake", kinds[0])], "count")) for s in sizes], "^:",
               label=f"skiplake, {LOG_NAMES[kinds[0]]}: COUNT(*)")
     left.plot(sizes, [median(_seconds(results[s][("skiplake", kinds[0])], "append")) for s in sizes], "v:",

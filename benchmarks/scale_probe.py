@@ -1,6 +1,6 @@
 """One measurement of the scale benchmark, in a process of its own (so its peak memory is its own):
 
-    python -m benchmarks.scale_probe skiplake|deltalake <table path> <ticket number>
+    python -m benchmarks.scale_probe skiplake|deltalake|delta-spark <table path> <ticket number>
 
 prints one JSON object: the seconds of each phase and the process's peak RSS (bytes) after it.
 skiplake: load the snapshot, plan `ss_ticket_number = <ticket>`, COUNT(*), MIN/MAX of
@@ -76,9 +76,51 @@ def deltalake_probe(path: str, ticket: int) -> dict[str, Any]:
     return out
 
 
+def deltaspark_probe(path: str, ticket: int) -> dict[str, Any]:
+    """delta-spark 4.4 in this process's own JVM (started before the clock): the snapshot's load
+    (DeltaTable.forPath, then its version), the files a filtered read would scan (inputFiles:
+    data skipping, no data read), and COUNT(*) (answered from the stats by delta-spark's
+    metadata-only query rule). Memory is the JVM's peak (VmHWM) plus this process's."""
+    from pyspark.sql import SparkSession
+
+    from testing_support.delta_spark import PACKAGES
+    from testing_support.paths import setup_java
+    setup_java()
+    spark = (SparkSession.builder.master("local[2]").appName("scale-probe-delta-spark")
+             .config("spark.jars.packages", PACKAGES)
+             .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
+             .config("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog")
+             .config("spark.driver.memory", "12g").config("spark.ui.enabled", "false")
+             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    from skiplake.spark.session.gateway import jvm_class
+    jvm_pid = int(jvm_class(spark, "java.lang.ProcessHandle").current().pid())
+    spark.range(1).count()   # the session's own first job, outside the measurement
+    delta = jvm_class(spark, "io.delta.tables.DeltaTable")
+
+    def peak() -> int:
+        with open(f"/proc/{jvm_pid}/status") as f:
+            hwm = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+        return hwm * 1024 + _peak()
+
+    out: dict[str, Any] = {}
+
+    def phase(name: str, fn: Callable[[], Any]) -> Any:
+        started = time.perf_counter()
+        value = fn()
+        out[name] = {"seconds": time.perf_counter() - started, "peak_rss": peak()}
+        return value
+
+    phase("load", lambda: delta.forPath(spark._jsparkSession, path).toDF().schema())
+    files = phase("plan", lambda: spark.read.format("delta").load(path)
+                  .where(f"ss_ticket_number = {ticket}").inputFiles())
+    out["selected"] = len(files)
+    out["rows"] = phase("count", lambda: spark.sql(f"SELECT COUNT(*) FROM delta.`{path}`").collect()[0][0])
+    return out
+
+
 def main() -> int:
     who, path, ticket = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    probe = skiplake_probe if who == "skiplake" else deltalake_probe
+    probe = {"skiplake": skiplake_probe, "deltalake": deltalake_probe, "delta-spark": deltaspark_probe}[who]
     result = probe(path, ticket)
     result["pid_rss_end"] = _peak()
     print(json.dumps(result))
