@@ -404,9 +404,10 @@ class Snapshot:
     def deleted_rows(self) -> np.ndarray:
         """Rows each live file's deletion vector marks deleted (0 without one): a file's stats
         count its physical rows, so its logical rows are numRecords minus these."""
-        if not self.files.num_rows:
-            return np.zeros(0, np.int64)
-        dvs = self.files.column("deletionVector").combine_chunks()
+        column = self.files.column("deletionVector")
+        if column.null_count == self.files.num_rows:   # no file has one (or no file at all)
+            return np.zeros(self.files.num_rows, np.int64)
+        dvs = column.combine_chunks()
         cardinality = pc.struct_field(dvs, [dvs.type.get_field_index("cardinality")])
         return pc.fill_null(pc.if_else(dvs.is_valid(), cardinality, 0), 0).to_numpy(zero_copy_only=False).astype(np.int64)
 
