@@ -12,8 +12,8 @@ from skiplake.log.snapshot import Snapshot, list_latest, log_storage
 from skiplake.log.storage_for import has_log, storage_at
 from skiplake.spark.buckets.join_runner import JoinReport, bucket_join
 from skiplake.spark.query.frames import prune_frame
+from skiplake.spark.query.log_answers import LogAnswer, plan_log_answer
 from skiplake.spark.query.log_answers import enabled as log_answers_enabled
-from skiplake.spark.query.log_answers import plan_log_answer
 from skiplake.spark.query.model import QueryExplain, Source, whole_table
 from skiplake.spark.query.planner import plan_query, run_query
 from skiplake.spark.query.views import SlotViews
@@ -176,17 +176,24 @@ class Lake:
         if not isinstance(statement, Query) and not spark_owns(self, statement):
             self.last_explain = None
             return run_statement(self, statement)
-        rewritten = rewrite(self, statement.text)
+        text, resolver, answer = self._query(statement.text)
+        if answer is not None:
+            self.last_explain = answer.explain()
+            return answer.run(self.spark)
+        df, plan = run_query(self.spark, text, resolver, self._views)
+        self.last_explain = plan.explain() if plan.analysed else None
+        return df
+
+    def _query(self, query: str) -> tuple[str, "_LakeTables", LogAnswer | None]:
+        """(the query with ``delta.`path` ``, time travel and table_changes(...) rewritten to names
+        it reads, how its names resolve, its answer from the log when the stats give one), as
+        sql() and explain() both plan it."""
+        rewritten = rewrite(self, query)
         for name, frame in rewritten.views.items():
             frame.createOrReplaceTempView(name)
         resolver = _LakeTables(self, rewritten.snapshots)
         answer = plan_log_answer(rewritten.query, resolver) if log_answers_enabled(self.spark) else None
-        if answer is not None:
-            self.last_explain = answer.explain()
-            return answer.run(self.spark)
-        df, plan = run_query(self.spark, rewritten.query, resolver, self._views)
-        self.last_explain = plan.explain() if plan.analysed else None
-        return df
+        return rewritten.query, resolver, answer
 
     def sql_script(self, script: str) -> list["DataFrame"]:
         """Run the `;`-separated statements of `script` in order (comments and quoted text
@@ -218,15 +225,10 @@ class Lake:
         Its `joins` say, for each join of two lake tables, whether it runs as a bucket join, and
         `dynamic`, for each equi-join, whether dynamic file pruning applied (build sides are run
         to know their keys, and timed)."""
-        # As sql() reads them: delta.`path`, time travel and table_changes(...) name lake tables too.
-        rewritten = rewrite(self, query)
-        for name, frame in rewritten.views.items():
-            frame.createOrReplaceTempView(name)
-        resolver = _LakeTables(self, rewritten.snapshots)
-        answer = plan_log_answer(rewritten.query, resolver) if log_answers_enabled(self.spark) else None
+        text, resolver, answer = self._query(query)
         if answer is not None:
             return answer.explain()
-        plan = plan_query(self.spark, rewritten.query, resolver, self._views)
+        plan = plan_query(self.spark, text, resolver, self._views)
         if not plan.analysed:
             raise InvalidArgumentError(f"cannot plan the scans of this query ({plan.reason}); "
                                        "lake.sql() runs it over whole tables")
