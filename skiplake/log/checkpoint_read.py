@@ -77,23 +77,22 @@ class TypedStats:
         self.names = names      # the Parquet files holding the adds: the checkpoint or its sidecars
         self.fields = fields    # the columns every file has typed min, max and null count of
 
-    def read(self, keys: list[str], with_paths: bool = True) -> pa.Table:
-        """(path, stats_parsed with numRecords and the `keys` columns) of every add, in the
-        checkpoint's order; without the paths when `with_paths` is false (keys=[]: the paths only)."""
-        columns = ["add.path"] if with_paths else []
-        if keys or not with_paths:
-            columns.append("add.stats_parsed.numRecords")
-            columns += [f"add.stats_parsed.{part}.{k}" for part in ("minValues", "maxValues", "nullCount") for k in keys]
+    def read(self, keys: list[str]) -> pa.StructArray:
+        """Every add's stats_parsed with numRecords and the `keys` columns, in the checkpoint's order."""
+        columns = ["add.stats_parsed.numRecords"]
+        columns += [f"add.stats_parsed.{part}.{k}" for part in ("minValues", "maxValues", "nullCount") for k in keys]
+        chunks = [pc.struct_field(adds, "stats_parsed") for adds in self._adds(columns)]
+        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.struct([]))
+
+    def paths(self) -> pa.Array:
+        """Every add's path, in the checkpoint's order (the order of read's rows)."""
+        chunks = [pc.struct_field(adds, "path") for adds in self._adds(["add.path"])]
+        return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+
+    def _adds(self, columns: list[str]) -> list[pa.StructArray]:
+        """The add rows of the files, `columns` of them, a chunk per row group that holds some."""
         read = _read_files(self.storage, self.names, lambda _schema: columns, frozenset({"add"}))
-        chunks = [c for r in read for c in r.chunks.get("add", [])]
-        if not chunks:   # no row group holds an add: no file has typed stats
-            return pa.table({"path": pa.array([], pa.string()), "stats_parsed": pa.array([], pa.struct([]))})
-        parts = []
-        for chunk in chunks:
-            adds = _valid_rows(chunk)
-            parts.append(pa.table({name: pc.struct_field(adds, name)
-                                   for name in ("path", "stats_parsed") if adds.type.get_field_index(name) >= 0}))
-        return pa.concat_tables(parts)
+        return [_valid_rows(chunk) for r in read for chunk in r.chunks.get("add", [])]
 
 
 def _typed_fields(schema: pa.Schema) -> frozenset[str] | None:

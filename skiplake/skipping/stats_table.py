@@ -258,14 +258,13 @@ class StatsTable:
         are null has none: its JSON decides."""
         assert self.typed is not None
         n = self.num_files
-        side = self.typed.read(keys, with_paths=False)
-        typed = side.column("stats_parsed").combine_chunks()
+        typed = self.typed.read(keys)
         if 0 < len(typed) == self.typed_head <= n:
             found = np.zeros(n, dtype=bool)
             found[:self.typed_head] = True
             chosen = typed
         else:
-            at = self._positions(self.typed.read([], with_paths=True).column("path"))
+            at = self._positions(self.typed.paths())
             found = _bools(at.is_valid())
             rows = at.filter(pa.array(found))
             chosen = typed.take(rows)
@@ -296,9 +295,9 @@ class StatsTable:
                               for a, b in zip(columns[name], rest_columns[name])) for name in names}
         return np.concatenate([records, rest_records])[back], merged
 
-    def _positions(self, typed_paths: pa.ChunkedArray) -> pa.Array:
+    def _positions(self, typed_paths: pa.Array) -> pa.Array:
         """For each file, the row of its typed stats (null: none)."""
-        at = pc.index_in(self.files.column("path"), value_set=typed_paths.combine_chunks())
+        at = pc.index_in(self.files.column("path"), value_set=typed_paths)
         return at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
 
     def _typed_column(self, stats: pa.StructArray, name: str, key: str) -> tuple[pa.Array, pa.Array, pa.Array] | None:
