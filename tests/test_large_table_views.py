@@ -116,3 +116,13 @@ def test_files_pruning_rules_out_are_never_touched(spark: SparkSession, tmp_path
     with pytest.raises(Exception, match="(?i)not exist|FileNotFound|PATH_NOT_FOUND"):
         whole.sql(query).collect()
 
+
+
+def test_a_bound_that_is_not_a_whole_number_is_a_typed_error_naming_it(spark: SparkSession, tables: str) -> None:
+    from skiplake.errors import InvalidArgumentError
+    spark.conf.set(WHOLE_VIEW_MAX_FILES_CONF, "many")
+    try:
+        with pytest.raises(InvalidArgumentError, match="wholeTableViewMaxFiles"):
+            skiplake.Lake(spark, tables).sql("SELECT count(*) AS n FROM store_sales WHERE ss_item_sk < 30")
+    finally:
+        spark.conf.unset(WHOLE_VIEW_MAX_FILES_CONF)

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 PRESENCE_LEAF = {"add": "add.path", "remove": "remove.path", "metaData": "metaData.id",
                  "protocol": "protocol.minReaderVersion", "txn": "txn.appId",
                  "domainMetadata": "domainMetadata.domain", "sidecar": "sidecar.path"}
+_ACTION_OF_LEAF = {leaf: action for action, leaf in PRESENCE_LEAF.items()}
 
 
 @dataclass
@@ -84,12 +85,11 @@ def _held(group: pq.RowGroupMetaData) -> set[str]:
     """The actions a row group may hold: those whose presence leaf is not null in every row (or
     has no statistics), and any column this module does not know."""
     held = set()
-    known = {leaf: action for action, leaf in PRESENCE_LEAF.items()}
     seen = set()
     for i in range(group.num_columns):
         col = group.column(i)
         top = col.path_in_schema.split(".", 1)[0]
-        action = known.get(col.path_in_schema)
+        action = _ACTION_OF_LEAF.get(col.path_in_schema)
         if action is None:
             if top not in PRESENCE_LEAF:
                 held.add(top)

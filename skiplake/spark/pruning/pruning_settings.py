@@ -78,9 +78,9 @@ class DynamicPruningSettings:
         return DynamicPruningSettings(
             enabled=True,
             size_threshold=conf_bytes(conf.get(SIZE_THRESHOLD), d.size_threshold),
-            files_threshold=_count(FILES_THRESHOLD, conf.get(FILES_THRESHOLD), d.files_threshold),
-            max_values=_count(MAX_VALUES, conf.get(MAX_VALUES), d.max_values),
-            max_ranges=max(1, _count(MAX_RANGES, conf.get(MAX_RANGES), d.max_ranges)),
+            files_threshold=conf_count(FILES_THRESHOLD, conf.get(FILES_THRESHOLD), d.files_threshold),
+            max_values=conf_count(MAX_VALUES, conf.get(MAX_VALUES), d.max_values),
+            max_ranges=max(1, conf_count(MAX_RANGES, conf.get(MAX_RANGES), d.max_ranges)),
             join_types=_join_types(types) if types else d.join_types,
             build_size_threshold=conf_bytes(conf.get(BUILD_SIZE_THRESHOLD), d.build_size_threshold),
             max_file_overlap=_number(MAX_FILE_OVERLAP, conf.get(MAX_FILE_OVERLAP), d.max_file_overlap),
@@ -134,7 +134,7 @@ def conf_bytes(text: str | None, default: int) -> int:
     return int(float(digits) * _UNITS[unit])
 
 
-def _count(key: str, text: str | None, default: int) -> int:
+def conf_count(key: str, text: str | None, default: int) -> int:
     """A whole number of at least 0 from the conf; InvalidArgumentError names the setting otherwise."""
     if not text:
         return default

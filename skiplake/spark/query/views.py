@@ -32,6 +32,7 @@ import numpy as np
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
+from skiplake.spark.pruning.pruning_settings import conf_count
 from skiplake.spark.query.catalyst import file_relations, relation_roots, replace_nodes, tree_text, with_relation
 from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source, ViewRelation
 from skiplake.spark.query.plan_text import PlanNode, parse_plan
@@ -124,12 +125,10 @@ class SlotViews:
         return self.spark.read.schema(schema).option(TAG_OPTION, name).parquet(self._empty())
 
     def _max_files(self) -> int:
-        """The most files a whole-table view is built over (WHOLE_VIEW_MAX_FILES unless the session says)."""
+        """The most files a whole-table view is built over (WHOLE_VIEW_MAX_FILES unless the session
+        says); InvalidArgumentError names a setting that is not a whole number."""
         text = self.spark.conf.get(WHOLE_VIEW_MAX_FILES_CONF, None)
-        try:
-            return int(text) if text else WHOLE_VIEW_MAX_FILES
-        except ValueError:
-            return WHOLE_VIEW_MAX_FILES
+        return conf_count(WHOLE_VIEW_MAX_FILES_CONF, text, WHOLE_VIEW_MAX_FILES)
 
     def _database(self) -> str:
         if self._global_db is None:
