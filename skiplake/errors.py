@@ -166,6 +166,20 @@ class CorruptLogError(SkiplakeError):
         )
 
 
+class CheckpointRemovedError(SkiplakeError):
+    """A snapshot of a large table left its files' JSON stats in the checkpoint it was loaded
+    from, and that checkpoint was removed (log cleanup) before they were needed."""
+
+    def __init__(self, file: str) -> None:
+        """The error for the removed checkpoint (or sidecar) `file`."""
+        self.file = file
+        super().__init__(
+            f"the checkpoint {file} this table was loaded from no longer exists (log cleanup removed it), "
+            "and the stats of its files were still to be read from it. Nothing was changed: load the table "
+            "again (a new Lake.table or DeltaTable.forPath) and retry, or keep checkpoints longer "
+            "(delta.logRetentionDuration).")
+
+
 class CorruptPartitionValueError(CorruptLogError):
     """A partition value in the log that does not parse as its column's type."""
 

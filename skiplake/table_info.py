@@ -106,7 +106,7 @@ def table_detail(snap: Snapshot) -> TableDetail:
         num_files=snap.num_files, size_in_bytes=snap.size_bytes, properties=dict(md.configuration),
         min_reader_version=proto.minReaderVersion, min_writer_version=proto.minWriterVersion,
         table_features=table_features(proto),
-        num_deletion_vectors=int(snap.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False).sum())
+        num_deletion_vectors=int(snap.file_rows.column("deletionVector").is_valid().to_numpy(zero_copy_only=False).sum())
         if snap.num_files else 0,
         num_rows_deleted_by_deletion_vectors=int(deleted.sum()), version=snap.version)
 

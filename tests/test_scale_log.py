@@ -50,9 +50,15 @@ def test_the_log_plans_answers_and_commits(root: str, tmp_path: Path) -> None:
     snapshot = Snapshot.load(path)
     assert snapshot.num_files == TOTAL
     assert (snapshot.parsed_stats is not None) == root.rstrip("/").split("/")[-1].startswith("million-typed")
+    typed = snapshot.parsed_stats is not None
+    # With typed stats the adds' JSON stats stay in the checkpoint until a plan's files need theirs.
+    assert (snapshot.deferred_stats is not None) == typed
     i = 654_321
     plan = plan_scan(snapshot, f"ss_ticket_number = {i * ROWS_PER_FILE + 7}")
     assert plan.selected.column("path").to_pylist() == [f"ss_sold_date={_day(i)}/part-{i}-c000.snappy.parquet"]
+    [chosen] = plan.files
+    assert chosen.stats is not None and f'"ss_ticket_number":{i * ROWS_PER_FILE}' in chosen.stats
+    assert "files" not in snapshot.__dict__   # only that file's stats were read back
     add = AddFile(f"ss_sold_date={_day(0)}/part-new.snappy.parquet", {"ss_sold_date": str(_day(0))}, 1000,
                   1_700_000_000_000, True,
                   '{"numRecords":3,"minValues":{"ss_ticket_number":-3},"maxValues":{"ss_ticket_number":-1},'

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 from urllib.parse import unquote
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -25,12 +26,16 @@ import pyarrow.parquet as pq
 from skiplake.errors import CorruptLogError
 from skiplake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, map_items
-from skiplake.log.parquet_actions import ActionReadError, ParquetActions, read_actions
+from skiplake.log.parquet_actions import ActionReadError, ParquetActions, action_rows, read_actions
 from skiplake.log.storage import Storage
 
 SIDECAR_DIR = "_sidecars"
 # Checkpoint and sidecar files fetched at once (object stores answer requests in parallel).
 _FETCHES = 8
+# A checkpoint of fewer rows reads its adds' JSON stats at load even with typed stats beside
+# them: they cost little, and a snapshot that holds them does not depend on the checkpoint
+# still being there when they are needed.
+DEFER_STATS_MIN_ROWS = 100_000
 
 
 @dataclass(frozen=True)
@@ -45,25 +50,37 @@ class CheckpointState:
     sidecars: tuple[str, ...] = ()   # names under the log folder, e.g. _sidecars/<uuid>.parquet
     parsed_stats: TypedStats | None = None   # the adds' typed stats, where written
     domains: tuple[DomainMetadata, ...] = ()  # live metadata domains
+    # The adds' JSON stats were left unread (null in `adds`): parsed_stats.json_stats has them.
+    stats_deferred: bool = False
 
 
-def read_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
-    """The state a checkpoint holds (`names`: its one file, or every part of a multi-part one)."""
+def read_checkpoint(storage: Storage, names: list[str], defer_stats: bool = False) -> CheckpointState:
+    """The state a checkpoint holds (`names`: its one file, or every part of a multi-part one).
+
+    With `defer_stats`, the adds' JSON stats are not read when every file holding them has typed
+    stats too (`stats_deferred`): at millions of files they are most of the checkpoint, and
+    planning reads the typed ones."""
     if len(names) == 1 and names[0].endswith(".json"):
         state = _json_checkpoint(storage, names[0])
     else:
-        state = _parquet_checkpoint(storage, names)
+        state = _parquet_checkpoint(storage, names, defer_stats)
     if not state.sidecars:
         return state
+    if state.stats_deferred and state.adds.num_rows:
+        # Adds inline besides sidecars keep their stats: deferred rows are the sidecars' only.
+        state = _parquet_checkpoint(storage, names)
     adds, removes = [state.adds], [state.removes]
-    read = _read_files(storage, list(state.sidecars))
+    defer = defer_stats and not state.adds.num_rows
+    read = _read_files(storage, list(state.sidecars), defer_stats=defer)
     for name, sidecar in zip(state.sidecars, read):
         adds.append(struct_rows(sidecar.column("add"), FILES_SCHEMA))
         removes.append(struct_rows(sidecar.column("remove"), TOMBSTONES_SCHEMA))
         _check_file_actions(storage.where(name), adds[-1], removes[-1])
+    schemas = [r.schema for r in read]
     return CheckpointState(state.protocol, state.metadata, state.txns, pa.concat_tables(adds),
                            pa.concat_tables(removes), state.sidecars,
-                           _typed_stats(storage, list(state.sidecars), [r.schema for r in read]), state.domains)
+                           _typed_stats(storage, list(state.sidecars), schemas), state.domains,
+                           defer and _stats_left(read))
 
 
 class TypedStats:
@@ -88,6 +105,60 @@ class TypedStats:
         """Every add's path, in the checkpoint's order (the order of read's rows)."""
         chunks = [pc.struct_field(adds, "path") for adds in self._adds(["add.path"])]
         return pa.concat_arrays(chunks) if chunks else pa.array([], pa.string())
+
+    def json_stats(self, rows: np.ndarray | None = None) -> pa.ChunkedArray:
+        """The JSON stats (`add.stats`) of the adds at positions `rows` of the checkpoint's order
+        (None: every add). For some adds, only the row groups holding them are read, by ranged
+        reads after the footers, when the footers say which hold them."""
+        located = self._locate(rows) if rows is not None else None
+        if located is None:
+            # Chunked: the strings of millions of files overflow one array's 32-bit offsets.
+            every = pa.chunked_array([pc.struct_field(a, "stats") for a in self._adds(["add.stats"])], pa.string())
+            return every if rows is None else every.take(pa.array(rows, pa.int64()))
+        jobs, offsets = located
+
+        def read(job: tuple[str, pq.FileMetaData, int]) -> pa.Array:
+            name, footer, group = job
+            try:
+                with self.storage.open_input(name) as source:
+                    table = pq.ParquetFile(source, metadata=footer).read_row_group(group, columns=["add.stats"],
+                                                                                   use_threads=False)
+            except FileNotFoundError:
+                raise CorruptLogError(self.storage.where(name), "the checkpoint names this file, and it does not "
+                                                                "exist") from None
+            except (pa.ArrowException, OSError) as e:
+                raise CorruptLogError(self.storage.where(name), f"the checkpoint cannot be read ({e})") from None
+            return pc.struct_field(_valid_rows(table.column("add").combine_chunks()), "stats")
+
+        with ThreadPoolExecutor(min(len(jobs), _FETCHES) or 1) as pool:
+            chunks = list(pool.map(read, jobs))
+        return pa.chunked_array(chunks, pa.string()).take(pa.array(offsets, pa.int64()))
+
+    def _locate(self, rows: np.ndarray) -> tuple[list[tuple[str, pq.FileMetaData, int]], np.ndarray] | None:
+        """From the files' footers alone: the row groups (file, footer, group) holding the adds at
+        `rows`, and those adds' positions among the adds of just those groups. None when a footer
+        does not say how many adds a group holds."""
+        groups: list[tuple[str, pq.FileMetaData, int, int]] = []   # every group holding adds, with its count
+        for name in self.names:
+            try:
+                with self.storage.open_input(name) as source:
+                    footer = pq.ParquetFile(source).metadata
+            except FileNotFoundError:
+                raise CorruptLogError(self.storage.where(name), "the checkpoint names this file, and it does not "
+                                                                "exist") from None
+            held = action_rows(footer, "add")
+            if held is None:
+                return None
+            groups += [(name, footer, g, count) for g, count in held]
+        sizes = np.array([g[3] for g in groups], np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        index = np.searchsorted(starts, rows, side="right") - 1   # each row's group
+        used = np.unique(index)
+        # A row's position among the rows of the used groups only: its offset in its group plus
+        # the rows of the used groups before it.
+        before = np.concatenate([[0], np.cumsum(sizes[used])])
+        offsets = rows - starts[index] + before[np.searchsorted(used, index)]
+        return [groups[i][:3] for i in used.tolist()], offsets
 
     def _adds(self, columns: list[str]) -> list[pa.StructArray]:
         """The add rows of the files, `columns` of them, a chunk per row group that holds some."""
@@ -117,6 +188,19 @@ def _typed_stats(storage: Storage, names: list[str], schemas: list[pa.Schema]) -
     return TypedStats(storage, names, frozenset.intersection(*present))
 
 
+def _defers(schemas: list[pa.Schema]) -> bool:
+    """Whether the adds of files of these schemas can leave their JSON stats unread: every file
+    has typed stats of some column."""
+    return bool(schemas) and all(_typed_fields(s) for s in schemas)
+
+
+def _stats_left(read: list[ParquetActions]) -> bool:
+    """Whether these files' adds were read without the JSON stats they have."""
+    chunks = [c for r in read for c in r.chunks.get("add", [])]
+    return bool(chunks) and all("stats" in _add_fields(r.schema) for r in read) and \
+        all(c.type.get_field_index("stats") < 0 for c in chunks)
+
+
 def _parquet_file(storage: Storage, name: str) -> tuple[bytes, pq.ParquetFile]:
     try:
         data = storage.read(name)
@@ -128,16 +212,21 @@ def _parquet_file(storage: Storage, name: str) -> tuple[bytes, pq.ParquetFile]:
 
 
 def _read_files(storage: Storage, names: list[str], columns: Callable[[pa.Schema], list[str]] | None = None,
-                actions: frozenset[str] | None = None) -> list[ParquetActions]:
+                actions: frozenset[str] | None = None, defer_stats: bool = False) -> list[ParquetActions]:
     """The action columns of checkpoint or sidecar files `names`, fetched and read in parallel;
     by default every column but the typed stats and partition values (TypedStats reads those
-    when planning asks)."""
+    when planning asks), and with `defer_stats` but the JSON stats too when every file has typed
+    ones (`_defers`)."""
     if not names:
         return []
     with ThreadPoolExecutor(min(len(names), _FETCHES)) as pool:
         opened = list(pool.map(lambda name: _parquet_file(storage, name), names))
+    if columns is None:
+        without_stats = defer_stats and _defers([f.schema_arrow for _, f in opened]) and \
+            sum(f.metadata.num_rows for _, f in opened) >= DEFER_STATS_MIN_ROWS
+        columns = lambda schema: _untyped_columns(schema, without_stats)   # noqa: E731
     try:
-        return read_actions([d for d, _ in opened], [f for _, f in opened], columns or _untyped_columns, actions)
+        return read_actions([d for d, _ in opened], [f for _, f in opened], columns, actions)
     except ActionReadError as e:
         raise CorruptLogError(storage.where(names[e.index]), f"the checkpoint cannot be read ({e})") from None
 
@@ -155,9 +244,10 @@ def sidecars_of(storage: Storage, names: list[str]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _untyped_columns(schema: pa.Schema) -> list[str]:
-    """Every column of a checkpoint file but add's typed stats and partition values."""
-    typed = {"stats_parsed", "partitionValues_parsed"}
+def _untyped_columns(schema: pa.Schema, without_stats: bool = False) -> list[str]:
+    """Every column of a checkpoint file but add's typed stats and partition values (and its
+    JSON stats, `without_stats`)."""
+    typed = {"stats_parsed", "partitionValues_parsed"} | ({"stats"} if without_stats else set())
     if not typed & set(_add_fields(schema)):
         return list(schema.names)
     return [n for n in schema.names if n != "add"] + [f"add.{n}" for n in _add_fields(schema) if n not in typed]
@@ -167,8 +257,8 @@ def _add_fields(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema.field("add").type] if "add" in schema.names else []
 
 
-def _parquet_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
-    read = _read_files(storage, names)
+def _parquet_checkpoint(storage: Storage, names: list[str], defer_stats: bool = False) -> CheckpointState:
+    read = _read_files(storage, names, defer_stats=defer_stats)
     columns = {action: pa.chunked_array([c for r in read for c in r.chunks.get(action, [])])
                for action in {a for r in read for a in r.chunks}}
     where = storage.where(names[0])
@@ -182,7 +272,8 @@ def _parquet_checkpoint(storage: Storage, names: list[str]) -> CheckpointState:
     adds, removes = struct_rows(columns.get("add"), FILES_SCHEMA), struct_rows(columns.get("remove"), TOMBSTONES_SCHEMA)
     _check_file_actions(where, adds, removes)
     typed = _typed_stats(storage, names, [r.schema for r in read]) if not sidecars else None
-    return CheckpointState(protocol, metadata, txns, adds, removes, sidecars, typed, domains)
+    deferred = defer_stats and _stats_left(read)
+    return CheckpointState(protocol, metadata, txns, adds, removes, sidecars, typed, domains, deferred)
 
 
 def _json_checkpoint(storage: Storage, name: str) -> CheckpointState:

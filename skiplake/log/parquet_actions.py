@@ -81,6 +81,22 @@ def read_actions(files: Sequence[bytes | pa.Buffer], opened: Sequence[pq.Parquet
     return out
 
 
+def action_rows(footer: pq.FileMetaData, action: str) -> list[tuple[int, int]] | None:
+    """(row group, how many of its rows hold `action`) for each group `read_actions` reads for
+    it, by the presence leaf's null count; None when a footer does not say."""
+    leaf = PRESENCE_LEAF[action]
+    counts = []
+    for group in range(footer.num_row_groups):
+        meta = footer.row_group(group)
+        column = next((meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == leaf), None)
+        stats = column.statistics if column is not None else None
+        if stats is None or not stats.has_null_count:
+            return None
+        if action in _held(meta):
+            counts.append((group, meta.num_rows - stats.null_count))
+    return counts
+
+
 def _held(group: pq.RowGroupMetaData) -> set[str]:
     """The actions a row group may hold: those whose presence leaf is not null in every row (or
     has no statistics), and any column this module does not know."""

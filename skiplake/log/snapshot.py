@@ -28,8 +28,9 @@ from skiplake.log.actions import (
     parse_action,
 )
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
-from skiplake.log.checkpoint_read import TypedStats, actions_to_arrow, json_lines, read_checkpoint
+from skiplake.log.checkpoint_read import CheckpointState, TypedStats, actions_to_arrow, json_lines, read_checkpoint
 from skiplake.log.column_mapping import logical_files, mapping_mode
+from skiplake.log.deferred_stats import DeferredStats
 from skiplake.log.deletion_vectors import unique_id
 from skiplake.log.features import features_of
 from skiplake.log.location import join
@@ -246,22 +247,22 @@ def file_keys(table: pa.Table) -> list[FileKey]:
                     (unique_id(d) for d in table.column("deletionVector").to_pylist())))
 
 
-def _without_keys(table: pa.Table, keys: set[FileKey]) -> tuple[pa.Table, int]:
-    """`table` without the rows of files `keys`, and the first row dropped (the row count if none)."""
+def _without_keys(table: pa.Table, keys: set[FileKey]) -> tuple[pa.Table, np.ndarray | None]:
+    """`table` without the rows of files `keys`, and which rows it kept (None: all)."""
     if not keys or table.num_rows == 0:
-        return table, table.num_rows
+        return table, None
     # Only rows whose path was touched can match: their keys are built, not the whole table's.
     paths = pa.array(sorted({p for p, _ in keys}), pa.string())
     touched = pc.is_in(table.column("path"), value_set=paths).to_numpy(zero_copy_only=False)
     if not touched.any():
-        return table, table.num_rows
+        return table, None
     drop = touched.copy()
     rows = touched.nonzero()[0]
     for i, key in zip(rows, file_keys(table.take(pa.array(rows)))):
         drop[i] = key in keys
     if not drop.any():
-        return table, table.num_rows
-    return table.filter(pa.array(~drop)), int(drop.argmax())
+        return table, None
+    return table.filter(pa.array(~drop)), ~drop
 
 
 @dataclass(frozen=True)
@@ -271,7 +272,9 @@ class Snapshot:
     version: int
     protocol: Protocol
     metadata: Metadata
-    files: pa.Table         # live add actions, FILES_SCHEMA
+    # Live add actions, FILES_SCHEMA, as loaded: the stats of the leading rows may be unread
+    # (deferred_stats). `files` is this table with every file's stats.
+    file_rows: pa.Table
     tombstones: pa.Table    # remove actions still within retention, TOMBSTONES_SCHEMA
     txns: dict[str, Txn]
     timestamp: int          # commit time of this version, ms since the epoch
@@ -287,6 +290,9 @@ class Snapshot:
     # How many leading rows of `files` are the checkpoint's add rows, in its order, none removed
     # since: their typed stats (parsed_stats) line up with them row for row.
     checkpoint_head: int = field(default=0, repr=False, compare=False)
+    # The JSON stats of the leading rows of `file_rows`, left in the checkpoint at load (its typed
+    # stats serve planning): `files` reads them in on first use.
+    deferred_stats: DeferredStats | None = field(default=None, repr=False, compare=False)
 
     # -------------------------------------------------------------- loading
 
@@ -328,7 +334,7 @@ class Snapshot:
                     raise
                 listing = list_log(storage)
         # 2. the newest readable checkpoint, 3. the commits after it
-        state = _checkpoint_state(table_path, storage, listing, starts)
+        state = _checkpoint_state(table_path, storage, listing, starts, defer_stats=True)
         for v in range(state.version + 1, target + 1):
             state.apply(v, read_commit(storage, v), listing.commits[v].mtime_ms, storage.where(commit_name(v)))
         if state.protocol is None or state.metadata is None:
@@ -344,24 +350,27 @@ class Snapshot:
             raise CorruptLogError(state.metadata_where or join(table_path, LOG_DIR), "; ".join(problems))
         check_readable(table_path, state.protocol)
         _check_type_changes(table_path, state.protocol, state.metadata)
-        files, tombstones, head = state.tables()
+        files, tombstones, head, deferred = state.tables()
+        mode = mapping_mode(state.metadata.configuration, state.protocol)
+        if deferred is not None and mode != "none":
+            # Column mapping renames the keys of every file's stats: read them now.
+            files, deferred = deferred.fill(files), None
         # Column mapping: partition values and stats under the logical names planning uses (the
         # log's own rows are kept for checkpoints).
         raw = files
-        files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns),
-                              mapping_mode(state.metadata.configuration, state.protocol))
+        files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns), mode)
         return Snapshot(table_path, state.version, state.protocol, state.metadata, files, tombstones, state.txns,
                         state.timestamp, storage, raw if raw is not files else None, state.parsed_stats,
-                        {d.domain: d for d in state.domains.values() if not d.removed}, head)
+                        {d.domain: d for d in state.domains.values() if not d.removed}, head, deferred)
 
     def advanced(self, commits: list[tuple[int, list[Action]]]) -> "Snapshot":
         """This snapshot with the next commits applied (versions self.version + 1, + 2, ...), as a
         load would replay them: a committer's view of the version it wrote, without reading back
         the log it has just read or written."""
         state = _ReplayState(self.version, self.protocol, self.metadata, dict(self.txns),
-                             self.log_files if self.log_files is not None else self.files, self.tombstones,
+                             self.log_files if self.log_files is not None else self.file_rows, self.tombstones,
                              timestamp=self.timestamp, parsed_stats=self.parsed_stats, domains=dict(self.domains),
-                             base_head=self.checkpoint_head)
+                             base_head=self.checkpoint_head, base_deferred=self.deferred_stats)
         for version, actions in commits:
             if version != state.version + 1:
                 raise ValueError(f"commit {version} does not follow version {state.version}")
@@ -390,23 +399,36 @@ class Snapshot:
         """A copy of the table's properties (metaData.configuration)."""
         return dict(self.metadata.configuration)
 
+    @cached_property
+    def files(self) -> pa.Table:
+        """The live add actions (FILES_SCHEMA), every file's stats included (read from the
+        checkpoint on first use when the load left them there)."""
+        return self.file_rows if self.deferred_stats is None else self.deferred_stats.fill(self.file_rows)
+
+    def files_with_stats(self, which: np.ndarray) -> pa.Table:
+        """The live files the mask `which` selects, with their stats: for a few files of a large
+        table, only the checkpoint's row groups that hold theirs are read."""
+        if self.deferred_stats is None or "files" in self.__dict__:
+            return (self.file_rows if self.deferred_stats is None else self.files).filter(pa.array(which))
+        return self.deferred_stats.fill(self.file_rows, which)
+
     @property
     def num_files(self) -> int:
         """The number of live files."""
-        return self.files.num_rows
+        return self.file_rows.num_rows
 
     @property
     def size_bytes(self) -> int:
         """The live files' total size in bytes."""
-        return int(pc.sum(self.files.column("size")).as_py() or 0) if self.files.num_rows else 0
+        return int(pc.sum(self.file_rows.column("size")).as_py() or 0) if self.file_rows.num_rows else 0
 
     @cached_property
     def deleted_rows(self) -> np.ndarray:
         """Rows each live file's deletion vector marks deleted (0 without one): a file's stats
         count its physical rows, so its logical rows are numRecords minus these."""
-        column = self.files.column("deletionVector")
-        if column.null_count == self.files.num_rows:   # no file has one (or no file at all)
-            return np.zeros(self.files.num_rows, np.int64)
+        column = self.file_rows.column("deletionVector")
+        if column.null_count == self.file_rows.num_rows:   # no file has one (or no file at all)
+            return np.zeros(self.file_rows.num_rows, np.int64)
         dvs = column.combine_chunks()
         cardinality = pc.struct_field(dvs, [dvs.type.get_field_index("cardinality")])
         return pc.fill_null(pc.if_else(dvs.is_valid(), cardinality, 0), 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -455,6 +477,7 @@ class _ReplayState:
     parsed_stats: TypedStats | None = None  # the checkpoint's typed stats, when it has them
     domains: dict[str, DomainMetadata] = field(default_factory=dict)   # the latest action per domain
     base_head: int = 0                # leading rows of base_files that are the checkpoint's adds, in order
+    base_deferred: DeferredStats | None = None   # the unread stats of base_files' leading rows
 
     def apply(self, version: int, actions: list[Action], file_time_ms: int, where: str = "") -> None:
         commit_ts: int | None = None
@@ -480,25 +503,31 @@ class _ReplayState:
         self.version = version
         self.timestamp = commit_ts or file_time_ms
 
-    def tables(self) -> tuple[pa.Table, pa.Table, int]:
-        """(live files, tombstones, checkpoint head) as Arrow tables: the checkpoint's, updated by
-        the commits; the head counts the leading files that are the checkpoint's adds, in order."""
+    def tables(self) -> tuple[pa.Table, pa.Table, int, DeferredStats | None]:
+        """(live files, tombstones, checkpoint head, unread stats) as Arrow tables: the
+        checkpoint's, updated by the commits; the head counts the leading files that are the
+        checkpoint's adds, in order."""
         touched = set(self.added) | set(self.removed)
-        base, first_dropped = _without_keys(self.base_files, touched)
+        base, kept = _without_keys(self.base_files, touched)
         files = pa.concat_tables([base, actions_to_arrow(self.added.values(), FILES_SCHEMA)])
         tombstones = pa.concat_tables([_without_keys(self.base_tombstones, touched)[0],
                                        actions_to_arrow(self.removed.values(), TOMBSTONES_SCHEMA)])
-        return files, tombstones, min(self.base_head, first_dropped)
+        if kept is None:
+            return files, tombstones, self.base_head, self.base_deferred
+        deferred = self.base_deferred.kept(kept) if self.base_deferred is not None else None
+        return files, tombstones, min(self.base_head, int(kept.argmin())), deferred
 
 
-def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, starts: list[int]) -> _ReplayState:
-    """The state at the newest of `starts` whose checkpoint reads (-1: replay from version 0)."""
+def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, starts: list[int],
+                      defer_stats: bool = False) -> _ReplayState:
+    """The state at the newest of `starts` whose checkpoint reads (-1: replay from version 0);
+    `defer_stats`: leave the adds' JSON stats unread where typed stats cover them."""
     for i, start in enumerate(starts):
         if start < 0:
             break
         names = listing.checkpoints[start]
         try:
-            cp = read_checkpoint(storage, names)
+            cp = read_checkpoint(storage, names, defer_stats)
         except CorruptLogError:
             if i + 1 == len(starts):
                 raise
@@ -507,8 +536,17 @@ def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, st
         return _ReplayState(start, cp.protocol, cp.metadata, cp.txns, cp.adds, cp.removes,
                             timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0,
                             metadata_where=storage.where(names[0]), parsed_stats=cp.parsed_stats,
-                            domains={d.domain: d for d in cp.domains}, base_head=cp.adds.num_rows)
+                            domains={d.domain: d for d in cp.domains}, base_head=cp.adds.num_rows,
+                            base_deferred=_deferred(cp))
     return _ReplayState()
+
+
+def _deferred(cp: CheckpointState) -> DeferredStats | None:
+    """Where the checkpoint's adds' unread stats are (None: they were read)."""
+    if not cp.stats_deferred:
+        return None
+    assert cp.parsed_stats is not None, "stats are left unread only where typed stats cover them"
+    return DeferredStats.of_checkpoint(cp.parsed_stats, cp.adds.num_rows)
 
 
 def add_files_from_arrow(files: pa.Table) -> list[AddFile]:

@@ -92,13 +92,13 @@ class KeptFiles:
     def __init__(self, table_path: str, snapshot: Snapshot, cutoff: float) -> None:
         """The files to keep of `snapshot` (its table at `table_path`), tombstones since `cutoff` (seconds)."""
         self.table_path = table_path
-        paths = snapshot.files.column("path")
+        paths = snapshot.file_rows.column("path")
         kept_tombstones = [r for r in snapshot.tombstone_list
                            if r.deletionTimestamp is None or r.deletionTimestamp >= cutoff * 1000]
         # Few beside the live files: one set. Deletion vector files (at the table root, or under
         # a prefix folder) live as long as a live file or a kept tombstone names them.
         self.others = {file_key(table_path, r.path) for r in kept_tombstones}
-        dvs = snapshot.files.column("deletionVector")
+        dvs = snapshot.file_rows.column("deletionVector")
         self.others |= dv_files(table_path, dvs.filter(dvs.is_valid()).to_pylist())
         self.others |= dv_files(table_path, (r.deletionVector for r in kept_tombstones))
         # Each live path's folder as the log spells it (with a trailing slash; "" at the root).

@@ -57,7 +57,7 @@ class LogAggregation:
 
     def files_to_read(self, snapshot: Snapshot) -> list[AddFile]:
         """The snapshot's files the stats could not answer, as add actions."""
-        return add_files_from_arrow(snapshot.files.filter(pa.array(self.scan)))
+        return add_files_from_arrow(snapshot.files_with_stats(self.scan))
 
 
 def aggregate_from_log(snapshot: Snapshot, aggregates: Sequence[Aggregate], group_by: Sequence[str],
@@ -70,7 +70,7 @@ def aggregate_from_log(snapshot: Snapshot, aggregates: Sequence[Aggregate], grou
     stats.prepare(columns)
     every, none = _decided(where, stats)
     records = stats.num_records
-    deleted = _deleted_rows(snapshot.files)
+    deleted = _deleted_rows(snapshot.file_rows)
     answered = every & ~np.isnan(records)
     for a in aggregates:
         answered &= _answerable(a, stats, deleted)

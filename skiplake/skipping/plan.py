@@ -34,9 +34,12 @@ class ScanPlan:
     """The files a scan must read (as the snapshot's Arrow rows), its report and bound predicate."""
 
     def __init__(self, selected: pa.Table, report: ScanReport, predicate: Node | None,
-                 buckets: frozenset[int] | None = None, mask: np.ndarray | None = None) -> None:
-        """The plan of the `selected` file rows, as plan_scan makes it."""
+                 buckets: frozenset[int] | None = None, mask: np.ndarray | None = None,
+                 snapshot: Snapshot | None = None) -> None:
+        """The plan of the `selected` file rows (their stats may be unread: see
+        Snapshot.file_rows), as plan_scan makes it from `snapshot`."""
         self.selected = selected
+        self.snapshot = snapshot
         self.mask = mask        # which of the snapshot's files are selected, when planned from it
         self.report = report
         self.predicate = predicate
@@ -47,7 +50,9 @@ class ScanPlan:
     def files(self) -> list[AddFile]:
         """The selected files as AddFile records (built on first use)."""
         if self._files is None:
-            self._files = add_files_from_arrow(self.selected)
+            with_stats = self.selected if self.snapshot is None or self.mask is None \
+                else self.snapshot.files_with_stats(self.mask)
+            self._files = add_files_from_arrow(with_stats)
         return self._files
 
 
@@ -60,8 +65,8 @@ def stats_table(snapshot: Snapshot) -> StatsTable:
     entry = _STATS.get(key)
     if entry is not None and entry[0]() is snapshot:
         return entry[1]
-    table = StatsTable(snapshot.files, snapshot.schema, snapshot.partition_columns, snapshot.parsed_stats,
-                       snapshot.checkpoint_head)
+    table = StatsTable(snapshot.file_rows, snapshot.schema, snapshot.partition_columns, snapshot.parsed_stats,
+                       snapshot.checkpoint_head, snapshot.deferred_stats)
 
     def forget(_ref: weakref.ref[Snapshot], k: int = key) -> None:
         _STATS.pop(k, None)
@@ -92,7 +97,7 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None, describe: boo
     # 1. bind
     node = bind(where, snapshot.schema) if isinstance(where, str) else where
     stats = stats_table(snapshot)
-    files = snapshot.files
+    files = snapshot.file_rows
     # 2. partitions and stats
     mask = _by_stats(node, stats)
     # 3. buckets
@@ -106,7 +111,7 @@ def plan_scan(snapshot: Snapshot, where: str | Node | None = None, describe: boo
     # 4. report
     text = None if not describe else where if isinstance(where, str) else to_sql(where) if where is not None else None
     report = _report(snapshot, stats, mask, scope, text, node if describe else None, spec, buckets)
-    return ScanPlan(selected, report, node, buckets, mask)
+    return ScanPlan(selected, report, node, buckets, mask, snapshot)
 
 
 def _by_stats(node: Node | None, stats: StatsTable) -> np.ndarray:
@@ -133,7 +138,7 @@ def _rows(records: np.ndarray) -> int | None:
 
 def _report(snapshot: Snapshot, stats: StatsTable, mask: np.ndarray, scope: np.ndarray, predicate: str | None,
             node: Node | None, spec: BucketSpec | None, buckets: Buckets) -> ScanReport:
-    files = snapshot.files
+    files = snapshot.file_rows
     parts = snapshot.partition_columns
     sizes = files.column("size").to_numpy() if files.num_rows else np.zeros(0, np.int64)
     records = stats.num_records - snapshot.deleted_rows  # logical rows: less what deletion vectors mark

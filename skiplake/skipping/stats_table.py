@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from skiplake.log.arrow_schema import map_value
 from skiplake.log.checkpoint_read import TypedStats
 from skiplake.log.column_mapping import PHYSICAL_NAME
+from skiplake.log.deferred_stats import DeferredStats
 from skiplake.log.json_column import read_json_column
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value
@@ -78,14 +79,16 @@ class StatsTable:
     """Typed stats of the files of one snapshot, built lazily per column and cached."""
 
     def __init__(self, files: pa.Table, schema: Schema, partition_columns: Sequence[str],
-                 typed: TypedStats | None = None, typed_head: int = 0) -> None:
+                 typed: TypedStats | None = None, typed_head: int = 0, deferred: DeferredStats | None = None) -> None:
         """Stats of the snapshot's file rows `files`; `typed`, a checkpoint's typed stats, is read
         instead of the JSON stats for the files it covers. The first `typed_head` files are the
         checkpoint's adds in its order (Snapshot.checkpoint_head): typed stats of as many rows
-        are theirs, row for row, with no lookup by path."""
+        are theirs, row for row, with no lookup by path. `deferred`: where the JSON stats of
+        leading rows left unread at load are (Snapshot.deferred_stats)."""
         self.files = files
         self.typed = typed  # a checkpoint's typed stats, or None
         self.typed_head = typed_head
+        self.deferred = deferred
         self.schema = schema
         self.partition_columns = list(partition_columns)
         self._parts_lower = {p.lower(): p for p in partition_columns}
@@ -263,6 +266,11 @@ class StatsTable:
             found = np.zeros(n, dtype=bool)
             found[:self.typed_head] = True
             chosen = typed
+        elif self.deferred is not None and self.deferred.typed is self.typed:
+            # The leading rows are checkpoint adds whose rows the load kept track of.
+            found = np.zeros(n, dtype=bool)
+            found[:len(self.deferred.rows)] = True
+            chosen = typed.take(pa.array(self.deferred.rows))
         else:
             at = self._positions(self.typed.paths())
             found = _bools(at.is_valid())
@@ -281,12 +289,12 @@ class StatsTable:
         after the checkpoint), merged back into file order."""
         k = int(found.sum())
         if found[:k].all():   # the checkpoint's files first, the newer after them: no reordering
-            rest = StatsTable(self.files.slice(k), self.schema, self.partition_columns)
+            rest = StatsTable(self._with_json(~found), self.schema, self.partition_columns)
             rest_records, rest_columns = rest._parse_json(names)
             merged = {name: tuple(pa.concat_arrays([a, b]) for a, b in zip(columns[name], rest_columns[name]))
                       for name in names}
             return np.concatenate([records, rest_records]), merged
-        rest = StatsTable(self.files.filter(pa.array(~found)), self.schema, self.partition_columns)
+        rest = StatsTable(self._with_json(~found), self.schema, self.partition_columns)
         rest_records, rest_columns = rest._parse_json(names)
         order = np.concatenate([np.flatnonzero(found), np.flatnonzero(~found)])
         assert len(order) == self.num_files
@@ -294,6 +302,18 @@ class StatsTable:
         merged = {name: tuple(pa.concat_arrays([a, b]).take(pa.array(back))
                               for a, b in zip(columns[name], rest_columns[name])) for name in names}
         return np.concatenate([records, rest_records])[back], merged
+
+    def _with_json(self, which: np.ndarray) -> pa.Table:
+        """The files `which` selects, with their JSON stats (read in where the load left them)."""
+        if self.deferred is None or not which[:len(self.deferred.rows)].any():
+            return self.files.filter(pa.array(which))
+        return self.deferred.fill(self.files, which)
+
+    def _json_stats(self) -> pa.ChunkedArray:
+        """Every file's JSON stats (read in where the load left them)."""
+        if self.deferred is None:
+            return self.files.column("stats")
+        return self.deferred.column(self.files)
 
     def _positions(self, typed_paths: pa.Array) -> pa.Array:
         """For each file, the row of its typed stats (null: none)."""
@@ -328,7 +348,7 @@ class StatsTable:
                 ("maxValues", pa.struct([(nm, _json_type(t)) for nm, t in types.items()])),
                 ("nullCount", pa.struct([(nm, pa.int64()) for nm in names])),
             ]
-        table = read_json_column(self.files.column("stats"), pa.schema(fields))
+        table = read_json_column(self._json_stats(), pa.schema(fields))
         records = table.column("numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
         out: dict[str, tuple[pa.Array, pa.Array, pa.Array]] = {}
         if names:
@@ -344,7 +364,7 @@ class StatsTable:
     def _parse_python(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
         records: list[float] = []
         cols: dict[str, tuple[list, list, list]] = {name: ([], [], []) for name in names}
-        for text in self.files.column("stats").to_pylist():
+        for text in self._json_stats().to_pylist():
             stats = _stats_object(text)
             nr = stats.get("numRecords")
             records.append(float(nr) if isinstance(nr, int) else np.nan)

@@ -74,7 +74,8 @@ class LogAnswer:
         """The scan report (the files read: those the stats could not answer) and the log's part."""
         snapshot, agg = self.snapshot, self.aggregation
         report = plan_scan(snapshot, self.query.where).report
-        read = snapshot.files.filter(pa.array(agg.scan)) if snapshot.files.num_rows else snapshot.files
+        rows = snapshot.file_rows
+        read = rows.filter(pa.array(agg.scan)) if rows.num_rows else rows
         report = replace(report, files_selected=read.num_rows, bytes_selected=int(sum(read.column("size").to_pylist())),
                          rows_selected=None, label=self.query.table.sql(dialect="spark"))
         log = LogAnswerReport(agg.from_stats, read.num_rows, agg.excluded)

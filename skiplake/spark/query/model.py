@@ -202,7 +202,7 @@ class TableReference:
         # table of 1,024 files whose filters keep 900 says NOT IN of 124 names instead. Only when
         # no two files share a name (in two partition folders): NOT IN would drop both.
         keep = set(kept)
-        every = self.snapshot.files.column("path").to_pylist()
+        every = self.snapshot.file_rows.column("path").to_pylist()
         dropped = [p for p in every if p not in keep]
         negated = len(dropped) < len(kept) and len({_file_name(p) for p in every}) == len(every)
         names = [_file_name(p) for p in (dropped if negated else kept)]

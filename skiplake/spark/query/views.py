@@ -167,9 +167,9 @@ def files_with_dv(snapshot: Snapshot) -> tuple[np.ndarray, set[str]]:
     """(which of the snapshot's files have a deletion vector, their paths.file_key): a read of
     such a table is two relations (skiplake.spark.reads.planned_reads), one over each kind of file, told apart
     by the files they read."""
-    has_dv = snapshot.files.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
+    has_dv = snapshot.file_rows.column("deletionVector").is_valid().to_numpy(zero_copy_only=False)
     return has_dv, {file_key(snapshot.table_path, p)
-                    for p in snapshot.files.column("path").filter(has_dv).to_pylist()}
+                    for p in snapshot.file_rows.column("path").filter(has_dv).to_pylist()}
 
 
 def _sharing(spark: "SparkSession", df: "DataFrame", mine: tuple[ViewRelation, ...],

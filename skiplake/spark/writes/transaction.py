@@ -234,7 +234,7 @@ class Transaction:
         records = stats_table(self.snapshot).num_records
         if not len(records) or np.isnan(records).any() or records.sum() == 0:
             return None
-        return float(self.snapshot.files.column("size").to_numpy().sum() / records.sum())
+        return float(self.snapshot.file_rows.column("size").to_numpy().sum() / records.sum())
 
     def append(self, df: "DataFrame", merge_schema: bool = False,
                options: WriteOptions | None = None) -> list[AddFile]:
@@ -250,7 +250,7 @@ class Transaction:
         keys = [p.path if isinstance(p, AddFile) else p for p in paths]
         if not keys:
             return
-        by_path = _files_at(self.snapshot.files, keys)
+        by_path = _files_at(self.snapshot.file_rows, keys, self.snapshot.files_with_stats)
         missing = [k for k in keys if k not in by_path]
         if missing:
             raise InvalidArgumentError(
@@ -398,11 +398,15 @@ def _as_logged(snapshot: Snapshot, actions: list[Action]) -> list[Action]:
     return out
 
 
-def _files_at(files: pa.Table, paths: Sequence[str] | set[str]) -> dict[str, AddFile]:
+def _files_at(files: pa.Table, paths: Sequence[str] | set[str],
+              with_stats: Callable[[np.ndarray], pa.Table] | None = None) -> dict[str, AddFile]:
     """The files (a snapshot's Arrow table of adds) at `paths`, by path: only those rows become
-    AddFiles, not every live file."""
+    AddFiles, not every live file. `with_stats` gives the rows a mask selects with their stats
+    (Snapshot.files_with_stats: `files` is then its file_rows)."""
     value_set = pa.array(list(paths), pa.string())
-    return {f.path: f for f in add_files_from_arrow(files.filter(pc.is_in(files.column("path"), value_set=value_set)))}
+    at = pc.is_in(files.column("path"), value_set=value_set)
+    rows = files.filter(at) if with_stats is None else with_stats(at.to_numpy(zero_copy_only=False))
+    return {f.path: f for f in add_files_from_arrow(rows)}
 
 
 def _metrics(actions: list[Action]) -> dict[str, str]:
