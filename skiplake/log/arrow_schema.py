@@ -113,15 +113,34 @@ def map_value(maps: pa.Array | pa.ChunkedArray, key: str) -> pa.Array | pa.Chunk
     """Each row's value for `key` in a string map column (partitionValues, tags), as
     `pc.map_lookup(..., "first")` gives it. When every row has the key exactly once (a table's
     partition values) the values are picked from the flattened map, which is several times
-    faster than the lookup on 100,000 rows."""
-    array = maps.combine_chunks() if isinstance(maps, pa.ChunkedArray) else maps
-    if len(array) and array.null_count == 0:
-        offsets = np.asarray(array.offsets)
-        start, end = int(offsets[0]), int(offsets[-1])
-        # .keys and .items are the whole child arrays, whatever slice `array` is.
-        hit = np.asarray(pc.fill_null(pc.equal(array.keys.slice(start, end - start), key), False))
-        rows = np.repeat(np.arange(len(array)), np.diff(offsets))[hit]
-        if len(rows) == len(array) and bool((rows == np.arange(len(array))).all()):
-            values = array.items.slice(start, end - start).filter(pa.array(hit))
-            return pa.chunked_array([values]) if isinstance(maps, pa.ChunkedArray) else values
-    return pc.map_lookup(maps, pa.scalar(key, pa.string()), "first")
+    faster than the lookup on 100,000 rows; chunk by chunk (a table of millions of files has its
+    checkpoint's row groups as chunks, and joining them copies every key and value)."""
+    if isinstance(maps, pa.ChunkedArray):
+        picked = [_picked(chunk, key) for chunk in maps.chunks]
+        if all(p is not None for p in picked):
+            return pa.chunked_array(picked, pa.string())
+        return pc.map_lookup(maps, pa.scalar(key, pa.string()), "first")
+    got = _picked(maps, key)
+    return got if got is not None else pc.map_lookup(maps, pa.scalar(key, pa.string()), "first")
+
+
+def _picked(array: pa.MapArray, key: str) -> pa.Array | None:
+    """Each row's value for `key` when every row of `array` has it exactly once, else None."""
+    if not len(array):
+        return pa.array([], pa.string())
+    if array.null_count:
+        return None
+    offsets = np.asarray(array.offsets)
+    start, end = int(offsets[0]), int(offsets[-1])
+    # .keys and .items are the whole child arrays, whatever slice `array` is.
+    keys, items = array.keys.slice(start, end - start), array.items.slice(start, end - start)
+    hit = pc.fill_null(pc.equal(keys, key), False)
+    counts = np.diff(offsets)
+    if end - start == len(array) and bool((counts == 1).all()):
+        # One entry per row (one partition column): no rows to count.
+        return items if pc.all(hit).as_py() else None
+    mask = np.asarray(hit)
+    rows = np.repeat(np.arange(len(array)), counts)[mask]
+    if len(rows) == len(array) and bool((rows == np.arange(len(array))).all()):
+        return items.filter(pa.array(mask))
+    return None

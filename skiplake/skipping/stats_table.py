@@ -232,7 +232,7 @@ class StatsTable:
         found, chosen = self._typed_rows(sorted(set(keys.values())))
         if not found.any():
             return None
-        columns: dict[str, tuple[pa.Array, pa.Array, pa.Array]] = {}
+        columns: dict[str, tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray]] = {}
         for name in names:
             got = self._typed_column(chosen, name, keys[name])
             if got is None:
@@ -240,7 +240,7 @@ class StatsTable:
             columns[name] = got
         records = pc.struct_field(chosen, "numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
         if found.all():
-            return records, columns
+            return records, {name: (_joined(lo), _joined(hi), _joined(nc)) for name, (lo, hi, nc) in columns.items()}
         return self._with_the_rest(names, found, records, columns)
 
     def _typed_keys(self, names: list[str]) -> dict[str, str] | None:
@@ -256,7 +256,7 @@ class StatsTable:
             keys[name] = key
         return keys
 
-    def _typed_rows(self, keys: list[str]) -> tuple[np.ndarray, pa.Array]:
+    def _typed_rows(self, keys: list[str]) -> tuple[np.ndarray, pa.ChunkedArray]:
         """(which files have typed stats, those stats in file order). A file whose typed stats
         are null has none: its JSON decides."""
         assert self.typed is not None
@@ -283,7 +283,7 @@ class StatsTable:
         return found, chosen
 
     def _with_the_rest(self, names: list[str], found: np.ndarray, records: np.ndarray,
-                       columns: dict[str, tuple[pa.Array, pa.Array, pa.Array]]
+                       columns: dict[str, tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray]]
                        ) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
         """The typed stats of the `found` files and the parsed JSON of the others (files added
         after the checkpoint), merged back into file order."""
@@ -291,15 +291,15 @@ class StatsTable:
         if found[:k].all():   # the checkpoint's files first, the newer after them: no reordering
             rest = StatsTable(self._with_json(~found), self.schema, self.partition_columns)
             rest_records, rest_columns = rest._parse_json(names)
-            merged = {name: tuple(pa.concat_arrays([a, b]) for a, b in zip(columns[name], rest_columns[name]))
-                      for name in names}
+            merged = {name: tuple(_joined(pa.chunked_array([*a.chunks, b], b.type))
+                                  for a, b in zip(columns[name], rest_columns[name])) for name in names}
             return np.concatenate([records, rest_records]), merged
         rest = StatsTable(self._with_json(~found), self.schema, self.partition_columns)
         rest_records, rest_columns = rest._parse_json(names)
         order = np.concatenate([np.flatnonzero(found), np.flatnonzero(~found)])
         assert len(order) == self.num_files
         back = np.argsort(order, kind="stable")
-        merged = {name: tuple(pa.concat_arrays([a, b]).take(pa.array(back))
+        merged = {name: tuple(_joined(pa.chunked_array([*a.chunks, b], b.type)).take(pa.array(back))
                               for a, b in zip(columns[name], rest_columns[name])) for name in names}
         return np.concatenate([records, rest_records])[back], merged
 
@@ -320,7 +320,8 @@ class StatsTable:
         at = pc.index_in(self.files.column("path"), value_set=typed_paths)
         return at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
 
-    def _typed_column(self, stats: pa.StructArray, name: str, key: str) -> tuple[pa.Array, pa.Array, pa.Array] | None:
+    def _typed_column(self, stats: pa.ChunkedArray, name: str, key: str
+                      ) -> tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray] | None:
         """(min, max, null count) of column `name` from typed stats, in the types planning compares."""
         target = arrow_type(self.schema.field(name).type)
         mins, maxs, nulls = (pc.struct_field(stats, k) for k in ("minValues", "maxValues", "nullCount"))
@@ -390,7 +391,12 @@ class StatsTable:
         return ColumnStats(field.type, lo, hi, may_null, all_null, exact | empty, nc)
 
 
-def _bools(mask: pa.Array) -> np.ndarray:
+def _joined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """One array of a column's values (a chunked one's chunks joined)."""
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _bools(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """An Arrow boolean array without nulls as a NumPy one."""
     return mask.cast(pa.uint8()).to_numpy(zero_copy_only=False).astype(bool)
 
