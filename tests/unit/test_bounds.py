@@ -192,3 +192,15 @@ def test_a_cut_string_max_is_an_upper_bound_only_with_its_marker():
     node = bind(f"s > '{LONG}l'", SCHEMA)
     assert True not in evaluate(node, file_lookup(SCHEMA, {"p": "1"}, json.dumps(stats)))
     assert True in evaluate(node, file_lookup(SCHEMA, {"p": "1"}, json.dumps(bare)))
+
+
+def test_null_fact_arrays_agree_with_null_facts_file_by_file():
+    from skiplake.skipping.bounds import null_fact_arrays, null_facts
+    values = [None, 0, 1, 2, 5]
+    pairs = [(nc, nr) for nc in values for nr in values]
+    as_float = lambda v: np.nan if v is None else float(v)   # noqa: E731
+    may, every, empty = null_fact_arrays(np.array([as_float(nc) for nc, _ in pairs]),
+                                         np.array([as_float(nr) for _, nr in pairs]))
+    for i, (nc, nr) in enumerate(pairs):
+        assert (bool(may[i]), bool(every[i])) == null_facts(nc, nr), (nc, nr)
+        assert bool(empty[i]) == (nr == 0)
