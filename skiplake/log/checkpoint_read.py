@@ -148,6 +148,8 @@ class TypedStats:
             except FileNotFoundError:
                 raise CorruptLogError(self.storage.where(name), "the checkpoint names this file, and it does not "
                                                                 "exist") from None
+            except (pa.ArrowException, OSError) as e:
+                raise CorruptLogError(self.storage.where(name), f"the checkpoint cannot be read ({e})") from None
             held = action_rows(footer, "add")
             if held is None:
                 return None

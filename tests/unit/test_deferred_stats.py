@@ -78,3 +78,13 @@ def test_small_checkpoints_and_ones_without_typed_stats_read_their_stats_at_load
     plain = _table(str(tmp_path / "u"), {"delta.checkpoint.writeStatsAsStruct": "false"})
     snapshot = _load(plain, monkeypatch, defer=True)
     assert snapshot.deferred_stats is None and snapshot.file_rows.column("stats").null_count < 10
+
+
+def test_a_checkpoint_rewritten_unreadable_since_the_load_is_a_corrupt_log_error(tmp_path, monkeypatch):
+    from skiplake.errors import CorruptLogError
+    root = _table(str(tmp_path / "t"))
+    lazy = _load(root, monkeypatch, defer=True)
+    with open(os.path.join(root, LOG_DIR, checkpoint_name(10)), "wb") as f:
+        f.write(b"not parquet")
+    with pytest.raises(CorruptLogError, match="cannot be read"):
+        lazy.files_with_stats(np.ones(lazy.num_files, bool))
