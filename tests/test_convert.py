@@ -658,3 +658,14 @@ def test_delta_spark_reads_converted_tables_and_agrees_with_its_own_convert(
                         # U+007F when it can, skiplake always U+10FFFF, a looser bound).
                         value, theirs_ = value[:-1], theirs_[:-1]
                     assert theirs_ == value, (path, kind, column)
+
+
+def test_a_footer_job_threshold_that_is_not_a_count_is_refused(spark: SparkSession) -> None:
+    from skiplake.spark.convert.footer_jobs import THRESHOLD_CONF, job_threshold
+    spark.conf.set(THRESHOLD_CONF, "many")
+    try:
+        with pytest.raises(InvalidArgumentError, match=THRESHOLD_CONF):
+            job_threshold(spark)
+    finally:
+        spark.conf.unset(THRESHOLD_CONF)
+    assert job_threshold(spark, 7) == 7

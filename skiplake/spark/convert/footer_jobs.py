@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from skiplake.log.location import bucket_and_key, is_remote
 from skiplake.log.s3 import connection_for
+from skiplake.spark.pruning.pruning_settings import conf_count
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -41,8 +42,7 @@ def job_threshold(spark: "SparkSession", given: int | None = None) -> int:
     """The number of files from which footers are read by a Spark job (`given`, else the setting)."""
     if given is not None:
         return given
-    text = spark.conf.get(THRESHOLD_CONF, None)
-    return int(text) if text else DEFAULT_THRESHOLD
+    return conf_count(THRESHOLD_CONF, spark.conf.get(THRESHOLD_CONF, None), DEFAULT_THRESHOLD)
 
 
 def footer_reader(s3_options: dict[str, str]) -> Reader:
