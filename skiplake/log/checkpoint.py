@@ -23,7 +23,7 @@ from skiplake.log.arrow_schema import (
     STRING_MAP,
     V2_CHECKPOINT_SCHEMA,
 )
-from skiplake.log.checkpoint_read import SIDECAR_DIR
+from skiplake.log.checkpoint_read import SIDECAR_DIR, TypedStats
 from skiplake.log.column_mapping import physical_names
 from skiplake.log.features import V2_CHECKPOINT, supports
 from skiplake.log.snapshot import LAST_CHECKPOINT, Snapshot, checkpoint_name
@@ -37,6 +37,10 @@ CHECKPOINT_INTERVAL = "delta.checkpointInterval"
 # strings than one array can).
 ADD_CHUNK = 1_000_000
 DEFAULT_INTERVAL = 10
+# Fewer files than this parse their JSON stats again rather than copy the typed ones from the
+# loaded checkpoint: parsing a few thousand costs less than the reads (on an object store, two
+# requests) that copying takes.
+COPY_STATS_MIN_ROWS = 100_000
 TOMBSTONE_RETENTION = "delta.deletedFileRetentionDuration"
 DEFAULT_TOMBSTONE_RETENTION_MS = 7 * 24 * 3600 * 1000
 # How long an application's txn action is kept (unset: for ever, as in Delta).
@@ -64,6 +68,36 @@ def checkpoint_interval(snapshot: Snapshot) -> int:
         return DEFAULT_INTERVAL
 
 
+@dataclass(frozen=True)
+class _CopiedStats:
+    """Typed stats a checkpoint takes from the one its snapshot was loaded from, rather than
+    parse the JSON again: those of the snapshot's leading file rows, row i being the old
+    checkpoint's add at position rows[i]."""
+    typed: TypedStats
+    type: pa.DataType
+    rows: np.ndarray
+
+    @staticmethod
+    def of(snapshot: Snapshot, stats_type: pa.DataType) -> "_CopiedStats | None":
+        """The stats a checkpoint of `snapshot` can copy when its typed stats are of `stats_type`:
+        None when the loaded checkpoint has none of that very type (the schema or the stats
+        columns changed since, or another writer typed them otherwise)."""
+        typed = snapshot.parsed_stats
+        if typed is None:
+            return None
+        deferred = snapshot.deferred_stats
+        rows = deferred.rows if deferred is not None else np.arange(snapshot.checkpoint_head, dtype=np.int64)
+        if len(rows) < max(COPY_STATS_MIN_ROWS, 1) or typed.field_type("stats_parsed") != stats_type:
+            return None
+        return _CopiedStats(typed, stats_type, rows)
+
+    def leading(self, start: int, count: int) -> pa.Array | None:
+        """The typed stats of file rows start .. start + count - 1 that are copied (a leading
+        part of them, maybe none)."""
+        rows = self.rows[start:start + count]
+        return self.typed.add_field("stats_parsed", self.type, rows).combine_chunks() if len(rows) else None
+
+
 @dataclass
 class _FileActions:
     """A checkpoint's file actions: the live adds, made one chunk of at most ADD_CHUNK rows at a
@@ -73,6 +107,7 @@ class _FileActions:
     removes: pa.StructArray
     add_type: pa.DataType
     num_adds: int
+    copied: _CopiedStats | None = None
 
     @staticmethod
     def of(snapshot: Snapshot) -> "_FileActions":
@@ -88,7 +123,8 @@ class _FileActions:
                                              fields=list(REMOVE_TYPE))
         typed = _typed_types(snapshot) if writes_struct_stats(snapshot.configuration) else None
         add_type = pa.struct(list(ADD_TYPE) + list(typed or []))
-        return _FileActions(snapshot, removes, add_type, snapshot.num_files)
+        copied = _CopiedStats.of(snapshot, typed[0].type) if typed else None
+        return _FileActions(snapshot, removes, add_type, snapshot.num_files, copied)
 
     def add_chunks(self) -> Iterator[pa.StructArray]:
         """The live adds as the checkpoint's add structs, ADD_CHUNK rows at a time (at least one)."""
@@ -101,7 +137,11 @@ class _FileActions:
             columns = [c.chunk(0) if c.num_chunks else pa.array([], c.type) for c in rows.columns]
             columns[at] = pa.array(np.zeros(rows.num_rows, dtype=bool))
             adds = pa.StructArray.from_arrays(columns, fields=list(ADD_TYPE))
-            yield _with_typed_stats(self.snapshot, adds, self.add_type) if self.add_type != ADD_TYPE else adds
+            if self.add_type == ADD_TYPE:
+                yield adds
+            else:
+                copied = self.copied.leading(start, len(adds)) if self.copied is not None else None
+                yield _with_typed_stats(self.snapshot, adds, self.add_type, copied)
 
 
 def _typed_types(snapshot: Snapshot) -> list[pa.Field]:
@@ -115,24 +155,31 @@ def _typed_types(snapshot: Snapshot) -> list[pa.Field]:
     return fields
 
 
-def _with_typed_stats(snapshot: Snapshot, adds: pa.StructArray, add_type: pa.StructType) -> pa.StructArray:
-    """`adds` with stats_parsed and partitionValues_parsed, as `add_type` says. Stats that do not
-    parse as the table's types leave the chunk's stats_parsed null: readers use the JSON."""
+def _with_typed_stats(snapshot: Snapshot, adds: pa.StructArray, add_type: pa.StructType,
+                      copied: pa.Array | None = None) -> pa.StructArray:
+    """`adds` with stats_parsed and partitionValues_parsed, as `add_type` says: the typed stats
+    of the leading `copied` rows as given, those of the others parsed from their JSON. Stats that
+    do not parse as the table's types leave those rows' stats_parsed null: readers use the JSON."""
     names = physical_names(snapshot.schema, snapshot.column_mapping)
     fields, children = list(adds.type), [adds.field(i) for i in range(adds.type.num_fields)]
     stats_field = add_type.field("stats_parsed")
-    try:
-        stats = stats_struct(adds.field("stats"), stats_columns(snapshot.schema, names, snapshot.partition_columns))
-    except CorruptLogError as e:
-        log.warning("stats of %s not written typed in its checkpoint: %s", snapshot.table_path, e)
-        stats = pa.nulls(len(adds), stats_field.type)
+    done = len(copied) if copied is not None else 0
+    parts = [copied] if copied is not None else []
+    if done < len(adds):
+        try:
+            parts.append(stats_struct(adds.field("stats").slice(done),
+                                      stats_columns(snapshot.schema, names, snapshot.partition_columns)))
+        except CorruptLogError as e:
+            log.warning("stats of %s not written typed in its checkpoint: %s", snapshot.table_path, e)
+            parts.append(pa.nulls(len(adds) - done, stats_field.type))
+    stats = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
     fields.append(stats_field)
     children.append(stats)
     if add_type.get_field_index("partitionValues_parsed") >= 0:
-        parts = partition_struct(adds.field("partitionValues"), snapshot.schema, snapshot.partition_columns, names)
-        assert parts is not None
+        values = partition_struct(adds.field("partitionValues"), snapshot.schema, snapshot.partition_columns, names)
+        assert values is not None
         fields.append(add_type.field("partitionValues_parsed"))
-        children.append(parts)
+        children.append(values)
     return pa.StructArray.from_arrays(children, fields=fields)
 
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 from urllib.parse import unquote
 
 import numpy as np
@@ -93,6 +94,7 @@ class TypedStats:
         self.storage = storage
         self.names = names      # the Parquet files holding the adds: the checkpoint or its sidecars
         self.fields = fields    # the columns every file has typed min, max and null count of
+        self._footers: dict[str, pq.FileMetaData] = {}
 
     def read(self, keys: list[str]) -> pa.ChunkedArray:
         """Every add's stats_parsed with numRecords and the `keys` columns, in the checkpoint's
@@ -110,31 +112,48 @@ class TypedStats:
 
     def json_stats(self, rows: np.ndarray | None = None) -> pa.ChunkedArray:
         """The JSON stats (`add.stats`) of the adds at positions `rows` of the checkpoint's order
-        (None: every add). For some adds, only the row groups holding them are read, by ranged
-        reads after the footers, when the footers say which hold them."""
+        (None: every add)."""
+        return self.add_field("stats", pa.string(), rows)
+
+    def add_field(self, field: str, type_: pa.DataType, rows: np.ndarray | None = None) -> pa.ChunkedArray:
+        """The field `field` of the adds (`stats`, or `stats_parsed` of the type field_type
+        gives) at positions `rows` of the checkpoint's order (None: every add). For some adds,
+        only the row groups holding them are read, by ranged reads after the footers, when the
+        footers say which hold them."""
         located = self._locate(rows) if rows is not None else None
         if located is None:
             # Chunked: the strings of millions of files overflow one array's 32-bit offsets.
-            every = pa.chunked_array([pc.struct_field(a, "stats") for a in self._adds(["add.stats"])], pa.string())
+            every = pa.chunked_array([pc.struct_field(a, field) for a in self._adds([f"add.{field}"])], type_)
             return every if rows is None else every.take(pa.array(rows, pa.int64()))
         jobs, offsets = located
 
         def read(job: tuple[str, pq.FileMetaData, int]) -> pa.Array:
             name, footer, group = job
-            try:
-                with self.storage.open_input(name) as source:
-                    table = pq.ParquetFile(source, metadata=footer).read_row_group(group, columns=["add.stats"],
-                                                                                   use_threads=False)
-            except FileNotFoundError:
-                raise CorruptLogError(self.storage.where(name), "the checkpoint names this file, and it does not "
-                                                                "exist") from None
-            except (pa.ArrowException, OSError) as e:
-                raise CorruptLogError(self.storage.where(name), f"the checkpoint cannot be read ({e})") from None
-            return pc.struct_field(_valid_rows(table.column("add").combine_chunks()), "stats")
+            with _reading(self.storage, name), self.storage.open_input(name) as source:
+                table = pq.ParquetFile(source, metadata=footer).read_row_group(group, columns=[f"add.{field}"],
+                                                                               use_threads=False)
+            return pc.struct_field(_valid_rows(table.column("add").combine_chunks()), field)
 
         with ThreadPoolExecutor(min(len(jobs), _FETCHES) or 1) as pool:
             chunks = list(pool.map(read, jobs))
-        return pa.chunked_array(chunks, pa.string()).take(pa.array(offsets, pa.int64()))
+        return pa.chunked_array(chunks, type_).take(pa.array(offsets, pa.int64()))
+
+    def field_type(self, field: str) -> pa.DataType | None:
+        """The type of the adds' field `field` when every file gives it the same one; None when
+        a file lacks it or the files differ."""
+        types = set()
+        for name in self.names:
+            add = self._footer(name).schema.to_arrow_schema().field("add").type
+            types.add(add.field(field).type if add.get_field_index(field) >= 0 else None)
+        return types.pop() if len(types) == 1 else None
+
+    def _footer(self, name: str) -> pq.FileMetaData:
+        footer = self._footers.get(name)
+        if footer is None:
+            with _reading(self.storage, name), self.storage.open_input(name) as source:
+                footer = pq.ParquetFile(source).metadata
+            self._footers[name] = footer
+        return footer
 
     def _locate(self, rows: np.ndarray) -> tuple[list[tuple[str, pq.FileMetaData, int]], np.ndarray] | None:
         """From the files' footers alone: the row groups (file, footer, group) holding the adds at
@@ -142,14 +161,7 @@ class TypedStats:
         does not say how many adds a group holds."""
         groups: list[tuple[str, pq.FileMetaData, int, int]] = []   # every group holding adds, with its count
         for name in self.names:
-            try:
-                with self.storage.open_input(name) as source:
-                    footer = pq.ParquetFile(source).metadata
-            except FileNotFoundError:
-                raise CorruptLogError(self.storage.where(name), "the checkpoint names this file, and it does not "
-                                                                "exist") from None
-            except (pa.ArrowException, OSError) as e:
-                raise CorruptLogError(self.storage.where(name), f"the checkpoint cannot be read ({e})") from None
+            footer = self._footer(name)
             held = action_rows(footer, "add")
             if held is None:
                 return None
@@ -205,14 +217,21 @@ def _stats_left(read: list[ParquetActions]) -> bool:
         all(c.type.get_field_index("stats") < 0 for c in chunks)
 
 
-def _parquet_file(storage: Storage, name: str) -> tuple[bytes, pq.ParquetFile]:
+@contextmanager
+def _reading(storage: Storage, name: str) -> Iterator[None]:
+    """Errors reading checkpoint file `name` as CorruptLogErrors naming it."""
     try:
-        data = storage.read(name)
-        return data, pq.ParquetFile(pa.BufferReader(data))
+        yield
     except FileNotFoundError:
         raise CorruptLogError(storage.where(name), "the checkpoint names this file, and it does not exist") from None
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowException, OSError) as e:
         raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
+
+
+def _parquet_file(storage: Storage, name: str) -> tuple[bytes, pq.ParquetFile]:
+    with _reading(storage, name):
+        data = storage.read(name)
+        return data, pq.ParquetFile(pa.BufferReader(data))
 
 
 def _read_files(storage: Storage, names: list[str], columns: Callable[[pa.Schema], list[str]] | None = None,

@@ -88,3 +88,40 @@ def test_a_checkpoint_rewritten_unreadable_since_the_load_is_a_corrupt_log_error
         f.write(b"not parquet")
     with pytest.raises(CorruptLogError, match="cannot be read"):
         lazy.files_with_stats(np.ones(lazy.num_files, bool))
+
+
+@pytest.mark.parametrize("remove_after_checkpoint", [False, True])
+@pytest.mark.parametrize("defer", [False, True])
+def test_a_checkpoint_copies_the_typed_stats_of_the_files_it_was_loaded_with(tmp_path, monkeypatch, defer,
+                                                                              remove_after_checkpoint):
+    monkeypatch.setattr(checkpoint, "ADD_CHUNK", 30)   # chunks of copied rows, of parsed rows, and of both
+    root = _table(str(tmp_path / "t"), remove_after_checkpoint=remove_after_checkpoint)
+    snapshot = _load(root, monkeypatch, defer)
+    assert checkpoint._FileActions.of(snapshot).copied is None   # 100 files: parsed again, the default
+    monkeypatch.setattr(checkpoint, "COPY_STATS_MIN_ROWS", 50)
+    actions = checkpoint._FileActions.of(snapshot)
+    assert actions.copied is not None
+    assert len(actions.copied.rows) == (100 - remove_after_checkpoint if defer else snapshot.checkpoint_head)
+    parsed_rows: list[int] = []
+    parse = checkpoint.stats_struct
+
+    def counted(stats: pa.Array, columns: list) -> pa.StructArray:
+        parsed_rows.append(len(stats))
+        return parse(stats, columns)
+    monkeypatch.setattr(checkpoint, "stats_struct", counted)
+    copied = checkpoint.checkpoint_table(snapshot)
+    assert sum(parsed_rows) == snapshot.num_files - len(actions.copied.rows)   # only the files after the head
+    monkeypatch.setattr(checkpoint._CopiedStats, "of", staticmethod(lambda *_: None))
+    parsed = checkpoint.checkpoint_table(snapshot)   # every file's JSON parsed again
+    assert copied.equals(parsed)
+
+
+def test_a_checkpoint_parses_the_stats_again_when_their_type_changed(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint, "COPY_STATS_MIN_ROWS", 0)
+    root = _table(str(tmp_path / "t"))
+    snapshot = _load(root, monkeypatch, defer=True)
+    typed = checkpoint._typed_types(snapshot)[0].type
+    assert checkpoint._CopiedStats.of(snapshot, typed) is not None
+    # A column added since the load's checkpoint: the stats struct has another type.
+    wider = pa.struct([*typed, pa.field("extra", pa.int64())])
+    assert checkpoint._CopiedStats.of(snapshot, wider) is None
