@@ -408,8 +408,10 @@ class Snapshot:
     def files_with_stats(self, which: np.ndarray) -> pa.Table:
         """The live files the mask `which` selects, with their stats: for a few files of a large
         table, only the checkpoint's row groups that hold theirs are read."""
-        if self.deferred_stats is None or "files" in self.__dict__:
-            return (self.file_rows if self.deferred_stats is None else self.files).filter(pa.array(which))
+        if self.deferred_stats is None:
+            return self.file_rows.filter(pa.array(which))
+        if "files" in self.__dict__:   # every file's stats were read in already
+            return self.files.filter(pa.array(which))
         return self.deferred_stats.fill(self.file_rows, which)
 
     @property

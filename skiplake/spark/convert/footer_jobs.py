@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from skiplake.log.location import bucket_and_key, is_remote
 from skiplake.log.s3 import connection_for
-from skiplake.spark.pruning.pruning_settings import conf_count
+from skiplake.spark.session.setting_values import conf_count
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from skiplake.errors import InvalidArgumentError
 from skiplake.skipping.dfp_cost import CostModel
 from skiplake.spark.session.gateway import is_connect
+from skiplake.spark.session.setting_values import conf_count
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -132,19 +133,6 @@ def conf_bytes(text: str | None, default: int) -> int:
     if unit not in _UNITS or not digits.strip():
         raise InvalidArgumentError(f"{text!r} is not a size; write it like 32MB, 10GB or a number of bytes")
     return int(float(digits) * _UNITS[unit])
-
-
-def conf_count(key: str, text: str | None, default: int) -> int:
-    """A whole number of at least 0 from the conf; InvalidArgumentError names the setting otherwise."""
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise InvalidArgumentError(f"{key}: {text!r} is not a whole number of at least 0")
-    return value
 
 
 def _number(key: str, text: str | None, default: float) -> float:

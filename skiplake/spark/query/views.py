@@ -32,7 +32,6 @@ import numpy as np
 from skiplake.log.paths import file_key
 from skiplake.log.snapshot import Snapshot
 from skiplake.skipping.plan import plan_scan
-from skiplake.spark.pruning.pruning_settings import conf_count
 from skiplake.spark.query.catalyst import file_relations, relation_roots, replace_nodes, tree_text, with_relation
 from skiplake.spark.query.model import FILE_COLUMN, SlotView, Source, ViewRelation
 from skiplake.spark.query.plan_text import PlanNode, parse_plan
@@ -40,6 +39,7 @@ from skiplake.spark.reads.catalog_tables import CatalogTable
 from skiplake.spark.reads.planned_reads import read_files, spark_file_key
 from skiplake.spark.session.explain_text import analysed_text
 from skiplake.spark.session.gateway import is_connect
+from skiplake.spark.session.setting_values import conf_count
 from skiplake.spark.session.spark_types import to_spark
 
 if TYPE_CHECKING:

@@ -1,0 +1,17 @@
+"""Values of session settings (`spark.conf`) parsed, with a typed error naming a bad one."""
+from __future__ import annotations
+
+from skiplake.errors import InvalidArgumentError
+
+
+def conf_count(key: str, text: str | None, default: int) -> int:
+    """A whole number of at least 0 from the conf; InvalidArgumentError names the setting otherwise."""
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise InvalidArgumentError(f"{key}: {text!r} is not a whole number of at least 0")
+    return value
