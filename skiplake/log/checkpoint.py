@@ -165,7 +165,7 @@ def _with_typed_stats(snapshot: Snapshot, adds: pa.StructArray, add_type: pa.Str
     stats_field = add_type.field("stats_parsed")
     done = len(copied) if copied is not None else 0
     parts = [copied] if copied is not None else []
-    if done < len(adds):
+    if done < len(adds) or not parts:
         try:
             parts.append(stats_struct(adds.field("stats").slice(done),
                                       stats_columns(snapshot.schema, names, snapshot.partition_columns)))
