@@ -37,6 +37,7 @@ from skiplake.spark.convert.footer_jobs import DEFAULT_THRESHOLD, THRESHOLD_CONF
 from skiplake.spark.optimize import auto_compaction as auto
 from skiplake.spark.pruning import pruning_settings as dfp
 from skiplake.spark.query import log_answers, views
+from skiplake.spark.reads import log_job
 from skiplake.spark.reads.catalog_tables import PARTITION_FILTERING
 from skiplake.txn.commit import APPEND_ONLY
 from skiplake.txn.file_compaction import AUTO_COMPACT
@@ -180,6 +181,9 @@ SESSION_SETTINGS: tuple[Setting, ...] = _pruning_settings() + (
     Setting(views.WHOLE_VIEW_MAX_FILES_CONF, str(views.WHOLE_VIEW_MAX_FILES),
             "lake.sql keeps a view over every file of a table up to this many files (reused by later queries); "
             "a larger table's references read views of their planned files only", "scale.md#lakesql-on-large-tables"),
+    Setting(log_job.MIN_FILES_CONF, str(log_job.DEFAULT_MIN_FILES),
+            "a table whose checkpoint holds at least this many files is opened without them (Table.open, "
+            "Lake.table), and its scans are planned by a Spark job over the checkpoint", "scale.md#past-one-driver"),
     Setting("spark.databricks.delta.retentionDurationCheck.enabled", "true",
             "false lets the VACUUM statement retain fewer hours than the table's minimum, as in delta-spark "
             "(safe only when no reader or writer runs)", "reference/sql.md"),

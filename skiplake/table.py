@@ -25,7 +25,7 @@ from skiplake.log.snapshot import Snapshot
 from skiplake.log.storage_for import missing
 from skiplake.log.vacuum import VacuumResult, vacuum
 from skiplake.skipping.log_aggregates import COUNT_ALL, Aggregate, aggregate_from_log
-from skiplake.skipping.plan import ScanPlan, plan_scan
+from skiplake.skipping.plan import ScanPlan
 from skiplake.spark import merge
 from skiplake.spark.convert.in_place import convert
 from skiplake.spark.dml import dml_jobs
@@ -33,6 +33,7 @@ from skiplake.spark.optimize.auto_compaction import auto_compact
 from skiplake.spark.optimize.compaction import DEFAULT_TARGET_FILE_SIZE, optimize
 from skiplake.spark.optimize.optimize_result import OptimizeResult
 from skiplake.spark.reads.change_feed import read_changes
+from skiplake.spark.reads.log_job import load_snapshot, plan_files
 from skiplake.spark.reads.planned_reads import read_planned
 from skiplake.spark.reads.row_ids import read_with_row_ids
 from skiplake.spark.session.object_stores import use_location
@@ -111,7 +112,7 @@ class Table:
             raise InvalidArgumentError("give either version= or timestamp=, not both")
         if timestamp is not None:
             version = version_at(path, timestamp)
-        snapshot = Snapshot.load(path, version)
+        snapshot = load_snapshot(spark, path, version)
         return Table(spark, path, snapshot, pinned=version is not None)
 
     @staticmethod
@@ -166,7 +167,7 @@ class Table:
         """The log's state at `version`, which reads and scans see (loaded again on first use after a commit)."""
         # Loaded on first use after a commit, so a chain of writes does not pay a load per commit.
         if self._snapshot is None:
-            self._snapshot = Snapshot.load(self.path, self._version)
+            self._snapshot = load_snapshot(self.spark, self.path, self._version)
         return self._snapshot
 
     @property
@@ -214,7 +215,7 @@ class Table:
     def refresh(self) -> "Table":
         """This Table moved to the table's latest version (one opened at a past version or timestamp stays)."""
         if not self._pinned:
-            self._snapshot = Snapshot.load(self.path)
+            self._snapshot = load_snapshot(self.spark, self.path)
             self._version = self._snapshot.version
         return self
 
@@ -228,8 +229,10 @@ class Table:
         """The files a read with `where` must scan, planned from the log without Spark: a ScanPlan of the
         files and a report of what partitions, min/max stats and buckets pruned.
 
-        A `where` that is not valid Spark SQL or names an unknown column raises InvalidPredicateError."""
-        return plan_scan(self.snapshot, where)
+        A `where` that is not valid Spark SQL or names an unknown column raises InvalidPredicateError.
+        A table whose checkpoint holds more files than spark.skiplake.log.replayJobMinFiles is
+        planned by a Spark job over the checkpoint (the report's `replay` says so)."""
+        return plan_files(self.spark, self.snapshot, where)
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None,
              version: int | None = None, timestamp: str | dt.datetime | None = None,
@@ -242,7 +245,7 @@ class Table:
         plan = table.scan(where)
         if table._pinned:
             full = {absolute_path(self.path, f.path): f.path for f in plan.files}
-            gone = [full[p] for p in missing(self.path, list(full), table.snapshot.num_files)]
+            gone = [full[p] for p in missing(self.path, list(full), plan.report.files_total)]
             if gone:
                 raise FilesVacuumedError(self.path, table.version, gone)
         if with_row_ids:
@@ -306,7 +309,7 @@ class Table:
         """A Transaction on the latest snapshot, for a write of several steps; its commit moves this Table
         to the version it made. Raises InvalidArgumentError on a Table opened for time travel."""
         self._check_writable()
-        return Transaction(self.spark, Snapshot.load(self.path), on_commit=self._moved_to)
+        return Transaction(self.spark, load_snapshot(self.spark, self.path), on_commit=self._moved_to)
 
     def _moved_to(self, version: int) -> None:
         self._version = version
@@ -325,7 +328,7 @@ class Table:
 
     def transaction_version(self, app_id: str) -> int | None:
         """The latest version application `app_id` committed to the table (its txn action), or None."""
-        return Snapshot.load(self.path).txn_version(app_id)
+        return load_snapshot(self.spark, self.path).txn_version(app_id)
 
     def overwrite(self, df: "DataFrame", where: str | None = None, merge_schema: bool = False,
                   options: WriteOptions | None = None, app_id: str | None = None,

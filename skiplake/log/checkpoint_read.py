@@ -84,6 +84,93 @@ def read_checkpoint(storage: Storage, names: list[str], defer_stats: bool = Fals
                            defer and _stats_left(read))
 
 
+@dataclass(frozen=True)
+class CheckpointHead:
+    """What a Parquet checkpoint holds besides its file actions, and where its adds are: read
+    from the files' footers and the columns of the other actions only, so that a checkpoint of
+    millions of files can be put aside for a Spark job to read."""
+    protocol: Protocol | None
+    metadata: Metadata | None
+    txns: dict[str, Txn]
+    domains: tuple[DomainMetadata, ...]
+    groups: tuple[tuple[str, int, int], ...]   # (file under the log folder, row group, adds in it)
+
+    @property
+    def adds(self) -> int:
+        """The add actions the checkpoint holds (its sidecars' included)."""
+        return sum(count for _, _, count in self.groups)
+
+
+def read_checkpoint_head(storage: Storage, names: list[str]) -> CheckpointHead | None:
+    """The head of the Parquet checkpoint `names` (its one file or its parts); None for a JSON
+    checkpoint, or when a footer does not say how many adds a row group holds."""
+    if any(name.endswith(".json") for name in names):
+        return None
+    columns: dict[str, list[pa.Array]] = {}
+    footers: dict[str, pq.FileMetaData] = {}
+    for name in names:
+        footer, table = _head_rows(storage, name)
+        footers[name] = footer
+        for column in table.column_names:
+            columns.setdefault(column, []).extend(table.column(column).chunks)
+    chunked = {k: pa.chunked_array(v) for k, v in columns.items() if v}
+    try:
+        protocol, metadata, txns = _singletons(chunked)
+        sidecars = _sidecar_names(_rows(chunked.get("sidecar")))
+        domains = tuple(DomainMetadata.from_json(r) for r in _rows(chunked.get("domainMetadata")))
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CorruptLogError(storage.where(names[0]), f"a protocol, metaData, txn, domainMetadata or sidecar row is "
+                                                       f"malformed ({type(e).__name__}: {e})") from None
+    with ThreadPoolExecutor(min(len(sidecars), _FETCHES) or 1) as pool:
+        footers.update(zip(sidecars, pool.map(lambda name: _footer_of(storage, name), sidecars)))
+    groups: list[tuple[str, int, int]] = []
+    for name, footer in footers.items():
+        held = action_rows(footer, "add") if "add" in footer.schema.to_arrow_schema().names else []
+        if held is None:
+            return None
+        groups += [(name, group, count) for group, count in held]
+    return CheckpointHead(protocol, metadata, txns, domains, tuple(groups))
+
+
+def _head_rows(storage: Storage, name: str) -> tuple[pq.FileMetaData, pa.Table]:
+    """A checkpoint file's footer and its rows of other actions than add and remove, read from
+    the row groups whose statistics say they hold some (all, where they say nothing)."""
+    with _reading(storage, name), storage.open_input(name) as source:
+        parquet = pq.ParquetFile(source)
+        footer = parquet.metadata
+        wanted = [n for n in parquet.schema_arrow.names if n not in ("add", "remove")]
+        paths = [i for i in range(footer.num_columns)
+                 if footer.schema.column(i).path.split(".")[0] in wanted]
+        groups = [g for g in range(footer.num_row_groups) if _holds_any(footer.row_group(g), paths)]
+        table = parquet.read_row_groups(groups, columns=wanted, use_threads=False) if groups \
+            else parquet.schema_arrow.empty_table().select(wanted)
+    return footer, table
+
+
+def _holds_any(group: pq.RowGroupMetaData, columns: list[int]) -> bool:
+    """Whether a row group may have a value in one of `columns` (leaf columns by index)."""
+    for i in columns:
+        stats = group.column(i).statistics
+        if stats is None or not stats.has_null_count or stats.null_count < group.num_rows:
+            return True
+    return False
+
+
+def _footer_of(storage: Storage, name: str) -> pq.FileMetaData:
+    with _reading(storage, name), storage.open_input(name) as source:
+        return pq.ParquetFile(source).metadata
+
+
+def read_add_group(storage: Storage, name: str, group: int) -> pa.Table:
+    """The adds of one row group of checkpoint (or sidecar) file `name`, as FILES_SCHEMA rows with
+    their JSON stats (a task of a Spark job over a large checkpoint plans them)."""
+    with _reading(storage, name), storage.open_input(name) as source:
+        parquet = pq.ParquetFile(source)
+        columns = [c for c in _untyped_columns(parquet.schema_arrow) if c == "add" or c.startswith("add.")]
+        table = parquet.read_row_group(group, columns=columns, use_threads=False)
+    return struct_rows(table.column("add"), FILES_SCHEMA)
+
+
 class TypedStats:
     """A checkpoint's typed stats (`add.stats_parsed`), read from its files only for the columns
     planning asks for: a snapshot load reads none of them."""
@@ -150,9 +237,7 @@ class TypedStats:
     def _footer(self, name: str) -> pq.FileMetaData:
         footer = self._footers.get(name)
         if footer is None:
-            with _reading(self.storage, name), self.storage.open_input(name) as source:
-                footer = pq.ParquetFile(source).metadata
-            self._footers[name] = footer
+            footer = self._footers[name] = _footer_of(self.storage, name)
         return footer
 
     def _locate(self, rows: np.ndarray) -> tuple[list[tuple[str, pq.FileMetaData, int]], np.ndarray] | None:

@@ -8,14 +8,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from skiplake.errors import CorruptLogError, NotATableError, ProtocolNotSupportedError, VersionNotFoundError
+from skiplake.errors import (
+    CheckpointRemovedError,
+    CorruptLogError,
+    NotATableError,
+    ProtocolNotSupportedError,
+    VersionNotFoundError,
+)
 from skiplake.log.actions import (
     Action,
     AddFile,
@@ -28,7 +34,15 @@ from skiplake.log.actions import (
     parse_action,
 )
 from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
-from skiplake.log.checkpoint_read import CheckpointState, TypedStats, actions_to_arrow, json_lines, read_checkpoint
+from skiplake.log.checkpoint_read import (
+    CheckpointHead,
+    CheckpointState,
+    TypedStats,
+    actions_to_arrow,
+    json_lines,
+    read_checkpoint,
+    read_checkpoint_head,
+)
 from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deferred_stats import DeferredStats
 from skiplake.log.deletion_vectors import unique_id
@@ -247,7 +261,7 @@ def file_keys(table: pa.Table) -> list[FileKey]:
                     (unique_id(d) for d in table.column("deletionVector").to_pylist())))
 
 
-def _without_keys(table: pa.Table, keys: set[FileKey]) -> tuple[pa.Table, np.ndarray | None]:
+def without_keys(table: pa.Table, keys: set[FileKey]) -> tuple[pa.Table, np.ndarray | None]:
     """`table` without the rows of files `keys`, and which rows it kept (None: all)."""
     if not keys or table.num_rows == 0:
         return table, None
@@ -266,42 +280,86 @@ def _without_keys(table: pa.Table, keys: set[FileKey]) -> tuple[pa.Table, np.nda
 
 
 @dataclass(frozen=True)
+class FileState:
+    """A snapshot's live files and tombstones, as the replay of its log left them."""
+    # Live add actions, FILES_SCHEMA, as loaded: the stats of the leading rows may be unread
+    # (deferred_stats). Snapshot.files is this table with every file's stats.
+    file_rows: pa.Table
+    tombstones: pa.Table    # remove actions still within retention, TOMBSTONES_SCHEMA
+    # With column mapping, `file_rows` keys partition values and stats by logical names; these
+    # are the log's own rows (physical keys), which a checkpoint writes.
+    log_files: pa.Table | None = None
+    # The checkpoint's typed stats, when it has them: planning reads the stats of its files from
+    # there instead of parsing their JSON.
+    parsed_stats: TypedStats | None = None
+    # How many leading rows of `file_rows` are the checkpoint's add rows, in its order, none
+    # removed since: their typed stats (parsed_stats) line up with them row for row.
+    checkpoint_head: int = 0
+    # The JSON stats of the leading rows of `file_rows`, left in the checkpoint at load (its typed
+    # stats serve planning): Snapshot.files reads them in on first use.
+    deferred_stats: DeferredStats | None = None
+
+
+@dataclass(frozen=True)
+class PendingFiles:
+    """A snapshot's file actions left unread in a large checkpoint at load (Snapshot.load's
+    files_later_from): where the checkpoint's adds are, and the file actions of the commits
+    after it. A Spark job can plan a scan over them; anything else reads them in the driver."""
+    storage: Storage
+    names: tuple[str, ...]                      # the checkpoint's files
+    version: int                                # the checkpoint's version
+    groups: tuple[tuple[str, int, int], ...]    # (file under the log folder, row group, adds in it)
+    added: dict[FileKey, AddFile] = field(default_factory=dict)
+    removed: dict[FileKey, RemoveFile] = field(default_factory=dict)
+
+    @property
+    def checkpoint_adds(self) -> int:
+        """The add actions of the checkpoint."""
+        return sum(count for _, _, count in self.groups)
+
+    def load(self, protocol: Protocol, metadata: Metadata) -> FileState:
+        """The files and tombstones, replayed in the driver from the checkpoint and the commits.
+        CheckpointRemovedError when log cleanup has removed the checkpoint since."""
+        try:
+            cp = read_checkpoint(self.storage, list(self.names), defer_stats=True)
+        except CorruptLogError:
+            gone = [name for name in self.names if not self.storage.exists(name)]
+            if gone:
+                raise CheckpointRemovedError(self.storage.where(gone[0])) from None
+            raise
+        return _file_state(_ReplayState(self.version, protocol, metadata, base_files=cp.adds,
+                                         base_tombstones=cp.removes, added=dict(self.added),
+                                         removed=dict(self.removed), parsed_stats=cp.parsed_stats,
+                                         base_head=cp.adds.num_rows, base_deferred=_deferred(cp)))
+
+
+@dataclass(frozen=True)
 class Snapshot:
     """A table at one version: its protocol, metaData, live files and tombstones, txns and metadata domains."""
     table_path: str
     version: int
     protocol: Protocol
     metadata: Metadata
-    # Live add actions, FILES_SCHEMA, as loaded: the stats of the leading rows may be unread
-    # (deferred_stats). `files` is this table with every file's stats.
-    file_rows: pa.Table
-    tombstones: pa.Table    # remove actions still within retention, TOMBSTONES_SCHEMA
     txns: dict[str, Txn]
     timestamp: int          # commit time of this version, ms since the epoch
     storage: Storage = field(repr=False, compare=False)
-    # With column mapping, `files` keys partition values and stats by logical names; these are
-    # the log's own rows (physical keys), which a checkpoint writes.
-    log_files: pa.Table | None = field(default=None, repr=False, compare=False)
-    # The checkpoint's typed stats, when it has them: planning reads the stats of its files from
-    # there instead of parsing their JSON.
-    parsed_stats: TypedStats | None = field(default=None, repr=False, compare=False)
     # The live metadata domains (tombstones left out), by name.
     domains: dict[str, DomainMetadata] = field(default_factory=dict)
-    # How many leading rows of `files` are the checkpoint's add rows, in its order, none removed
-    # since: their typed stats (parsed_stats) line up with them row for row.
-    checkpoint_head: int = field(default=0, repr=False, compare=False)
-    # The JSON stats of the leading rows of `file_rows`, left in the checkpoint at load (its typed
-    # stats serve planning): `files` reads them in on first use.
-    deferred_stats: DeferredStats | None = field(default=None, repr=False, compare=False)
+    # The files as loaded; None while they are pending (then `pending` says where they are, and
+    # the first use of the files reads them in).
+    loaded: FileState | None = field(default=None, repr=False, compare=False)
+    pending: PendingFiles | None = field(default=None, repr=False, compare=False)
 
     # -------------------------------------------------------------- loading
 
     @staticmethod
     def load(table_path: str, version: int | None = None, storage: Storage | None = None,
-             listing: LogListing | None = None) -> "Snapshot":
+             listing: LogListing | None = None, files_later_from: int | None = None) -> "Snapshot":
         """The table at `version` (the latest when None), replayed from the newest readable checkpoint.
 
-        `listing`, when given, saves listing the log. When the listing turns out stale (a checkpoint
+        `listing`, when given, saves listing the log. `files_later_from`: a Parquet checkpoint of at
+        least that many adds is read without its file actions, which stay pending (a Spark job
+        can plan over them; any other use reads them in). When the listing turns out stale (a checkpoint
         unreadable, a file deleted by log cleanup) the log is listed again, a few times. NotATableError,
         VersionNotFoundError or CorruptLogError when the log cannot give the version;
         ProtocolNotSupportedError when skiplake cannot read it."""
@@ -309,7 +367,7 @@ class Snapshot:
         listing = listing if listing is not None else list_latest(storage, version)
         for attempt in range(LISTING_ATTEMPTS):
             try:
-                return Snapshot._load(table_path, version, storage, listing)
+                return Snapshot._load(table_path, version, storage, listing, files_later_from)
             except (CorruptLogError, FileNotFoundError):
                 # An unreadable checkpoint (replay from an older one, which may need the whole
                 # log), or a file that log cleanup deleted after the listing: list again.
@@ -321,7 +379,8 @@ class Snapshot:
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _load(table_path: str, version: int | None, storage: Storage, listing: LogListing) -> "Snapshot":
+    def _load(table_path: str, version: int | None, storage: Storage, listing: LogListing,
+              files_later_from: int | None = None) -> "Snapshot":
         # 1. which version, from which checkpoint
         for attempt in range(LISTING_ATTEMPTS):
             try:
@@ -334,7 +393,8 @@ class Snapshot:
                     raise
                 listing = list_log(storage)
         # 2. the newest readable checkpoint, 3. the commits after it
-        state = _checkpoint_state(table_path, storage, listing, starts, defer_stats=True)
+        state = _checkpoint_state(table_path, storage, listing, starts, defer_stats=True,
+                                  files_later_from=files_later_from)
         for v in range(state.version + 1, target + 1):
             state.apply(v, read_commit(storage, v), listing.commits[v].mtime_ms, storage.where(commit_name(v)))
         if state.protocol is None or state.metadata is None:
@@ -350,32 +410,88 @@ class Snapshot:
             raise CorruptLogError(state.metadata_where or join(table_path, LOG_DIR), "; ".join(problems))
         check_readable(table_path, state.protocol)
         _check_type_changes(table_path, state.protocol, state.metadata)
-        files, tombstones, head, deferred = state.tables()
-        mode = mapping_mode(state.metadata.configuration, state.protocol)
-        if deferred is not None and mode != "none":
-            # Column mapping renames the keys of every file's stats: read them now.
-            files, deferred = deferred.fill(files), None
-        # Column mapping: partition values and stats under the logical names planning uses (the
-        # log's own rows are kept for checkpoints).
-        raw = files
-        files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns), mode)
-        return Snapshot(table_path, state.version, state.protocol, state.metadata, files, tombstones, state.txns,
-                        state.timestamp, storage, raw if raw is not files else None, state.parsed_stats,
-                        {d.domain: d for d in state.domains.values() if not d.removed}, head, deferred)
+        pending = None if state.pending is None else replace(state.pending, added=state.added, removed=state.removed)
+        return Snapshot(table_path, state.version, state.protocol, state.metadata, state.txns, state.timestamp,
+                        storage, {d.domain: d for d in state.domains.values() if not d.removed},
+                        _file_state(state) if pending is None else None, pending)
+
+    @staticmethod
+    def of_files(table_path: str, version: int, protocol: Protocol, metadata: Metadata, rows: pa.Table,
+                 storage: Storage) -> "Snapshot":
+        """A table at a version with only the files `rows` (the log's rows, FILES_SCHEMA, stats
+        included), no tombstones, txns or domains: what a task of a Spark job over a large
+        checkpoint plans its share of the files with."""
+        state = _ReplayState(version, protocol, metadata, base_files=rows)
+        return Snapshot(table_path, version, protocol, metadata, {}, 0, storage, {}, _file_state(state))
 
     def advanced(self, commits: list[tuple[int, list[Action]]]) -> "Snapshot":
         """This snapshot with the next commits applied (versions self.version + 1, + 2, ...), as a
         load would replay them: a committer's view of the version it wrote, without reading back
-        the log it has just read or written."""
-        state = _ReplayState(self.version, self.protocol, self.metadata, dict(self.txns),
-                             self.log_files if self.log_files is not None else self.file_rows, self.tombstones,
-                             timestamp=self.timestamp, parsed_stats=self.parsed_stats, domains=dict(self.domains),
-                             base_head=self.checkpoint_head, base_deferred=self.deferred_stats)
+        the log it has just read or written (nor the files of a snapshot whose files are pending)."""
+        state = _ReplayState(self.version, self.protocol, self.metadata, dict(self.txns), timestamp=self.timestamp,
+                             domains=dict(self.domains))
+        if self.files_pending:
+            assert self.pending is not None
+            state.pending, state.added, state.removed = self.pending, dict(self.pending.added), \
+                dict(self.pending.removed)
+        else:
+            now = self.file_state
+            state.base_files = now.log_files if now.log_files is not None else now.file_rows
+            state.base_tombstones, state.parsed_stats = now.tombstones, now.parsed_stats
+            state.base_head, state.base_deferred = now.checkpoint_head, now.deferred_stats
         for version, actions in commits:
             if version != state.version + 1:
                 raise ValueError(f"commit {version} does not follow version {state.version}")
             state.apply(version, actions, state.timestamp)
         return Snapshot._from_state(self.table_path, self.storage, state)
+
+    # -------------------------------------------------------------- files
+
+    @cached_property
+    def file_state(self) -> FileState:
+        """The live files and tombstones (read in the driver on first use when they are pending)."""
+        if self.loaded is not None:
+            return self.loaded
+        assert self.pending is not None
+        log.info("reading the %d files of %s's checkpoint in the driver", self.pending.checkpoint_adds,
+                 self.table_path)
+        return self.pending.load(self.protocol, self.metadata)
+
+    @property
+    def files_pending(self) -> bool:
+        """Whether the files are still in the checkpoint, unread (see Snapshot.load's files_later_from)."""
+        return self.loaded is None and "file_state" not in self.__dict__
+
+    @property
+    def file_rows(self) -> pa.Table:
+        """The live add actions (FILES_SCHEMA), as loaded: the stats of leading rows may be unread
+        (deferred_stats); `files` has every file's."""
+        return self.file_state.file_rows
+
+    @property
+    def tombstones(self) -> pa.Table:
+        """Remove actions still within retention (TOMBSTONES_SCHEMA)."""
+        return self.file_state.tombstones
+
+    @property
+    def log_files(self) -> pa.Table | None:
+        """With column mapping, the log's own file rows (physical keys); None without."""
+        return self.file_state.log_files
+
+    @property
+    def parsed_stats(self) -> TypedStats | None:
+        """The checkpoint's typed stats, when it has them."""
+        return self.file_state.parsed_stats
+
+    @property
+    def checkpoint_head(self) -> int:
+        """How many leading file rows are the checkpoint's adds in its order (see FileState)."""
+        return self.file_state.checkpoint_head
+
+    @property
+    def deferred_stats(self) -> DeferredStats | None:
+        """Where the unread JSON stats of the leading file rows are (None: all read)."""
+        return self.file_state.deferred_stats
 
     # -------------------------------------------------------------- views
 
@@ -480,6 +596,7 @@ class _ReplayState:
     domains: dict[str, DomainMetadata] = field(default_factory=dict)   # the latest action per domain
     base_head: int = 0                # leading rows of base_files that are the checkpoint's adds, in order
     base_deferred: DeferredStats | None = None   # the unread stats of base_files' leading rows
+    pending: PendingFiles | None = None  # the checkpoint's file actions, unread (base_files empty)
 
     def apply(self, version: int, actions: list[Action], file_time_ms: int, where: str = "") -> None:
         commit_ts: int | None = None
@@ -510,9 +627,9 @@ class _ReplayState:
         checkpoint's, updated by the commits; the head counts the leading files that are the
         checkpoint's adds, in order."""
         touched = set(self.added) | set(self.removed)
-        base, kept = _without_keys(self.base_files, touched)
+        base, kept = without_keys(self.base_files, touched)
         files = pa.concat_tables([base, actions_to_arrow(self.added.values(), FILES_SCHEMA)])
-        tombstones = pa.concat_tables([_without_keys(self.base_tombstones, touched)[0],
+        tombstones = pa.concat_tables([without_keys(self.base_tombstones, touched)[0],
                                        actions_to_arrow(self.removed.values(), TOMBSTONES_SCHEMA)])
         if kept is None:
             return files, tombstones, self.base_head, self.base_deferred
@@ -520,14 +637,37 @@ class _ReplayState:
         return files, tombstones, min(self.base_head, int(kept.argmin())), deferred
 
 
+def _file_state(state: _ReplayState) -> FileState:
+    """The files and tombstones a replay left (its checkpoint's read), under the logical names
+    planning uses."""
+    assert state.protocol is not None and state.metadata is not None
+    files, tombstones, head, deferred = state.tables()
+    mode = mapping_mode(state.metadata.configuration, state.protocol)
+    if deferred is not None and mode != "none":
+        # Column mapping renames the keys of every file's stats: read them now.
+        files, deferred = deferred.fill(files), None
+    # Column mapping: partition values and stats under the logical names planning uses (the
+    # log's own rows are kept for checkpoints).
+    raw = files
+    files = logical_files(files, state.metadata.schema, list(state.metadata.partitionColumns), mode)
+    return FileState(files, tombstones, raw if raw is not files else None, state.parsed_stats, head, deferred)
+
+
 def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, starts: list[int],
-                      defer_stats: bool = False) -> _ReplayState:
+                      defer_stats: bool = False, files_later_from: int | None = None) -> _ReplayState:
     """The state at the newest of `starts` whose checkpoint reads (-1: replay from version 0);
-    `defer_stats`: leave the adds' JSON stats unread where typed stats cover them."""
+    `defer_stats`: leave the adds' JSON stats unread where typed stats cover them;
+    `files_later_from`: leave the file actions of a checkpoint of at least that many adds unread."""
     for i, start in enumerate(starts):
         if start < 0:
             break
         names = listing.checkpoints[start]
+        timestamp = listing.commits[start].mtime_ms if start in listing.commits else 0
+        head = _large_head(storage, names, files_later_from)
+        if head is not None:
+            return _ReplayState(start, head.protocol, head.metadata, head.txns, timestamp=timestamp,
+                                metadata_where=storage.where(names[0]), domains={d.domain: d for d in head.domains},
+                                pending=PendingFiles(storage, tuple(names), start, head.groups))
         try:
             cp = read_checkpoint(storage, names, defer_stats)
         except CorruptLogError:
@@ -536,11 +676,23 @@ def _checkpoint_state(table_path: str, storage: Storage, listing: LogListing, st
             log.warning("checkpoint %d of %s is unreadable; replaying from an older state", start, table_path)
             continue
         return _ReplayState(start, cp.protocol, cp.metadata, cp.txns, cp.adds, cp.removes,
-                            timestamp=listing.commits[start].mtime_ms if start in listing.commits else 0,
-                            metadata_where=storage.where(names[0]), parsed_stats=cp.parsed_stats,
+                            timestamp=timestamp, metadata_where=storage.where(names[0]), parsed_stats=cp.parsed_stats,
                             domains={d.domain: d for d in cp.domains}, base_head=cp.adds.num_rows,
                             base_deferred=_deferred(cp))
     return _ReplayState()
+
+
+def _large_head(storage: Storage, names: list[str], files_later_from: int | None) -> CheckpointHead | None:
+    """The head of the checkpoint when its file actions are to stay unread: a Parquet checkpoint of
+    at least `files_later_from` adds (None otherwise, or when it does not read: the full read
+    then says why, or falls back to an older checkpoint)."""
+    if files_later_from is None:
+        return None
+    try:
+        head = read_checkpoint_head(storage, names)
+    except CorruptLogError:
+        return None
+    return head if head is not None and head.adds >= files_later_from else None
 
 
 def _deferred(cp: CheckpointState) -> DeferredStats | None:

@@ -44,6 +44,7 @@ class ScanReport:
     label: str = ""  # how a SQL query names this scan ("store_sales AS ss"); empty for table scans
     dynamic_filters: list[str] = field(default_factory=list)  # filters from join build sides at run time
     stages: list[StageCount] = field(default_factory=list)    # files, bytes, rows left after each stage
+    replay: str = ""  # how the log's files were replayed when not in the driver ("a Spark job of 10 tasks ...")
 
     @property
     def files_skipped(self) -> int:
@@ -81,6 +82,8 @@ class ScanReport:
             lines.append(f"  SelectedBucketsCount: {self.buckets_selected} out of {self.buckets_total}")
         if len(self.stages) > 1:
             lines.append(f"  Stages: {' -> '.join(s.text() for s in self.stages)}")
+        if self.replay:
+            lines.append(f"  LogReplay: {self.replay}")
         return "\n".join(lines)
 
     def __str__(self) -> str:

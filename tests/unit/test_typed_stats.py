@@ -92,7 +92,8 @@ def test_checkpoints_carry_typed_stats_and_planning_from_them_equals_json(tmp_pa
 
 def _plain_plan(snapshot: Snapshot, where: str) -> int:
     import dataclasses
-    return plan_scan(dataclasses.replace(snapshot, parsed_stats=None), where).report.files_selected
+    plain = dataclasses.replace(snapshot, loaded=dataclasses.replace(snapshot.file_state, parsed_stats=None))
+    return plan_scan(plain, where).report.files_selected
 
 
 def test_the_property_turns_typed_stats_off(tmp_path):
