@@ -41,8 +41,8 @@ MIN_FILES_CONF = "spark.skiplake.log.replayJobMinFiles"
 # past that, a table's file list is better left to the executors.
 DEFAULT_MIN_FILES = 10_000_000
 # Checkpoint adds per task, about: a task reads whole row groups (a million adds each in
-# skiplake's checkpoints, fewer in other writers').
-ADDS_PER_TASK = 1_000_000
+# skiplake's checkpoints, 100,000 in some other writers').
+ADDS_PER_TASK = 250_000
 
 _TASK_SCHEMA = ("selected binary, files_total long, files_selected long, bytes_total long, bytes_selected long, "
                 "rows_total long, rows_selected long, partitions_total string, partitions_selected string")
@@ -78,22 +78,20 @@ class _Job:
     snapshot_head: tuple
     where: str | Node | None
     touched: frozenset[FileKey]
+    tasks: tuple[tuple[tuple[str, int], ...], ...]   # each task's row groups: (file, group)
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        """Plan the row groups named by `batches`' rows (file, group), one output row per batch."""
+        """Plan the row groups of the tasks whose numbers `batches` hold (`id`), one output row each."""
         if self.bucket is not None:
             set_bucket_options(self.bucket, self.options)
         storage = storage_at(self.log_root)
         for batch in batches:
-            names, groups = batch.column("name").to_pylist(), batch.column("grp").to_pylist()
-            parts = [read_add_group(storage, n, g) for n, g in zip(names, groups)]
-            rows = pa.concat_tables(parts) if parts else None
-            if rows is None:
-                continue
-            rows, _ = without_keys(rows, set(self.touched))
-            version, protocol, metadata = self.snapshot_head
-            share = Snapshot.of_files(self.table_path, version, protocol, metadata, rows, storage)
-            yield _task_row(plan_scan(share, self.where))
+            for task in batch.column("id").to_pylist():
+                rows = pa.concat_tables([read_add_group(storage, n, g) for n, g in self.tasks[task]])
+                rows, _ = without_keys(rows, set(self.touched))
+                version, protocol, metadata = self.snapshot_head
+                share = Snapshot.of_files(self.table_path, version, protocol, metadata, rows, storage)
+                yield _task_row(plan_scan(share, self.where))
 
 
 def _task_row(plan: ScanPlan) -> pa.RecordBatch:
@@ -127,21 +125,31 @@ def _plan_by_job(spark: "SparkSession", snapshot: Snapshot, where: str | Node | 
     assert pending is not None
     root = join(snapshot.table_path, LOG_DIR)
     bucket = urlparse(root).netloc if is_remote(root) else None
+    tasks = _tasks(pending.groups)
     job = _Job(snapshot.table_path, root, bucket, bucket_options(bucket) if bucket else {},
                (snapshot.version, snapshot.protocol, snapshot.metadata), where,
-               frozenset(pending.added) | frozenset(pending.removed))
-    rows = [(name, group) for name, group, _ in pending.groups]
-    tasks = max(1, min(len(rows), -(-pending.checkpoint_adds // ADDS_PER_TASK)))
-    if rows:
-        frame = spark.createDataFrame(rows, "name string, grp int").repartition(tasks)
-        out = frame.mapInArrow(job.run, _TASK_SCHEMA).collect()
-    else:
-        out = []
+               frozenset(pending.added) | frozenset(pending.removed), tasks)
+    # One partition per task, numbered by spark.range: no shuffle before the tasks.
+    out = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(job.run, _TASK_SCHEMA).collect() if tasks else []
     # The commits' own adds, planned here: they are few (a commit's worth each).
     added = Snapshot.of_files(snapshot.table_path, snapshot.version, snapshot.protocol, snapshot.metadata,
                               _added_rows(snapshot), snapshot.storage)
     local = plan_scan(added, where)
-    return _merged(local, out, tasks, pending.checkpoint_adds)
+    return _merged(local, out, len(tasks), pending.checkpoint_adds)
+
+
+def _tasks(groups: tuple[tuple[str, int, int], ...]) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """The row groups of adds dealt, in order, into tasks of about ADDS_PER_TASK adds (a group
+    never split)."""
+    tasks: list[list[tuple[str, int]]] = []
+    size = 0
+    for name, group, count in groups:
+        if not tasks or (size and size + count > ADDS_PER_TASK):
+            tasks.append([])
+            size = 0
+        tasks[-1].append((name, group))
+        size += count
+    return tuple(tuple(t) for t in tasks)
 
 
 def _added_rows(snapshot: Snapshot) -> pa.Table:
