@@ -30,12 +30,13 @@ def job_bound(spark: SparkSession) -> Iterator[None]:
         spark.conf.unset(log_job.MIN_FILES_CONF)
 
 
-def _table(spark: SparkSession, root: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """36 files in 3 partitions; a checkpoint at version 6 of 36 adds in 3 row groups; then a
-    delete with deletion vectors and an append after it."""
+def _table(spark: SparkSession, root: str, monkeypatch: pytest.MonkeyPatch, typed: bool = True) -> None:
+    """36 files in 3 partitions; a checkpoint at version 6 of 36 adds in 3 row groups (with typed
+    stats, or JSON stats only); then a delete with deletion vectors and an append after it."""
     monkeypatch.setattr(checkpoint, "ADD_CHUNK", 12)
     t = skiplake.Table.create(spark, root, "id long, p string, v int", partition_by=["p"],
-                              properties={"delta.checkpointInterval": "6", "delta.enableDeletionVectors": "true"})
+                              properties={"delta.checkpointInterval": "6", "delta.enableDeletionVectors": "true",
+                                          "delta.checkpoint.writeStatsAsStruct": str(typed).lower()})
     for i in range(6):
         t.append(spark.range(i * 60, i * 60 + 60).selectExpr("id", "cast(id % 3 as string) AS p",
                                                             "if(id % 7 = 0, null, cast(id as int)) AS v").repartition(2))
@@ -43,9 +44,10 @@ def _table(spark: SparkSession, root: str, monkeypatch: pytest.MonkeyPatch) -> N
     t.append(spark.range(1000, 1010).selectExpr("id", "'1' AS p", "cast(id as int) AS v"))
 
 
-def test_scans_past_the_bound_are_planned_by_a_spark_job(spark, tmp_path, monkeypatch, job_bound):
+@pytest.mark.parametrize("typed", [True, False], ids=["typed-stats", "json-stats"])
+def test_scans_past_the_bound_are_planned_by_a_spark_job(spark, tmp_path, monkeypatch, job_bound, typed):
     root = str(tmp_path / "t")
-    _table(spark, root, monkeypatch)
+    _table(spark, root, monkeypatch, typed)
     monkeypatch.setattr(log_job, "ADDS_PER_TASK", 12)   # a task per row group
     big = skiplake.Table.open(spark, root)
     assert big.snapshot.files_pending

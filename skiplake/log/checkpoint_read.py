@@ -161,26 +161,49 @@ def _footer_of(storage: Storage, name: str) -> pq.FileMetaData:
         return pq.ParquetFile(source).metadata
 
 
-def read_add_group(storage: Storage, name: str, group: int) -> pa.Table:
-    """The adds of one row group of checkpoint (or sidecar) file `name`, as FILES_SCHEMA rows with
-    their JSON stats (a task of a Spark job over a large checkpoint plans them)."""
+@dataclass(frozen=True)
+class GroupAdds:
+    """The adds of some row groups of one checkpoint file (a task's share of a large checkpoint)."""
+    rows: pa.Table                  # FILES_SCHEMA
+    typed: TypedStats | None        # their typed stats, when the file has them
+    stats_unread: bool              # their JSON stats were left in the file (typed.json_stats has them)
+
+
+def read_add_groups(storage: Storage, name: str, groups: tuple[int, ...]) -> GroupAdds:
+    """The adds of row groups `groups` of checkpoint (or sidecar) file `name`: with typed stats,
+    their JSON stats are left unread (TypedStats of just those groups reads them back)."""
     with _reading(storage, name), storage.open_input(name) as source:
-        parquet = pq.ParquetFile(source)
-        columns = [c for c in _untyped_columns(parquet.schema_arrow) if c == "add" or c.startswith("add.")]
-        table = parquet.read_row_group(group, columns=columns, use_threads=False)
-    return struct_rows(table.column("add"), FILES_SCHEMA)
+        schema = pq.ParquetFile(source).schema_arrow
+    fields = _typed_fields(schema)
+    unread = bool(fields) and "stats" in _add_fields(schema)
+    columns = [c for c in _untyped_columns(schema, without_stats=unread) if c == "add" or c.startswith("add.")]
+    adds = _group_adds(storage, name, groups, columns)
+    rows = pa.concat_tables([_flattened(a, FILES_SCHEMA) for a in adds]) if adds else FILES_SCHEMA.empty_table()
+    return GroupAdds(rows, TypedStats(storage, [name], fields, {name: groups}) if fields else None, unread)
+
+
+def _group_adds(storage: Storage, name: str, groups: tuple[int, ...], columns: list[str]) -> list[pa.StructArray]:
+    """The add rows of row groups `groups` of file `name`, `columns` of them, a chunk per group."""
+    if not groups:
+        return []
+    with _reading(storage, name), storage.open_input(name) as source:
+        table = pq.ParquetFile(source).read_row_groups(list(groups), columns=columns, use_threads=False)
+    return [_valid_rows(chunk) for chunk in table.column("add").chunks if len(chunk)]
 
 
 class TypedStats:
     """A checkpoint's typed stats (`add.stats_parsed`), read from its files only for the columns
     planning asks for: a snapshot load reads none of them."""
 
-    def __init__(self, storage: Storage, names: list[str], fields: frozenset[str]) -> None:
-        """The typed stats of the adds in the Parquet files `names`, each with typed min, max and null
-        count of the columns `fields`."""
+    def __init__(self, storage: Storage, names: list[str], fields: frozenset[str],
+                 groups: dict[str, tuple[int, ...]] | None = None) -> None:
+        """The typed stats of the adds in the Parquet files `names` (only those of the row groups
+        `groups` gives a file, when given), each with typed min, max and null count of the
+        columns `fields`."""
         self.storage = storage
         self.names = names      # the Parquet files holding the adds: the checkpoint or its sidecars
         self.fields = fields    # the columns every file has typed min, max and null count of
+        self.groups = groups    # a task's share of a large checkpoint: some row groups of each file
         self._footers: dict[str, pq.FileMetaData] = {}
 
     def read(self, keys: list[str]) -> pa.ChunkedArray:
@@ -250,7 +273,8 @@ class TypedStats:
             held = action_rows(footer, "add")
             if held is None:
                 return None
-            groups += [(name, footer, g, count) for g, count in held]
+            mine = self.groups.get(name, ()) if self.groups is not None else None
+            groups += [(name, footer, g, count) for g, count in held if mine is None or g in mine]
         sizes = np.array([g[3] for g in groups], np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)])
         index = np.searchsorted(starts, rows, side="right") - 1   # each row's group
@@ -263,6 +287,9 @@ class TypedStats:
 
     def _adds(self, columns: list[str]) -> list[pa.StructArray]:
         """The add rows of the files, `columns` of them, a chunk per row group that holds some."""
+        if self.groups is not None:
+            return [struct for name in self.names
+                    for struct in _group_adds(self.storage, name, self.groups.get(name, ()), columns)]
         read = _read_files(self.storage, self.names, lambda _schema: columns, frozenset({"add"}))
         return [_valid_rows(chunk) for r in read for chunk in r.chunks.get("add", [])]
 

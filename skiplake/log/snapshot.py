@@ -37,6 +37,7 @@ from skiplake.log.arrow_schema import FILES_SCHEMA, TOMBSTONES_SCHEMA
 from skiplake.log.checkpoint_read import (
     CheckpointHead,
     CheckpointState,
+    GroupAdds,
     TypedStats,
     actions_to_arrow,
     json_lines,
@@ -416,12 +417,20 @@ class Snapshot:
                         _file_state(state) if pending is None else None, pending)
 
     @staticmethod
-    def of_files(table_path: str, version: int, protocol: Protocol, metadata: Metadata, rows: pa.Table,
-                 storage: Storage) -> "Snapshot":
-        """A table at a version with only the files `rows` (the log's rows, FILES_SCHEMA, stats
-        included), no tombstones, txns or domains: what a task of a Spark job over a large
-        checkpoint plans its share of the files with."""
-        state = _ReplayState(version, protocol, metadata, base_files=rows)
+    def of_files(table_path: str, version: int, protocol: Protocol, metadata: Metadata, adds: GroupAdds,
+                 storage: Storage, without: frozenset[FileKey] = frozenset()) -> "Snapshot":
+        """A table at a version with only the files `adds` (the log's rows, their typed stats
+        beside them), less the files `without`; no tombstones, txns or domains: what a task of a
+        Spark job over a large checkpoint plans its share of the files with."""
+        rows, keep = without_keys(adds.rows, set(without))
+        typed = adds.typed
+        head = adds.rows.num_rows if typed is not None else 0
+        deferred = DeferredStats.of_checkpoint(typed, head) if typed is not None and adds.stats_unread else None
+        if keep is not None:
+            head = min(head, int(keep.argmin()))
+            deferred = deferred.kept(keep) if deferred is not None else None
+        state = _ReplayState(version, protocol, metadata, base_files=rows, parsed_stats=typed, base_head=head,
+                             base_deferred=deferred)
         return Snapshot(table_path, version, protocol, metadata, {}, 0, storage, {}, _file_state(state))
 
     def advanced(self, commits: list[tuple[int, list[Action]]]) -> "Snapshot":

@@ -10,8 +10,9 @@ import pytest
 from skiplake.errors import CheckpointRemovedError
 from skiplake.log import checkpoint
 from skiplake.log.actions import now_ms
-from skiplake.log.checkpoint_read import read_add_group, read_checkpoint_head
+from skiplake.log.checkpoint_read import read_add_groups, read_checkpoint_head
 from skiplake.log.snapshot import LOG_DIR, Snapshot, checkpoint_name, log_storage
+from skiplake.skipping.plan import plan_scan
 from tests.unit.test_typed_stats import _table
 
 
@@ -45,14 +46,30 @@ def test_the_head_names_every_row_group_of_adds(tmp_path, monkeypatch):
     head = read_checkpoint_head(storage, [checkpoint_name(10)])
     assert head is not None and head.metadata is not None and head.protocol is not None
     assert [count for _, _, count in head.groups] == [30, 30, 30, 10] and head.adds == 100
-    paths = [p for name, group, _ in head.groups for p in read_add_group(storage, name, group).column("path").to_pylist()]
+    shares = [read_add_groups(storage, name, (group,)) for name, group, _ in head.groups]
+    paths = [p for share in shares for p in share.rows.column("path").to_pylist()]
     checkpointed = Snapshot.load(root, version=10)
     assert sorted(paths) == sorted(checkpointed.files.column("path").to_pylist())
-    # Each group's rows carry their JSON stats.
-    rows = read_add_group(storage, *head.groups[0][:2])
+    # A group's rows leave their JSON stats to their typed stats, which read just that group.
+    share = shares[1]
+    assert share.stats_unread and share.typed is not None
+    assert share.rows.column("stats").null_count == share.rows.num_rows
+    assert share.typed.paths().to_pylist() == share.rows.column("path").to_pylist()
+    assert len(share.typed.read(["id"])) == 30
     stats = dict(zip(checkpointed.files.column("path").to_pylist(), checkpointed.files.column("stats").to_pylist()))
-    assert rows.column("stats").to_pylist() == [stats[p] for p in rows.column("path").to_pylist()]
-    assert rows.column("stats").null_count < rows.num_rows
+    assert share.typed.json_stats().to_pylist() == [stats[p] for p in share.rows.column("path").to_pylist()]
+    # Planned as a snapshot of just those files, less one removed since: the plan's files carry their stats.
+    gone = (share.rows.column("path")[3].as_py(), "")
+    snapshot = Snapshot.of_files(root, 10, checkpointed.protocol, checkpointed.metadata, share, storage,
+                                 frozenset({gone}))
+    assert snapshot.num_files == 29 and snapshot.checkpoint_head == 3
+    plan = plan_scan(snapshot, "id > 50")
+    got = snapshot.files_with_stats(plan.mask)
+    assert got.column("stats").to_pylist() == [stats[p] for p in got.column("path").to_pylist()]
+    # It keeps what the whole table's plan keeps of those files.
+    mine = set(share.rows.column("path").to_pylist()) - {gone[0]}
+    whole = {f.path for f in plan_scan(checkpointed, "id > 50").files} & mine
+    assert {f.path for f in plan.files} == whole and 0 < len(whole) < len(mine)
 
 
 def test_a_checkpoint_removed_before_the_files_are_read_is_a_typed_error(tmp_path):

@@ -4,9 +4,10 @@ A table opened through skiplake's session API whose checkpoint holds at least
 `spark.skiplake.log.replayJobMinFiles` adds (default 10,000,000) is loaded without them: its
 snapshot's files are pending (Snapshot.load's `files_later_from`). A scan of it is then planned
 by a Spark job, as delta-spark reconstructs its state: the checkpoint's row groups of adds are
-spread over tasks; each reads its groups (ranged reads), drops the files the commits after the
-checkpoint removed or replaced, and plans its share with the same planner (partitions, stats,
-buckets), returning only the files it keeps and its counts. The commits' own adds are planned in
+spread over tasks; each reads its groups (ranged reads; with typed stats, not the JSON ones),
+drops the files the commits after the checkpoint removed or replaced, and plans its share with
+the same planner (partitions, stats, buckets), returning only the files it keeps (their JSON
+stats read back from their row groups) and its counts. The commits' own adds are planned in
 the driver. The driver never holds the table's file list: only the files the scan reads.
 
 The plan's report says how the log was replayed (ScanReport.replay). Anything else that needs
@@ -25,10 +26,10 @@ import pyarrow as pa
 
 from skiplake.expr.tree import Node
 from skiplake.log.arrow_schema import FILES_SCHEMA
-from skiplake.log.checkpoint_read import actions_to_arrow, read_add_group
+from skiplake.log.checkpoint_read import GroupAdds, actions_to_arrow, read_add_groups
 from skiplake.log.location import is_remote, join
 from skiplake.log.s3 import bucket_options, set_bucket_options
-from skiplake.log.snapshot import LOG_DIR, FileKey, Snapshot, without_keys
+from skiplake.log.snapshot import LOG_DIR, FileKey, Snapshot
 from skiplake.log.storage_for import storage_at
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.session.setting_values import conf_count
@@ -78,26 +79,29 @@ class _Job:
     snapshot_head: tuple
     where: str | Node | None
     touched: frozenset[FileKey]
-    tasks: tuple[tuple[tuple[str, int], ...], ...]   # each task's row groups: (file, group)
+    tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]   # each task's files and their row groups
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        """Plan the row groups of the tasks whose numbers `batches` hold (`id`), one output row each."""
+        """Plan the row groups of the tasks whose numbers `batches` hold (`id`): a row per file."""
         if self.bucket is not None:
             set_bucket_options(self.bucket, self.options)
         storage = storage_at(self.log_root)
+        version, protocol, metadata = self.snapshot_head
         for batch in batches:
             for task in batch.column("id").to_pylist():
-                rows = pa.concat_tables([read_add_group(storage, n, g) for n, g in self.tasks[task]])
-                rows, _ = without_keys(rows, set(self.touched))
-                version, protocol, metadata = self.snapshot_head
-                share = Snapshot.of_files(self.table_path, version, protocol, metadata, rows, storage)
-                yield _task_row(plan_scan(share, self.where))
+                for name, groups in self.tasks[task]:
+                    share = Snapshot.of_files(self.table_path, version, protocol, metadata,
+                                              read_add_groups(storage, name, groups), storage, self.touched)
+                    yield _task_row(plan_scan(share, self.where))
 
 
 def _task_row(plan: ScanPlan) -> pa.RecordBatch:
+    # The kept files with their JSON stats (read back from just their row groups).
+    kept = plan.snapshot.files_with_stats(plan.mask) if plan.snapshot is not None and plan.mask is not None \
+        else plan.selected
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, plan.selected.schema) as writer:
-        writer.write_table(plan.selected)
+    with pa.ipc.new_stream(sink, kept.schema) as writer:
+        writer.write_table(kept)
     r = plan.report
     total, selected = _partitions(plan)
     return pa.RecordBatch.from_pydict({
@@ -133,23 +137,23 @@ def _plan_by_job(spark: "SparkSession", snapshot: Snapshot, where: str | Node | 
     out = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(job.run, _TASK_SCHEMA).collect() if tasks else []
     # The commits' own adds, planned here: they are few (a commit's worth each).
     added = Snapshot.of_files(snapshot.table_path, snapshot.version, snapshot.protocol, snapshot.metadata,
-                              _added_rows(snapshot), snapshot.storage)
+                              GroupAdds(_added_rows(snapshot), None, False), snapshot.storage)
     local = plan_scan(added, where)
     return _merged(local, out, len(tasks), pending.checkpoint_adds)
 
 
-def _tasks(groups: tuple[tuple[str, int, int], ...]) -> tuple[tuple[tuple[str, int], ...], ...]:
+def _tasks(groups: tuple[tuple[str, int, int], ...]) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]:
     """The row groups of adds dealt, in order, into tasks of about ADDS_PER_TASK adds (a group
-    never split)."""
-    tasks: list[list[tuple[str, int]]] = []
+    never split): each task's files, with its row groups of each."""
+    tasks: list[dict[str, list[int]]] = []
     size = 0
     for name, group, count in groups:
         if not tasks or (size and size + count > ADDS_PER_TASK):
-            tasks.append([])
+            tasks.append({})
             size = 0
-        tasks[-1].append((name, group))
+        tasks[-1].setdefault(name, []).append(group)
         size += count
-    return tuple(tuple(t) for t in tasks)
+    return tuple(tuple((name, tuple(held)) for name, held in task.items()) for task in tasks)
 
 
 def _added_rows(snapshot: Snapshot) -> pa.Table:
