@@ -183,7 +183,7 @@ SESSION_SETTINGS: tuple[Setting, ...] = _pruning_settings() + (
             "a larger table's references read views of their planned files only", "scale.md#lakesql-on-large-tables"),
     Setting(log_job.MIN_FILES_CONF, str(log_job.DEFAULT_MIN_FILES),
             "a table whose checkpoint holds at least this many files is opened without them (Table.open, "
-            "Lake.table), and its scans are planned by a Spark job over the checkpoint", "scale.md#past-one-driver"),
+            "Lake.table), and its scans and counts are planned by a Spark job over the checkpoint", "scale.md#past-one-driver"),
     Setting("spark.databricks.delta.retentionDurationCheck.enabled", "true",
             "false lets the VACUUM statement retain fewer hours than the table's minimum, as in delta-spark "
             "(safe only when no reader or writer runs)", "reference/sql.md"),

@@ -33,7 +33,7 @@ from skiplake.spark.optimize.auto_compaction import auto_compact
 from skiplake.spark.optimize.compaction import DEFAULT_TARGET_FILE_SIZE, optimize
 from skiplake.spark.optimize.optimize_result import OptimizeResult
 from skiplake.spark.reads.change_feed import read_changes
-from skiplake.spark.reads.log_job import load_snapshot, plan_files
+from skiplake.spark.reads.log_job import count_files, load_snapshot, plan_files
 from skiplake.spark.reads.planned_reads import read_planned
 from skiplake.spark.reads.row_ids import read_with_row_ids
 from skiplake.spark.session.object_stores import use_location
@@ -255,7 +255,11 @@ class Table:
     def count(self, where: str | None = None) -> int:
         """The number of rows (matching `where`): from the log's row counts where they answer
         exactly (files whose every row `where` keeps, less their deletion vectors' rows), with a
-        Spark count of the files they cannot answer."""
+        Spark count of the files they cannot answer (a table past the replay bound: counted by a
+        Spark job over its checkpoint, see Table.scan)."""
+        if self.snapshot.files_pending:
+            counted, unread = count_files(self.spark, self.snapshot, where)
+            return counted + (read_planned(self.spark, self.snapshot, unread, where, None).count() if unread else 0)
         node = bind(where, self.snapshot.schema) if where is not None else None
         aggregation = aggregate_from_log(self.snapshot, [Aggregate(COUNT_ALL)], [], node)
         counted = int(aggregation.groups.get((), [0])[0] or 0)

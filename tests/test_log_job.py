@@ -1,6 +1,6 @@
 """A table whose checkpoint holds more files than spark.skiplake.log.replayJobMinFiles is opened
-without them, and its scans are planned by a Spark job over the checkpoint's row groups: the
-same files and rows as the driver's plan, the report saying how the log was replayed.
+without them, and its scans (and counts) are planned by a Spark job over the checkpoint's row groups:
+the same files and rows as the driver's plan, the report saying how the log was replayed.
 
 The bound is set to 4 here, so that a table of a few dozen files takes the path of tables of
 tens of millions.
@@ -63,7 +63,9 @@ def test_scans_past_the_bound_are_planned_by_a_spark_job(spark, tmp_path, monkey
         for field in ("files_total", "files_selected", "bytes_total", "bytes_selected", "rows_total",
                       "rows_selected", "partitions_total", "partitions_selected", "partition_filters", "data_filters"):
             assert getattr(by_job.report, field) == getattr(in_driver.report, field), (where, field)
-        assert sorted(big.read(where).collect()) == sorted(small.read(where).collect()), where
+        rows = big.read(where).collect()
+        assert sorted(rows) == sorted(small.read(where).collect()), where
+        assert big.count(where) == small.count(where) == len(rows), where   # the stats' counts, by the job too
     assert "LogReplay: a Spark job of 3 tasks over the checkpoint's 36 adds" in big.scan("id < 40").report.text()
     assert big.snapshot.files_pending   # nothing above read the checkpoint's files in the driver
 

@@ -14,6 +14,8 @@ from skiplake.log.checkpoint_read import read_add_groups, read_checkpoint_head
 from skiplake.log.snapshot import LOG_DIR, Snapshot, checkpoint_name, log_storage
 from skiplake.skipping.plan import plan_scan
 from tests.unit.test_typed_stats import _table
+from tests.unit.test_v2_checkpoint import _state
+from tests.unit.test_v2_checkpoint import _table as v2_table
 
 
 @pytest.mark.parametrize("remove_after_checkpoint", [False, True])
@@ -87,3 +89,18 @@ def test_json_checkpoints_and_unreadable_heads_read_their_files_at_load(tmp_path
         f.write(b"\0" * 12)   # the footer no longer reads
     snapshot = Snapshot.load(root, files_later_from=1)   # replayed from the commits instead
     assert not snapshot.files_pending and snapshot.num_files == 120
+
+
+def test_a_v2_checkpoint_leaves_its_sidecars_pending(tmp_path, monkeypatch):
+    monkeypatch.setattr(checkpoint, "ADD_CHUNK", 4)   # several sidecars
+    root = v2_table(str(tmp_path / "t"), 12)
+    eager = Snapshot.load(root)
+    lazy = Snapshot.load(root, files_later_from=1)
+    assert lazy.files_pending and lazy.pending is not None
+    held = {name for name, _, _ in lazy.pending.groups}
+    assert len(held) > 1 and all(name.startswith("_sidecars/") for name in held)
+    storage = log_storage(root)
+    paths = [p for name, group, _ in lazy.pending.groups
+             for p in read_add_groups(storage, name, (group,)).rows.column("path").to_pylist()]
+    assert len(paths) == lazy.pending.checkpoint_adds
+    assert _state(lazy) == _state(eager) and not lazy.files_pending

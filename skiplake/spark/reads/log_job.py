@@ -10,9 +10,11 @@ the same planner (partitions, stats, buckets), returning only the files it keeps
 stats read back from their row groups) and its counts. The commits' own adds are planned in
 the driver. The driver never holds the table's file list: only the files the scan reads.
 
-The plan's report says how the log was replayed (ScanReport.replay). Anything else that needs
-every file (a write's conflict check of a delete, a checkpoint, VACUUM, metadata-only answers)
-reads the checkpoint in the driver on first use, as for any table.
+The plan's report says how the log was replayed (ScanReport.replay). `t.count(where)` is
+answered the same way: each task counts its share's rows from the stats where they are exact and
+hands back the files they cannot answer, which are read. Anything else that needs every file (a
+write's conflict check of a delete, a checkpoint, VACUUM, lake.sql) reads the checkpoint in the
+driver on first use, as for any table.
 """
 from __future__ import annotations
 
@@ -24,13 +26,16 @@ from urllib.parse import urlparse
 import numpy as np
 import pyarrow as pa
 
+from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
+from skiplake.log.actions import AddFile
 from skiplake.log.arrow_schema import FILES_SCHEMA
 from skiplake.log.checkpoint_read import GroupAdds, actions_to_arrow, read_add_groups
 from skiplake.log.location import is_remote, join
 from skiplake.log.s3 import bucket_options, set_bucket_options
-from skiplake.log.snapshot import LOG_DIR, FileKey, Snapshot
+from skiplake.log.snapshot import LOG_DIR, FileKey, Snapshot, add_files_from_arrow
 from skiplake.log.storage_for import storage_at
+from skiplake.skipping.log_aggregates import COUNT_ALL, Aggregate, aggregate_from_log
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.session.setting_values import conf_count
 
@@ -80,6 +85,7 @@ class _Job:
     where: str | Node | None
     touched: frozenset[FileKey]
     tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]   # each task's files and their row groups
+    answer: str = "plan"   # "plan": the files a scan keeps; "count": COUNT(*) from the stats
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
         """Plan the row groups of the tasks whose numbers `batches` hold (`id`): a row per file."""
@@ -92,7 +98,8 @@ class _Job:
                 for name, groups in self.tasks[task]:
                     share = Snapshot.of_files(self.table_path, version, protocol, metadata,
                                               read_add_groups(storage, name, groups), storage, self.touched)
-                    yield _task_row(plan_scan(share, self.where))
+                    yield _task_row(plan_scan(share, self.where)) if self.answer == "plan" \
+                        else _count_row(share, self.where)
 
 
 def _task_row(plan: ScanPlan) -> pa.RecordBatch:
@@ -114,6 +121,21 @@ def _task_row(plan: ScanPlan) -> pa.RecordBatch:
     })
 
 
+def _count_row(share: Snapshot, where: str | Node | None) -> pa.RecordBatch:
+    node = bind(where, share.schema) if isinstance(where, str) else where
+    counted, unread = _count(share, node)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, unread.schema) as writer:
+        writer.write_table(unread)
+    return pa.RecordBatch.from_pydict({"unread": [sink.getvalue().to_pybytes()], "counted": [counted]})
+
+
+def _count(share: Snapshot, node: Node | None) -> tuple[int, pa.Table]:
+    """COUNT(*) of `where` over a share's files from their stats, and the files the stats cannot answer."""
+    aggregation = aggregate_from_log(share, [Aggregate(COUNT_ALL)], [], node)
+    return int(aggregation.groups.get((), [0])[0] or 0), share.files_with_stats(aggregation.scan)
+
+
 def _partitions(plan: ScanPlan) -> tuple[list[tuple[str | None, ...]], list[tuple[str | None, ...]]]:
     """The distinct partitions of a share's files, and of those it selected (none unpartitioned):
     the job's totals are their unions."""
@@ -124,7 +146,26 @@ def _partitions(plan: ScanPlan) -> tuple[list[tuple[str | None, ...]], list[tupl
     return keys, [keys[i] for i in np.unique(stats.partition_ids[plan.mask]).tolist()]
 
 
+def count_files(spark: "SparkSession", snapshot: Snapshot, where: str | None = None) -> tuple[int, list[AddFile]]:
+    """COUNT(*) of `where` over a snapshot whose files are pending, by a Spark job: the rows the
+    stats answer exactly, and the files they cannot (to be read)."""
+    out, local, _ = _run(spark, snapshot, where, "count", "unread binary, counted long")
+    node = bind(where, snapshot.schema) if where is not None else None
+    counted, unread = _count(local, node)
+    shares = [unread] + [pa.ipc.open_stream(row["unread"]).read_all().cast(unread.schema) for row in out]
+    return counted + sum(row["counted"] for row in out), add_files_from_arrow(pa.concat_tables(shares))
+
+
 def _plan_by_job(spark: "SparkSession", snapshot: Snapshot, where: str | Node | None) -> ScanPlan:
+    out, local, tasks = _run(spark, snapshot, where, "plan", _TASK_SCHEMA)
+    assert snapshot.pending is not None
+    return _merged(plan_scan(local, where), out, tasks, snapshot.pending.checkpoint_adds)
+
+
+def _run(spark: "SparkSession", snapshot: Snapshot, where: str | Node | None, answer: str,
+         schema: str) -> tuple[list, Snapshot, int]:
+    """The tasks' rows of a job answering `answer` over the checkpoint's files, the snapshot of
+    the commits' own files (the driver's share), and the number of tasks."""
     pending = snapshot.pending
     assert pending is not None
     root = join(snapshot.table_path, LOG_DIR)
@@ -132,14 +173,13 @@ def _plan_by_job(spark: "SparkSession", snapshot: Snapshot, where: str | Node | 
     tasks = _tasks(pending.groups)
     job = _Job(snapshot.table_path, root, bucket, bucket_options(bucket) if bucket else {},
                (snapshot.version, snapshot.protocol, snapshot.metadata), where,
-               frozenset(pending.added) | frozenset(pending.removed), tasks)
+               frozenset(pending.added) | frozenset(pending.removed), tasks, answer)
     # One partition per task, numbered by spark.range: no shuffle before the tasks.
-    out = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(job.run, _TASK_SCHEMA).collect() if tasks else []
-    # The commits' own adds, planned here: they are few (a commit's worth each).
-    added = Snapshot.of_files(snapshot.table_path, snapshot.version, snapshot.protocol, snapshot.metadata,
+    out = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(job.run, schema).collect() if tasks else []
+    # The commits' own adds, here: they are few (a commit's worth each).
+    local = Snapshot.of_files(snapshot.table_path, snapshot.version, snapshot.protocol, snapshot.metadata,
                               GroupAdds(_added_rows(snapshot), None, False), snapshot.storage)
-    local = plan_scan(added, where)
-    return _merged(local, out, len(tasks), pending.checkpoint_adds)
+    return out, local, len(tasks)
 
 
 def _tasks(groups: tuple[tuple[str, int, int], ...]) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]:
