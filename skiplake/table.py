@@ -226,12 +226,12 @@ class Table:
     # ------------------------------------------------------------------ reads
 
     def scan(self, where: str | None = None) -> ScanPlan:
-        """The files a read with `where` must scan, planned from the log without Spark: a ScanPlan of the
-        files and a report of what partitions, min/max stats and buckets pruned.
+        """The files a read with `where` must scan, planned from the log: a ScanPlan of the files and a
+        report of what partitions, min/max stats and buckets pruned. Planned in the driver, without
+        Spark; a table whose checkpoint holds at least spark.skiplake.log.replayJobMinFiles files
+        is planned by a Spark job over the checkpoint (the report's `replay` says so).
 
-        A `where` that is not valid Spark SQL or names an unknown column raises InvalidPredicateError.
-        A table whose checkpoint holds more files than spark.skiplake.log.replayJobMinFiles is
-        planned by a Spark job over the checkpoint (the report's `replay` says so)."""
+        A `where` that is not valid Spark SQL or names an unknown column raises InvalidPredicateError."""
         return plan_files(self.spark, self.snapshot, where)
 
     def read(self, where: str | None = None, columns: Sequence[str] | None = None,
