@@ -172,22 +172,22 @@ class GroupAdds:
 def read_add_groups(storage: Storage, name: str, groups: tuple[int, ...]) -> GroupAdds:
     """The adds of row groups `groups` of checkpoint (or sidecar) file `name`: with typed stats,
     their JSON stats are left unread (TypedStats of just those groups reads them back)."""
-    with _reading(storage, name), storage.open_input(name) as source:
-        schema = pq.ParquetFile(source).schema_arrow
-    fields = _typed_fields(schema)
-    unread = bool(fields) and "stats" in _add_fields(schema)
-    columns = [c for c in _untyped_columns(schema, without_stats=unread) if c == "add" or c.startswith("add.")]
-    adds = _group_adds(storage, name, groups, columns)
+    with _reading(storage, name), storage.open_input(name) as source:   # one footer read for both
+        parquet = pq.ParquetFile(source)
+        schema = parquet.schema_arrow
+        fields = _typed_fields(schema)
+        unread = bool(fields) and "stats" in _add_fields(schema)
+        columns = [c for c in _untyped_columns(schema, without_stats=unread) if c == "add" or c.startswith("add.")]
+        adds = _group_adds(parquet, groups, columns)
     rows = pa.concat_tables([_flattened(a, FILES_SCHEMA) for a in adds]) if adds else FILES_SCHEMA.empty_table()
     return GroupAdds(rows, TypedStats(storage, [name], fields, {name: groups}) if fields else None, unread)
 
 
-def _group_adds(storage: Storage, name: str, groups: tuple[int, ...], columns: list[str]) -> list[pa.StructArray]:
-    """The add rows of row groups `groups` of file `name`, `columns` of them, a chunk per group."""
+def _group_adds(parquet: pq.ParquetFile, groups: tuple[int, ...], columns: list[str]) -> list[pa.StructArray]:
+    """The add rows of row groups `groups` of an open file, `columns` of them, a chunk per group."""
     if not groups:
         return []
-    with _reading(storage, name), storage.open_input(name) as source:
-        table = pq.ParquetFile(source).read_row_groups(list(groups), columns=columns, use_threads=False)
+    table = parquet.read_row_groups(list(groups), columns=columns, use_threads=False)
     return [_valid_rows(chunk) for chunk in table.column("add").chunks if len(chunk)]
 
 
@@ -285,11 +285,17 @@ class TypedStats:
         offsets = rows - starts[index] + before[np.searchsorted(used, index)]
         return [groups[i][:3] for i in used.tolist()], offsets
 
+    def _group_adds(self, name: str, columns: list[str]) -> list[pa.StructArray]:
+        groups = (self.groups or {}).get(name, ())
+        if not groups:
+            return []
+        with _reading(self.storage, name), self.storage.open_input(name) as source:
+            return _group_adds(pq.ParquetFile(source, metadata=self._footer(name)), groups, columns)
+
     def _adds(self, columns: list[str]) -> list[pa.StructArray]:
         """The add rows of the files, `columns` of them, a chunk per row group that holds some."""
         if self.groups is not None:
-            return [struct for name in self.names
-                    for struct in _group_adds(self.storage, name, self.groups.get(name, ()), columns)]
+            return [struct for name in self.names for struct in self._group_adds(name, columns)]
         read = _read_files(self.storage, self.names, lambda _schema: columns, frozenset({"add"}))
         return [_valid_rows(chunk) for r in read for chunk in r.chunks.get("add", [])]
 

@@ -422,13 +422,10 @@ class Snapshot:
         """A table at a version with only the files `adds` (the log's rows, their typed stats
         beside them), less the files `without`; no tombstones, txns or domains: what a task of a
         Spark job over a large checkpoint plans its share of the files with."""
-        rows, keep = without_keys(adds.rows, set(without))
         typed = adds.typed
         head = adds.rows.num_rows if typed is not None else 0
         deferred = DeferredStats.of_checkpoint(typed, head) if typed is not None and adds.stats_unread else None
-        if keep is not None:
-            head = min(head, int(keep.argmin()))
-            deferred = deferred.kept(keep) if deferred is not None else None
+        rows, head, deferred = _without_files(adds.rows, set(without), head, deferred)
         state = _ReplayState(version, protocol, metadata, base_files=rows, parsed_stats=typed, base_head=head,
                              base_deferred=deferred)
         return Snapshot(table_path, version, protocol, metadata, {}, 0, storage, {}, _file_state(state))
@@ -636,14 +633,21 @@ class _ReplayState:
         checkpoint's, updated by the commits; the head counts the leading files that are the
         checkpoint's adds, in order."""
         touched = set(self.added) | set(self.removed)
-        base, kept = without_keys(self.base_files, touched)
+        base, head, deferred = _without_files(self.base_files, touched, self.base_head, self.base_deferred)
         files = pa.concat_tables([base, actions_to_arrow(self.added.values(), FILES_SCHEMA)])
         tombstones = pa.concat_tables([without_keys(self.base_tombstones, touched)[0],
                                        actions_to_arrow(self.removed.values(), TOMBSTONES_SCHEMA)])
-        if kept is None:
-            return files, tombstones, self.base_head, self.base_deferred
-        deferred = self.base_deferred.kept(kept) if self.base_deferred is not None else None
-        return files, tombstones, min(self.base_head, int(kept.argmin())), deferred
+        return files, tombstones, head, deferred
+
+
+def _without_files(files: pa.Table, keys: set[FileKey], head: int, deferred: DeferredStats | None
+                   ) -> tuple[pa.Table, int, DeferredStats | None]:
+    """A checkpoint's file rows less the files `keys`, with how many leading rows still line up
+    with its adds (`head` before) and where their unread stats are."""
+    rows, kept = without_keys(files, keys)
+    if kept is None:
+        return rows, head, deferred
+    return rows, min(head, int(kept.argmin())), deferred.kept(kept) if deferred is not None else None
 
 
 def _file_state(state: _ReplayState) -> FileState:
