@@ -1,8 +1,12 @@
 """Scan planning in the driver against a Spark job, on the synthetic logs of benchmark 29:
 
-    .venv/bin/python -m benchmarks.scale_job [--files 1000000,10000000] [--stats typed] [--reps 2] [--data DIR]
+    .venv/bin/python -m benchmarks.scale_job [--files 1000000,10000000] [--stats typed] [--reps 2]
+        [--what scan|sql-count|sql-explain] [--data DIR]
 
-For each log, `Table.open` plus `t.scan("ss_ticket_number = k")` (one file kept), once with the
+For each log, one of (--what): `Table.open` plus `t.scan("ss_ticket_number = k")` (one file
+kept); `lake.sql("SELECT COUNT(*) FROM delta.`path`")` collected (answered from the stats, no
+file read); or `lake.explain` of `SELECT * ... WHERE ss_ticket_number = k` (planned, one file
+kept; the synthetic logs have no data files to read). Each once with the
 log replayed in the driver and once planned by a Spark job over the checkpoint
 (spark.skiplake.log.replayJobMinFiles set to 0), each in a fresh process with its own local[2]
 SparkSession started before the clock; one unrecorded warm-up each, then --reps runs, taking
@@ -24,7 +28,7 @@ from testing_support.paths import DEFAULT_BASE, setup_java
 ROWS_PER_FILE = 1000
 
 
-def probe(path: str, ticket: int, by_job: bool) -> dict:
+def probe(path: str, ticket: int, by_job: bool, what: str = "scan") -> dict:
     """One measurement, in this process."""
     setup_java()
     import skiplake
@@ -34,13 +38,23 @@ def probe(path: str, ticket: int, by_job: bool) -> dict:
     spark.range(1).collect()   # the JVM and a Python worker up before the clock
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     started = time.perf_counter()
-    table = skiplake.Table.open(spark, path)
-    plan = table.scan(f"ss_ticket_number = {ticket}")
+    if what == "scan":
+        report = skiplake.Table.open(spark, path).scan(f"ss_ticket_number = {ticket}").report
+        answer = None
+    else:
+        lake = skiplake.Lake(spark)
+        if what == "sql-count":
+            answer = lake.sql(f"SELECT COUNT(*) AS n FROM delta.`{path}`").collect()[0].n
+            assert lake.last_explain is not None
+            report = lake.last_explain[0]
+        else:
+            [report] = lake.explain(f"SELECT * FROM delta.`{path}` WHERE ss_ticket_number = {ticket}")
+            answer = None
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     spark.stop()
-    return {"seconds": seconds, "peak_rss": peak, "rss_before": before, "selected": plan.report.files_selected,
-            "total": plan.report.files_total, "replay": plan.report.replay}
+    return {"seconds": seconds, "peak_rss": peak, "rss_before": before, "selected": report.files_selected,
+            "total": report.files_total, "replay": report.replay, "answer": answer}
 
 
 def main() -> int:
@@ -48,12 +62,13 @@ def main() -> int:
     parser.add_argument("--files", default="1000000,10000000")
     parser.add_argument("--stats", default="typed", choices=["typed", "json"])
     parser.add_argument("--reps", type=int, default=2)
+    parser.add_argument("--what", default="scan", choices=["scan", "sql-count", "sql-explain"])
     parser.add_argument("--data", default=str(DEFAULT_BASE))
-    parser.add_argument("--probe", nargs=3, metavar=("PATH", "TICKET", "MODE"), help=argparse.SUPPRESS)
+    parser.add_argument("--probe", nargs=4, metavar=("PATH", "TICKET", "MODE", "WHAT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
-        path, ticket, mode = args.probe
-        print(json.dumps(probe(path, int(ticket), mode == "job")))
+        path, ticket, mode, what = args.probe
+        print(json.dumps(probe(path, int(ticket), mode == "job", what)))
         return 0
     print(f"scale_job: {' '.join(sys.argv[1:]) or '(defaults)'}")
     results = []
@@ -63,14 +78,18 @@ def main() -> int:
         runs: dict[str, list[dict]] = {"driver": [], "job": []}
         for rep in range(args.reps + 1):
             for mode in (("driver", "job") if rep % 2 == 0 else ("job", "driver")):
-                done = subprocess.run([sys.executable, "-m", "benchmarks.scale_job", "--probe", path, str(ticket), mode],
-                                      check=True, capture_output=True, text=True)
+                done = subprocess.run([sys.executable, "-m", "benchmarks.scale_job", "--probe", path, str(ticket), mode,
+                                       args.what], check=True, capture_output=True, text=True)
                 out = json.loads(done.stdout.strip().splitlines()[-1])
-                if out["selected"] != 1:
-                    raise SystemExit(f"{mode} at {files:,} files selected {out['selected']} files, not 1")
+                wanted = 0 if args.what == "sql-count" else 1   # a count from the stats reads no file
+                if out["selected"] != wanted or out["total"] < files:
+                    raise SystemExit(f"{mode} at {files:,} files selected {out['selected']} of {out['total']} files, "
+                                     f"not {wanted} of {files:,}")
+                if args.what == "sql-count" and out["answer"] != out["total"] * ROWS_PER_FILE:
+                    raise SystemExit(f"{mode} at {files:,} files counted {out['answer']} rows")
                 if rep:
                     runs[mode].append(out)
-        row = {"files": files, "stats": args.stats}
+        row = {"files": files, "stats": args.stats, "what": args.what}
         for mode, got in runs.items():
             row[mode] = {"seconds": statistics.median(r["seconds"] for r in got),
                          "peak_gib": statistics.median(r["peak_rss"] for r in got) / 2**30,
@@ -78,7 +97,7 @@ def main() -> int:
                          "replay": got[0]["replay"] or "the driver"}
         results.append(row)
         d, j = row["driver"], row["job"]
-        print(f"{files:>12,} files ({args.stats})  driver {d['seconds']:6.2f} s, peak {d['peak_gib']:.2f} GiB  |  "
+        print(f"{files:>12,} files ({args.stats}, {args.what})  driver {d['seconds']:6.2f} s, peak {d['peak_gib']:.2f} GiB  |  "
               f"job {j['seconds']:6.2f} s, peak {j['peak_gib']:.2f} GiB ({j['replay']})  |  "
               f"job / driver {j['seconds'] / d['seconds']:.2f}x")
     print(json.dumps(results))

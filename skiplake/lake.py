@@ -18,6 +18,7 @@ from skiplake.spark.query.model import QueryExplain, Source, whole_table
 from skiplake.spark.query.planner import plan_query, run_query
 from skiplake.spark.query.views import SlotViews
 from skiplake.spark.reads.catalog_tables import CatalogTable
+from skiplake.spark.reads.log_job import min_files
 from skiplake.spark.session.object_stores import use_location
 from skiplake.spark.session.session_setup import ensure_conf
 from skiplake.spark.source.datasource import register
@@ -149,7 +150,9 @@ class Lake:
         cached = self._snapshots.get(path)
         if cached is not None and cached.version == listing.latest:
             return cached
-        snapshot = Snapshot.load(path, storage=cached.storage if cached else None, listing=listing)
+        # Past the replay bound its files stay pending: lake.sql plans them by a Spark job.
+        snapshot = Snapshot.load(path, storage=cached.storage if cached else None, listing=listing,
+                                 files_later_from=min_files(self.spark))
         self._snapshots[path] = snapshot
         return snapshot
 
@@ -192,7 +195,7 @@ class Lake:
         for name, frame in rewritten.views.items():
             frame.createOrReplaceTempView(name)
         resolver = _LakeTables(self, rewritten.snapshots)
-        answer = plan_log_answer(rewritten.query, resolver) if log_answers_enabled(self.spark) else None
+        answer = plan_log_answer(self.spark, rewritten.query, resolver) if log_answers_enabled(self.spark) else None
         return rewritten.query, resolver, answer
 
     def sql_script(self, script: str) -> list["DataFrame"]:

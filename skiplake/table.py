@@ -33,7 +33,7 @@ from skiplake.spark.optimize.auto_compaction import auto_compact
 from skiplake.spark.optimize.compaction import DEFAULT_TARGET_FILE_SIZE, optimize
 from skiplake.spark.optimize.optimize_result import OptimizeResult
 from skiplake.spark.reads.change_feed import read_changes
-from skiplake.spark.reads.log_job import count_files, load_snapshot, plan_files
+from skiplake.spark.reads.log_job import aggregate_files, load_snapshot, plan_files
 from skiplake.spark.reads.planned_reads import read_planned
 from skiplake.spark.reads.row_ids import read_with_row_ids
 from skiplake.spark.session.object_stores import use_location
@@ -257,16 +257,17 @@ class Table:
         exactly (files whose every row `where` keeps, less their deletion vectors' rows), with a
         Spark count of the files they cannot answer (a table past the replay bound: counted by a
         Spark job over its checkpoint, see Table.scan)."""
-        if self.snapshot.files_pending:
-            counted, unread = count_files(self.spark, self.snapshot, where)
-            return counted + (read_planned(self.spark, self.snapshot, unread, where, None).count() if unread else 0)
-        node = bind(where, self.snapshot.schema) if where is not None else None
-        aggregation = aggregate_from_log(self.snapshot, [Aggregate(COUNT_ALL)], [], node)
+        snapshot = self.snapshot
+        node = bind(where, snapshot.schema) if where is not None else None
+        if snapshot.files_pending:
+            by_job = aggregate_files(self.spark, snapshot, [Aggregate(COUNT_ALL)], [], node)
+            snapshot, aggregation = by_job.unread, by_job.aggregation
+        else:
+            aggregation = aggregate_from_log(snapshot, [Aggregate(COUNT_ALL)], [], node)
         counted = int(aggregation.groups.get((), [0])[0] or 0)
         if not aggregation.scan.any():
             return counted
-        files = aggregation.files_to_read(self.snapshot)
-        return counted + read_planned(self.spark, self.snapshot, files, where, None).count()
+        return counted + read_planned(self.spark, snapshot, aggregation.files_to_read(snapshot), where, None).count()
 
     def changes(self, starting_version: int | None = None, ending_version: int | None = None,
                 starting_timestamp: str | dt.datetime | None = None,

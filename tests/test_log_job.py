@@ -30,7 +30,7 @@ def job_bound(spark: SparkSession) -> Iterator[None]:
         spark.conf.unset(log_job.MIN_FILES_CONF)
 
 
-def _table(spark: SparkSession, root: str, monkeypatch: pytest.MonkeyPatch, typed: bool = True) -> None:
+def make_table(spark: SparkSession, root: str, monkeypatch: pytest.MonkeyPatch, typed: bool = True) -> None:
     """36 files in 3 partitions; a checkpoint at version 6 of 36 adds in 3 row groups (with typed
     stats, or JSON stats only); then a delete with deletion vectors and an append after it."""
     monkeypatch.setattr(checkpoint, "ADD_CHUNK", 12)
@@ -47,7 +47,7 @@ def _table(spark: SparkSession, root: str, monkeypatch: pytest.MonkeyPatch, type
 @pytest.mark.parametrize("typed", [True, False], ids=["typed-stats", "json-stats"])
 def test_scans_past_the_bound_are_planned_by_a_spark_job(spark, tmp_path, monkeypatch, job_bound, typed):
     root = str(tmp_path / "t")
-    _table(spark, root, monkeypatch, typed)
+    make_table(spark, root, monkeypatch, typed)
     monkeypatch.setattr(log_job, "ADDS_PER_TASK", 12)   # a task per row group
     big = skiplake.Table.open(spark, root)
     assert big.snapshot.files_pending
@@ -72,7 +72,7 @@ def test_scans_past_the_bound_are_planned_by_a_spark_job(spark, tmp_path, monkey
 
 def test_a_table_past_the_bound_takes_writes(spark, tmp_path, monkeypatch, job_bound):
     root = str(tmp_path / "t")
-    _table(spark, root, monkeypatch)
+    make_table(spark, root, monkeypatch)
     t = skiplake.Table.open(spark, root)
     t.append(spark.range(2000, 2003).selectExpr("id", "'0' AS p", "cast(id as int) AS v").coalesce(1))
     assert t.snapshot.files_pending   # an append needs none of the table's files
@@ -80,3 +80,4 @@ def test_a_table_past_the_bound_takes_writes(spark, tmp_path, monkeypatch, job_b
     t.delete("id = 2001")             # a delete reads them, in the driver
     assert sorted(r.id for r in t.read("id >= 2000").collect()) == [2000, 2002]
     assert t.count() == 360 - 40 + 10 + 3 - 1   # the first delete took ids 0, 5, ..., 195
+

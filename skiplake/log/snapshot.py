@@ -430,6 +430,12 @@ class Snapshot:
                              base_deferred=deferred)
         return Snapshot(table_path, version, protocol, metadata, {}, 0, storage, {}, _file_state(state))
 
+    def with_files(self, rows: pa.Table) -> "Snapshot":
+        """This table at this version with only the live files `rows` (FILES_SCHEMA, logical
+        names, stats read) and no tombstones: what a query plans over once a Spark job has kept
+        these out of a checkpoint too large to read in the driver (skiplake.spark.reads.log_job)."""
+        return replace(self, loaded=FileState(rows, TOMBSTONES_SCHEMA.empty_table()), pending=None)
+
     def advanced(self, commits: list[tuple[int, list[Action]]]) -> "Snapshot":
         """This snapshot with the next commits applied (versions self.version + 1, + 2, ...), as a
         load would replay them: a committer's view of the version it wrote, without reading back

@@ -482,8 +482,11 @@ def _keys_of(spark: "SparkSession", plan: QueryPlan, c: Candidate,
         return local, local.seconds
     if not spark_job:
         return None, 0.0
-    if plan.optimized is None:
-        return _connect_keys(spark, plan, c)
+    if plan.optimized is None or _reads_no_files(plan, c):
+        # Under Spark Connect (no plan to run), or where the analysis pass read a table through
+        # a view of its columns only (past wholeTableViewMaxFiles or the replay bound: its rows
+        # are not in that plan), a query of its own over the table's planned files gives the keys.
+        return _own_query_keys(spark, plan, c)
     out = c.build.output
     positions = _positions(out, c)
     if out is None or positions is None:
@@ -527,11 +530,19 @@ def _local_keys(plan: QueryPlan, c: Candidate) -> BuildKeys | None:
         return None
 
 
-def _connect_keys(spark: "SparkSession", plan: QueryPlan, c: Candidate) -> tuple[BuildKeys | None, float]:
-    """Under Spark Connect, the keys of a build over one lake table too big (or partitioned) to
-    read in the driver: a query of its own over the table's statically selected files with the
-    filter conjuncts read from the plan's text. A conjunct that cannot be read is left out: more
-    rows give more keys, which prunes less, never wrongly."""
+def _reads_no_files(plan: QueryPlan, c: Candidate) -> bool:
+    """Whether the build reads a lake table through a view of its columns only (no files)."""
+    hits = (plan.occurrence(node) for node in c.build.walk() if node.kind == "Relation")
+    return any(hit is not None and hit[0].view is not None and hit[0].view.columns_only for hit in hits)
+
+
+def _own_query_keys(spark: "SparkSession", plan: QueryPlan, c: Candidate) -> tuple[BuildKeys | None, float]:
+    """The keys of a build over one lake table too big (or partitioned) to read in the driver,
+    where the analysis pass cannot run it (Spark Connect; a view of columns only): a query of
+    its own over the table's statically selected files with the filter conjuncts read from the
+    plan (under Spark Connect, from its text). A conjunct that cannot be read is left out: more
+    rows give more keys, which prunes less, never wrongly. None when the build is of another
+    shape (a join, an aggregate)."""
     shape = _chain_shape(plan, c)
     if shape is None:
         return None, 0.0
@@ -541,6 +552,11 @@ def _connect_keys(spark: "SparkSession", plan: QueryPlan, c: Candidate) -> tuple
     parts = [plan.condition_sql(n, ref) for n in chain if n.kind == "Filter"]
     df = read_planned(spark, snapshot, static.files)
     where = [logical_sql(p, ref) for p in parts if p is not None]
+    if plan.optimized is not None:
+        # Catalyst's SQL of a condition names columns by the query's alias of the table: bound,
+        # they are the table's own (a conjunct skiplake cannot bind is left out).
+        bound = [bind_conjuncts(w, ref.schema) for w in where]
+        where = [to_sql(b) for b in bound if b is not None]
     if where:
         df = df.where(" AND ".join(f"({w})" for w in where))
     cols = [F.col(f"`{k}`").cast(b.cast) if b.cast else F.col(f"`{k}`") for k, (_t, b) in zip(keys, c.pairs)]

@@ -77,7 +77,7 @@ def prune_frame(spark: "SparkSession", df: "DataFrame", snapshot_of: SnapshotOf,
         label = f"{name} (files with deletion vectors)" if dv_branch else name
         ref = TableReference(snapshot, name.lower(), label, within=within)
         ref.occurrences.append(Occurrence(node, filters_above(plan, ref, node)))
-        ref.plan_static(ref.occurrences[0].static)
+        ref.plan_static(spark, ref.occurrences[0].static)
         plan.references.append(ref)
         relations[id(ref)] = relation, read
     prune_dynamically(spark, plan, None)

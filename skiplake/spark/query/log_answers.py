@@ -37,6 +37,7 @@ from skiplake.skipping.plan import plan_scan
 from skiplake.skipping.report import LogAnswerReport
 from skiplake.spark.query.model import QueryExplain, Resolver
 from skiplake.spark.query.references import parse
+from skiplake.spark.reads.log_job import JobAggregation, aggregate_files
 from skiplake.spark.reads.planned_reads import read_files
 from skiplake.spark.session.spark_types import to_spark
 
@@ -67,13 +68,18 @@ class AggregateQuery:
 class LogAnswer:
     """A query answered (at least partly) from the log, ready to run or to explain."""
     query: AggregateQuery
-    snapshot: Snapshot
+    snapshot: Snapshot              # the table (by a job: with only the files to read)
     aggregation: LogAggregation
+    by_job: JobAggregation | None = None  # the whole table's totals when a Spark job aggregated it
 
     def explain(self) -> QueryExplain:
         """The scan report (the files read: those the stats could not answer) and the log's part."""
         snapshot, agg = self.snapshot, self.aggregation
         report = plan_scan(snapshot, self.query.where).report
+        if self.by_job is not None:
+            job = self.by_job
+            report = replace(report, files_total=job.files_total, bytes_total=job.bytes_total,
+                             partitions_total=job.partitions_total, rows_total=None, replay=job.replay)
         rows = snapshot.file_rows
         read = rows.filter(pa.array(agg.scan)) if rows.num_rows else rows
         report = replace(report, files_selected=read.num_rows, bytes_selected=int(sum(read.column("size").to_pylist())),
@@ -125,9 +131,10 @@ def enabled(spark: "SparkSession") -> bool:
     return str(spark.conf.get(ENABLED, "true")).strip().lower() != "false"
 
 
-def plan_log_answer(query: str, resolver: Resolver) -> LogAnswer | None:
+def plan_log_answer(spark: "SparkSession", query: str, resolver: Resolver) -> LogAnswer | None:
     """The log's answer to `query`, when it has the shape and the stats of at least one file
-    answer it; None otherwise (the query then takes the usual path)."""
+    answer it; None otherwise (the query then takes the usual path). A table whose files are
+    pending (past the replay bound) is aggregated by a Spark job (log_job.aggregate_files)."""
     tree = parse(query)
     if not isinstance(tree, exp.Select) or any(v for k, v in tree.args.items() if k not in _ALLOWED):
         return None
@@ -140,12 +147,17 @@ def plan_log_answer(query: str, resolver: Resolver) -> LogAnswer | None:
     matched = _matched(tree, table, source)
     if matched is None or _zoned(matched, source):
         return None
-    aggregation = aggregate_from_log(source, matched.aggregates, matched.group_by, matched.where)
+    by_job = None
+    if source.files_pending:
+        by_job = aggregate_files(spark, source, matched.aggregates, matched.group_by, matched.where)
+        source, aggregation = by_job.unread, by_job.aggregation
+    else:
+        aggregation = aggregate_from_log(source, matched.aggregates, matched.group_by, matched.where)
     read = int(aggregation.scan.sum())
     if read and aggregation.from_stats < HYBRID_RATIO * read:
         # The stats answer too little to pay for a second query: the usual planning reads what it must.
         return None
-    return LogAnswer(matched, source, aggregation)
+    return LogAnswer(matched, source, aggregation, by_job)
 
 
 def _zoned(query: AggregateQuery, snapshot: Snapshot) -> bool:

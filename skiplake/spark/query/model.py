@@ -5,6 +5,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence, Union
 
+import numpy as np
+
 from skiplake.expr.sql import sql_literal, sql_name, to_sql
 from skiplake.expr.tree import And, InList, Node, Opaque, Or
 from skiplake.log.column_mapping import physical_names
@@ -17,6 +19,7 @@ from skiplake.spark.buckets.join_runner import JoinReport
 from skiplake.spark.query.catalyst import RelationParts, condition_sql
 from skiplake.spark.query.plan_conditions import condition_sql as text_condition_sql
 from skiplake.spark.reads.catalog_tables import CatalogTable
+from skiplake.spark.reads.log_job import plan_files
 from skiplake.spark.reads.planned_reads import read_planned
 
 if TYPE_CHECKING:
@@ -154,10 +157,19 @@ class TableReference:
                     out[physical] = out[logical]
         return out
 
-    def plan_static(self, predicate: Node | None) -> None:
+    def plan_static(self, spark: "SparkSession", predicate: Node | None) -> None:
         """Plan the files `predicate` (the literal filters, bound; None: all) selects; a catalog table keeps
-        it as SQL for its read instead."""
-        if isinstance(self.source, Snapshot):
+        it as SQL for its read instead. A table whose files are pending (past the replay bound)
+        is planned by a Spark job, and from then on stands for the files it kept: every later
+        stage plans over those, never the whole table."""
+        if isinstance(self.source, Snapshot) and self.source.files_pending:
+            whole = plan_files(spark, self.source, predicate)
+            self.source = self.source.with_files(whole.selected)
+            plan = ScanPlan(whole.selected, whole.report, whole.predicate, whole.buckets,
+                            np.ones(whole.selected.num_rows, dtype=bool), self.source)
+            plan.report = replace(plan.report, label=self.label, stages=static_stages(plan.report))
+            self.static = self.plan = plan
+        elif isinstance(self.source, Snapshot):
             plan = plan_scan(self.source, predicate, within=self.within)
             plan.report = replace(plan.report, label=self.label, stages=static_stages(plan.report))
             self.static = self.plan = plan
@@ -177,7 +189,13 @@ class TableReference:
             per_occurrence[0] if len(per_occurrence) == 1 else Or(tuple(per_occurrence)))
         plan = plan_scan(self.source, predicate, describe=False, within=self.within)
         stages = [*self.static.report.stages, _stage("dynamic", plan.report)]
-        plan.report = replace(plan.report, label=self.label, predicate=self.static.report.predicate,
+        # The totals are the static plan's: the same files, or (planned by a Spark job) the
+        # whole table's, of which this reference's source holds only the files the job kept.
+        static = self.static.report
+        plan.report = replace(plan.report, files_total=static.files_total, bytes_total=static.bytes_total,
+                              rows_total=static.rows_total, partitions_total=static.partitions_total,
+                              buckets_total=static.buckets_total, replay=static.replay,
+                              label=self.label, predicate=self.static.report.predicate,
                               partition_filters=self.static.report.partition_filters,
                               data_filters=self.static.report.data_filters,
                               dynamic_filters=list(self.dynamic_filters), stages=stages)

@@ -35,19 +35,21 @@ from skiplake.spark.session.gateway import is_connect
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from skiplake.log.snapshot import Snapshot
+
 
 def push_filters(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> QueryPlan:
     """Plan each reference's files from the filters Spark pushes to it."""
     assert plan.tree is not None
     single = _single_table_where(plan.tree, plan.references)
     if single is not None:
-        plan.references[0].plan_static(single)
+        plan.references[0].plan_static(spark, single)
         return plan
     why = _nothing_to_prune(spark, plan)
     if why:
         # The query then runs as written, analysed once: no stage after this one has anything to do.
         for ref in plan.references:
-            ref.plan_static(None)
+            ref.plan_static(spark, None)
         plan.notes.append(f"analysis pass skipped: {why}")
         return plan
     if is_connect(spark):
@@ -62,7 +64,7 @@ def push_filters(spark: "SparkSession", plan: QueryPlan, resolver: Resolver) -> 
         plan.root = parse_plan(tree_text(plan.optimized))
     _find_occurrences(plan, plan.root)
     for ref in plan.references:
-        ref.plan_static(_predicate(ref))
+        ref.plan_static(spark, _predicate(ref))
     return plan
 
 
@@ -80,8 +82,7 @@ def _nothing_to_prune(spark: "SparkSession", plan: QueryPlan) -> str:
         return "no filter or join can skip a file"
     settings = plan.settings
     snapshots = [ref.snapshot for ref in plan.references]
-    if not settings.cost_model or not snapshots or any(
-            s is None or s.num_files > 1 or bucket_spec_of(s.configuration) is not None for s in snapshots):
+    if not settings.cost_model or not snapshots or not all(_a_plain_file(s) for s in snapshots):
         return ""
     files = sum(s.num_files for s in snapshots if s is not None)
     bytes_ = sum(s.size_bytes for s in snapshots if s is not None)
@@ -173,6 +174,13 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
                 bound.append(part)
         child, node = node, node.parent
     return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
+
+
+def _a_plain_file(snapshot: "Snapshot | None") -> bool:
+    """Whether a reference is a Delta table of at most one file, not bucketed (files pending:
+    past the replay bound, so many more)."""
+    return snapshot is not None and not snapshot.files_pending and snapshot.num_files <= 1 \
+        and bucket_spec_of(snapshot.configuration) is None
 
 
 def logical_sql(sql: str, ref: TableReference) -> str:

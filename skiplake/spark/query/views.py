@@ -74,7 +74,8 @@ class SlotViews:
             if found is not None and found[0] == version:
                 return found[1]
             local = f"__skiplake_{self.token}_{len(self._views)}_{slot}_{abs(hash((identity, version))) % 10 ** 8}"
-            columns_only = isinstance(source, Snapshot) and source.num_files > self._max_files()
+            # (A table whose files are pending is past any such size: its files stay unread here.)
+            columns_only = isinstance(source, Snapshot) and (source.files_pending or source.num_files > self._max_files())
             files = plan_scan(source).files if isinstance(source, Snapshot) and not columns_only else []
             df = self._frame(source, local, files, with_file=False, columns_only=columns_only)
             # Under Spark Connect no plan can be swapped (no JVM objects): the final query reads

@@ -10,17 +10,20 @@ the same planner (partitions, stats, buckets), returning only the files it keeps
 stats read back from their row groups) and its counts. The commits' own adds are planned in
 the driver. The driver never holds the table's file list: only the files the scan reads.
 
-The plan's report says how the log was replayed (ScanReport.replay). `t.count(where)` is
-answered the same way: each task counts its share's rows from the stats where they are exact and
-hands back the files they cannot answer, which are read. Anything else that needs every file (a
-write's conflict check of a delete, a checkpoint, VACUUM, lake.sql) reads the checkpoint in the
-driver on first use, as for any table.
+The plan's report says how the log was replayed (ScanReport.replay). Aggregates from the log
+(`t.count(where)`, lake.sql's COUNT, MIN and MAX) are answered the same way: each task
+aggregates its share from the stats where they are exact and hands back the files they cannot
+answer, which are read. lake.sql plans a reference of such a table by the job first, then
+prunes further (dynamic file pruning) over the files it kept (Snapshot.with_files). Anything
+else that needs every file (a write's conflict check of a delete, a checkpoint, VACUUM) reads the
+checkpoint in the driver on first use, as for any table.
 """
 from __future__ import annotations
 
 import json
+import pickle
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 from urllib.parse import urlparse
 
 import numpy as np
@@ -28,14 +31,13 @@ import pyarrow as pa
 
 from skiplake.expr.parse import bind
 from skiplake.expr.tree import Node
-from skiplake.log.actions import AddFile
 from skiplake.log.arrow_schema import FILES_SCHEMA
 from skiplake.log.checkpoint_read import GroupAdds, actions_to_arrow, read_add_groups
 from skiplake.log.location import is_remote, join
 from skiplake.log.s3 import bucket_options, set_bucket_options
-from skiplake.log.snapshot import LOG_DIR, FileKey, Snapshot, add_files_from_arrow
+from skiplake.log.snapshot import LOG_DIR, FileKey, Snapshot
 from skiplake.log.storage_for import storage_at
-from skiplake.skipping.log_aggregates import COUNT_ALL, Aggregate, aggregate_from_log
+from skiplake.skipping.log_aggregates import Aggregate, LogAggregation, aggregate_from_log, merge
 from skiplake.skipping.plan import ScanPlan, plan_scan, stats_table
 from skiplake.spark.session.setting_values import conf_count
 
@@ -50,8 +52,10 @@ DEFAULT_MIN_FILES = 10_000_000
 # skiplake's checkpoints, 100,000 in some other writers').
 ADDS_PER_TASK = 250_000
 
-_TASK_SCHEMA = ("selected binary, files_total long, files_selected long, bytes_total long, bytes_selected long, "
+_PLAN_SCHEMA = ("selected binary, files_total long, files_selected long, bytes_total long, bytes_selected long, "
                 "rows_total long, rows_selected long, partitions_total string, partitions_selected string")
+_AGGREGATE_SCHEMA = ("unread binary, groups binary, from_stats long, excluded long, files_total long, "
+                     "bytes_total long, partitions_total string")
 
 
 def min_files(spark: "SparkSession") -> int:
@@ -74,21 +78,37 @@ def plan_files(spark: "SparkSession", snapshot: Snapshot, where: str | Node | No
 
 
 @dataclass(frozen=True)
+class _Question:
+    """What the tasks answer over their shares: "plan", the files a scan of `where` keeps; or
+    "aggregate", `aggregates` grouped by `group_by` from the stats of the files they answer."""
+    where: str | Node | None
+    answer: str = "plan"
+    aggregates: tuple[Aggregate, ...] = ()
+    group_by: tuple[str, ...] = ()
+
+    def of(self, share: Snapshot) -> pa.RecordBatch:
+        """A task's row for its `share` of the files."""
+        if self.answer == "plan":
+            return _plan_row(plan_scan(share, self.where))
+        node = bind(self.where, share.schema) if isinstance(self.where, str) else self.where
+        return _aggregate_row(share, aggregate_from_log(share, self.aggregates, self.group_by, node))
+
+
+@dataclass(frozen=True)
 class _Job:
-    """What each task needs: the table's head, the predicate, and the files the commits after
+    """What each task needs: the table's head, the question, and the files the commits after
     the checkpoint touched (picklable: no storage objects or clients)."""
     table_path: str
     log_root: str
     bucket: str | None
     options: dict[str, str]
     snapshot_head: tuple
-    where: str | Node | None
+    question: _Question
     touched: frozenset[FileKey]
     tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]   # each task's files and their row groups
-    answer: str = "plan"   # "plan": the files a scan keeps; "count": COUNT(*) from the stats
 
     def run(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        """Plan the row groups of the tasks whose numbers `batches` hold (`id`): a row per file."""
+        """Answer for the row groups of the tasks whose numbers `batches` hold (`id`): a row per file."""
         if self.bucket is not None:
             set_bucket_options(self.bucket, self.options)
         storage = storage_at(self.log_root)
@@ -98,21 +118,17 @@ class _Job:
                 for name, groups in self.tasks[task]:
                     share = Snapshot.of_files(self.table_path, version, protocol, metadata,
                                               read_add_groups(storage, name, groups), storage, self.touched)
-                    yield _task_row(plan_scan(share, self.where)) if self.answer == "plan" \
-                        else _count_row(share, self.where)
+                    yield self.question.of(share)
 
 
-def _task_row(plan: ScanPlan) -> pa.RecordBatch:
+def _plan_row(plan: ScanPlan) -> pa.RecordBatch:
     # The kept files with their JSON stats (read back from just their row groups).
     kept = plan.snapshot.files_with_stats(plan.mask) if plan.snapshot is not None and plan.mask is not None \
         else plan.selected
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, kept.schema) as writer:
-        writer.write_table(kept)
     r = plan.report
     total, selected = _partitions(plan)
     return pa.RecordBatch.from_pydict({
-        "selected": [sink.getvalue().to_pybytes()],
+        "selected": [_ipc(kept)],
         "files_total": [r.files_total], "files_selected": [r.files_selected],
         "bytes_total": [r.bytes_total], "bytes_selected": [r.bytes_selected],
         "rows_total": [-1 if r.rows_total is None else r.rows_total],
@@ -121,50 +137,93 @@ def _task_row(plan: ScanPlan) -> pa.RecordBatch:
     })
 
 
-def _count_row(share: Snapshot, where: str | Node | None) -> pa.RecordBatch:
-    node = bind(where, share.schema) if isinstance(where, str) else where
-    counted, unread = _count(share, node)
+def _aggregate_row(share: Snapshot, aggregation: LogAggregation) -> pa.RecordBatch:
+    # The groups' partial values are typed (dates, decimals): pickled, as the job's own data.
+    return pa.RecordBatch.from_pydict({
+        "unread": [_ipc(share.files_with_stats(aggregation.scan))],
+        "groups": [pickle.dumps(aggregation.groups)],
+        "from_stats": [aggregation.from_stats], "excluded": [aggregation.excluded],
+        "files_total": [share.num_files], "bytes_total": [share.size_bytes],
+        "partitions_total": [json.dumps(_partition_keys(share))],
+    })
+
+
+def _ipc(table: pa.Table) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, unread.schema) as writer:
-        writer.write_table(unread)
-    return pa.RecordBatch.from_pydict({"unread": [sink.getvalue().to_pybytes()], "counted": [counted]})
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
 
 
-def _count(share: Snapshot, node: Node | None) -> tuple[int, pa.Table]:
-    """COUNT(*) of `where` over a share's files from their stats, and the files the stats cannot answer."""
-    aggregation = aggregate_from_log(share, [Aggregate(COUNT_ALL)], [], node)
-    return int(aggregation.groups.get((), [0])[0] or 0), share.files_with_stats(aggregation.scan)
+def _shares(out: list, column: str, schema: pa.Schema) -> list[pa.Table]:
+    return [pa.ipc.open_stream(row[column]).read_all().cast(schema) for row in out]
+
+
+def _partition_keys(snapshot: Snapshot, mask: np.ndarray | None = None) -> list[tuple[str | None, ...]]:
+    """The distinct partitions of a share's files (of those `mask` selects), none unpartitioned:
+    the job's totals are their unions."""
+    if not snapshot.partition_columns or not snapshot.num_files:
+        return []
+    stats = stats_table(snapshot)
+    keys = stats.partition_keys
+    return keys if mask is None else [keys[i] for i in np.unique(stats.partition_ids[mask]).tolist()]
 
 
 def _partitions(plan: ScanPlan) -> tuple[list[tuple[str | None, ...]], list[tuple[str | None, ...]]]:
-    """The distinct partitions of a share's files, and of those it selected (none unpartitioned):
-    the job's totals are their unions."""
-    if plan.snapshot is None or not plan.snapshot.partition_columns or plan.mask is None:
+    """The distinct partitions of a share's files, and of those it selected."""
+    if plan.snapshot is None or plan.mask is None:
         return [], []
-    stats = stats_table(plan.snapshot)
-    keys = stats.partition_keys
-    return keys, [keys[i] for i in np.unique(stats.partition_ids[plan.mask]).tolist()]
+    return _partition_keys(plan.snapshot), _partition_keys(plan.snapshot, plan.mask)
 
 
-def count_files(spark: "SparkSession", snapshot: Snapshot, where: str | None = None) -> tuple[int, list[AddFile]]:
-    """COUNT(*) of `where` over a snapshot whose files are pending, by a Spark job: the rows the
-    stats answer exactly, and the files they cannot (to be read)."""
-    out, local, _ = _run(spark, snapshot, where, "count", "unread binary, counted long")
-    node = bind(where, snapshot.schema) if where is not None else None
-    counted, unread = _count(local, node)
-    shares = [unread] + [pa.ipc.open_stream(row["unread"]).read_all().cast(unread.schema) for row in out]
-    return counted + sum(row["counted"] for row in out), add_files_from_arrow(pa.concat_tables(shares))
+def _distinct(out: list, column: str, own: list) -> int:
+    return len({tuple(k) for row in out for k in json.loads(row[column])} | {tuple(k) for k in own})
+
+
+@dataclass(frozen=True)
+class JobAggregation:
+    """Aggregates of a snapshot whose files are pending, from the stats by a Spark job: the
+    groups' values of the files they answer, and the table left with only the files they cannot
+    (to be read; `aggregation.scan` selects all of them), with the whole table's totals."""
+    aggregation: LogAggregation
+    unread: Snapshot
+    files_total: int
+    bytes_total: int
+    partitions_total: int
+    replay: str
+
+
+def aggregate_files(spark: "SparkSession", snapshot: Snapshot, aggregates: Sequence[Aggregate],
+                    group_by: Sequence[str], where: Node | None) -> JobAggregation:
+    """`aggregates` grouped by the partition columns `group_by` over the rows `where` keeps, of
+    a snapshot whose files are pending: each task aggregates its share from the stats
+    (aggregate_from_log) and returns the files they cannot answer; the driver merges."""
+    question = _Question(where, "aggregate", tuple(aggregates), tuple(group_by))
+    out, local, tasks = _run(spark, snapshot, question, _AGGREGATE_SCHEMA)
+    own = aggregate_from_log(local, aggregates, group_by, where)
+    groups = {key: list(values) for key, values in own.groups.items()}
+    for row in out:
+        for key, values in pickle.loads(row["groups"]).items():
+            merge(aggregates, groups, key, values)
+    kept = local.files_with_stats(own.scan)
+    unread = pa.concat_tables([kept] + _shares(out, "unread", kept.schema))
+    aggregation = LogAggregation(groups, own.from_stats + sum(row["from_stats"] for row in out),
+                                 own.excluded + sum(row["excluded"] for row in out),
+                                 np.ones(unread.num_rows, dtype=bool))
+    return JobAggregation(aggregation, snapshot.with_files(unread),
+                          local.num_files + sum(row["files_total"] for row in out),
+                          local.size_bytes + sum(row["bytes_total"] for row in out),
+                          _distinct(out, "partitions_total", _partition_keys(local)),
+                          _replay(tasks, snapshot))
 
 
 def _plan_by_job(spark: "SparkSession", snapshot: Snapshot, where: str | Node | None) -> ScanPlan:
-    out, local, tasks = _run(spark, snapshot, where, "plan", _TASK_SCHEMA)
-    assert snapshot.pending is not None
-    return _merged(plan_scan(local, where), out, tasks, snapshot.pending.checkpoint_adds)
+    out, local, tasks = _run(spark, snapshot, _Question(where), _PLAN_SCHEMA)
+    return _merged(plan_scan(local, where), out, _replay(tasks, snapshot))
 
 
-def _run(spark: "SparkSession", snapshot: Snapshot, where: str | Node | None, answer: str,
-         schema: str) -> tuple[list, Snapshot, int]:
-    """The tasks' rows of a job answering `answer` over the checkpoint's files, the snapshot of
+def _run(spark: "SparkSession", snapshot: Snapshot, question: _Question, schema: str) -> tuple[list, Snapshot, int]:
+    """The tasks' rows of a job answering `question` over the checkpoint's files, the snapshot of
     the commits' own files (the driver's share), and the number of tasks."""
     pending = snapshot.pending
     assert pending is not None
@@ -172,8 +231,8 @@ def _run(spark: "SparkSession", snapshot: Snapshot, where: str | Node | None, an
     bucket = urlparse(root).netloc if is_remote(root) else None
     tasks = _tasks(pending.groups)
     job = _Job(snapshot.table_path, root, bucket, bucket_options(bucket) if bucket else {},
-               (snapshot.version, snapshot.protocol, snapshot.metadata), where,
-               frozenset(pending.added) | frozenset(pending.removed), tasks, answer)
+               (snapshot.version, snapshot.protocol, snapshot.metadata), question,
+               frozenset(pending.added) | frozenset(pending.removed), tasks)
     # One partition per task, numbered by spark.range: no shuffle before the tasks.
     out = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(job.run, schema).collect() if tasks else []
     # The commits' own adds, here: they are few (a commit's worth each).
@@ -201,10 +260,15 @@ def _added_rows(snapshot: Snapshot) -> pa.Table:
     return actions_to_arrow(snapshot.pending.added.values(), FILES_SCHEMA)
 
 
-def _merged(local: ScanPlan, out: list, tasks: int, adds: int) -> ScanPlan:
+def _replay(tasks: int, snapshot: Snapshot) -> str:
+    assert snapshot.pending is not None
+    return (f"a Spark job of {tasks} task{'s' if tasks != 1 else ''} over the checkpoint's "
+            f"{snapshot.pending.checkpoint_adds:,} adds")
+
+
+def _merged(local: ScanPlan, out: list, replay: str) -> ScanPlan:
     """The driver's plan of the commits' files joined with the tasks' shares."""
-    shares = [pa.ipc.open_stream(row["selected"]).read_all() for row in out]
-    selected = pa.concat_tables([local.selected] + [t.cast(local.selected.schema) for t in shares])
+    selected = pa.concat_tables([local.selected] + _shares(out, "selected", local.selected.schema))
     r = local.report
 
     def total(column: str, own: int | None) -> int | None:
@@ -214,17 +278,12 @@ def _merged(local: ScanPlan, out: list, tasks: int, adds: int) -> ScanPlan:
         return own + sum(values)
 
     own_total, own_selected = _partitions(local)
-
-    def partitions(column: str, own: list) -> int:
-        return len({tuple(k) for row in out for k in json.loads(row[column])} | {tuple(k) for k in own})
-
     report = replace(
         r, files_total=r.files_total + sum(row["files_total"] for row in out),
         files_selected=r.files_selected + sum(row["files_selected"] for row in out),
         bytes_total=r.bytes_total + sum(row["bytes_total"] for row in out),
         bytes_selected=r.bytes_selected + sum(row["bytes_selected"] for row in out),
         rows_total=total("rows_total", r.rows_total), rows_selected=total("rows_selected", r.rows_selected),
-        partitions_total=partitions("partitions_total", own_total),
-        partitions_selected=partitions("partitions_selected", own_selected),
-        replay=f"a Spark job of {tasks} task{'s' if tasks != 1 else ''} over the checkpoint's {adds:,} adds")
+        partitions_total=_distinct(out, "partitions_total", own_total),
+        partitions_selected=_distinct(out, "partitions_selected", own_selected), replay=replay)
     return ScanPlan(selected, report, local.predicate, local.buckets)
