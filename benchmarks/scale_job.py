@@ -6,7 +6,7 @@
 For each log, one of (--what): `Table.open` plus `t.scan("ss_ticket_number = k")` (one file
 kept); `lake.sql("SELECT COUNT(*) FROM delta.`path`")` collected (answered from the stats, no
 file read); or `lake.explain` of `SELECT * ... WHERE ss_ticket_number = k` (planned, one file
-kept; the synthetic logs have no data files to read). Each once with the
+kept; the synthetic logs have no data files to read), by a Lake over the logs' folder. Each once with the
 log replayed in the driver and once planned by a Spark job over the checkpoint
 (spark.skiplake.log.replayJobMinFiles set to 0), each in a fresh process with its own local[2]
 SparkSession started before the clock; one unrecorded warm-up each, then --reps runs, taking
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -42,13 +43,14 @@ def probe(path: str, ticket: int, by_job: bool, what: str = "scan") -> dict:
         report = skiplake.Table.open(spark, path).scan(f"ss_ticket_number = {ticket}").report
         answer = None
     else:
-        lake = skiplake.Lake(spark)
+        root, name = os.path.split(path.rstrip("/"))
+        lake = skiplake.Lake(spark, root)
         if what == "sql-count":
-            answer = lake.sql(f"SELECT COUNT(*) AS n FROM delta.`{path}`").collect()[0].n
+            answer = lake.sql(f"SELECT COUNT(*) AS n FROM `{name}`").collect()[0].n
             assert lake.last_explain is not None
             report = lake.last_explain[0]
         else:
-            [report] = lake.explain(f"SELECT * FROM delta.`{path}` WHERE ss_ticket_number = {ticket}")
+            [report] = lake.explain(f"SELECT * FROM `{name}` WHERE ss_ticket_number = {ticket}")
             answer = None
     seconds = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -79,7 +81,9 @@ def main() -> int:
         for rep in range(args.reps + 1):
             for mode in (("driver", "job") if rep % 2 == 0 else ("job", "driver")):
                 done = subprocess.run([sys.executable, "-m", "benchmarks.scale_job", "--probe", path, str(ticket), mode,
-                                       args.what], check=True, capture_output=True, text=True)
+                                       args.what], check=False, capture_output=True, text=True)
+                if done.returncode != 0:
+                    raise SystemExit(f"the {mode} probe failed: {done.stderr[-3000:]}")
                 out = json.loads(done.stdout.strip().splitlines()[-1])
                 wanted = 0 if args.what == "sql-count" else 1   # a count from the stats reads no file
                 if out["selected"] != wanted or out["total"] < files:
