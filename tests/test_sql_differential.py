@@ -9,7 +9,7 @@ delta-spark's `spark.sql` (all of a sequence in one batch of its JVM, while skip
 side). After each statement both tables must hold the same rows and schema and the statement
 the same result rows, or both sides must have refused it.
 
-The gate runs two sequences; the full tier all of them.
+The gate runs one sequence; the full tier all of them.
 """
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def _skiplake_side(lake, steps: list[Step], create: str) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize(("seed",), gate_sample([(s,) for s in SEEDS], lambda case: case[0] < 2))
+@pytest.mark.parametrize(("seed",), gate_sample([(s,) for s in SEEDS], lambda case: case[0] < 1))
 def test_statements_match_delta_spark(spark, lake, delta_spark, tmp_path, seed):
     steps = sequence(seed)
     create = _shape(seed)
