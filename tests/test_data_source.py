@@ -242,6 +242,20 @@ def test_stream_source_under_a_concurrent_writer_and_optimize(lake, parted, tmp_
     assert ids(skiplake.Table.open(spark, sink).read()) == list(range(60)) + list(range(100, 160))
 
 
+def test_stream_source_keeps_its_start_while_commits_land(lake, parted):
+    # Spark asks initialOffset() again for the first batch's start, after latestOffset() gave
+    # its end: a commit between the two must not move the start (the first batch would be
+    # empty, and its files never read).
+    from skiplake.spark.session.spark_types import to_spark
+    from skiplake.spark.source.streaming import StreamReader
+    reader = StreamReader({"path": parted.path, "maxFilesPerTrigger": "2"}, to_spark(parted.snapshot.schema))
+    start = reader.initialOffset()
+    end = reader.latestOffset()
+    parted.append(rows_of(lake.spark, 100, 110))
+    assert reader.initialOffset() == start
+    assert sum(len(group.units) for group in reader.partitions(reader.initialOffset(), end)) == 2
+
+
 @pytest.mark.slow
 def test_sink_complete_mode_replaces_rows(lake, parted, tmp_path):
     spark = lake.spark

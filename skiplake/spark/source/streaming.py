@@ -71,6 +71,7 @@ class StreamReader(DataSourceStreamReader):
         self.arrow_schema = to_arrow_schema(schema)
         self._planner: StreamPlanner | None = None
         self._cursor: StreamOffset | None = None
+        self._initial: StreamOffset | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         """What a read task needs: not the planner (it stays on the driver)."""
@@ -86,11 +87,19 @@ class StreamReader(DataSourceStreamReader):
 
     def initialOffset(self) -> dict:
         """Before the starting snapshot, or before the starting version's commit."""
-        return self.planner.initial_offset().to_json()
+        return self._initial_offset().to_json()
+
+    def _initial_offset(self) -> StreamOffset:
+        # Fixed when first asked: Spark asks again for the first batch's start, after
+        # latestOffset gave its end, and a commit in between must not move the start past it
+        # (the first batch would be empty, its files lost).
+        if self._initial is None:
+            self._initial = self.planner.initial_offset()
+        return self._initial
 
     def latestOffset(self) -> dict:
         """The end of the next micro-batch, within maxFilesPerTrigger and maxBytesPerTrigger."""
-        start = self._cursor or self.planner.initial_offset()
+        start = self._cursor or self._initial_offset()
         end = self.planner.next_offset(start)
         self._cursor = end
         return end.to_json()
