@@ -29,6 +29,7 @@ QUERIES = [
     "SELECT COUNT(*) FROM t",
     "SELECT p, COUNT(*) AS n, MIN(id), MAX(v), COUNT(v) FROM t GROUP BY p",
     "SELECT COUNT(*), MAX(id) FROM t WHERE p = '1' AND id >= 120",
+    "SELECT p, COUNT(*) FROM t VERSION AS OF 7 WHERE id < 100 GROUP BY p",
     "SELECT p, SUM(v) FROM t WHERE id < 40 OR id = 1004 GROUP BY p",
     "SELECT t.id, d.name FROM t JOIN d ON t.id = d.k WHERE d.name = 'a'",
     "SELECT d.name, COUNT(*) FROM t JOIN d ON t.id = d.k AND t.p = '1' GROUP BY d.name",

@@ -17,6 +17,7 @@ from skiplake.log.history import version_at
 from skiplake.log.snapshot import Snapshot
 from skiplake.statements.names import open_table
 from skiplake.statements.records import TableName
+from skiplake.table import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -70,7 +71,8 @@ def _named(lake: "LakeAccess", table: exp.Table, name: str, out: Rewritten) -> b
         target = open_table(lake, _name_of(table))
         at = _literal(version.expression, f"{version.name} AS OF")
         number = int(at) if version.name.upper() == "VERSION" else version_at(target.path, at)
-        out.snapshots[name] = Snapshot.load(target.path, number)
+        # As Table.open loads it: past the replay bound, its files stay pending (a Spark job plans them).
+        out.snapshots[name] = Table.open(lake.spark, target.path, number).snapshot
     elif _name_of(table).path is not None:
         # The lake's own snapshot of the table, while no commit comes: its parsed stats and views are reused.
         out.snapshots[name] = lake.latest_snapshot(str(_name_of(table).path))
