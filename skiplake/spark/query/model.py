@@ -162,19 +162,18 @@ class TableReference:
         it as SQL for its read instead. A table whose files are pending (past the replay bound)
         is planned by a Spark job, and from then on stands for the files it kept: every later
         stage plans over those, never the whole table."""
-        if isinstance(self.source, Snapshot) and self.source.files_pending:
+        if not isinstance(self.source, Snapshot):
+            self.where = to_sql(predicate) if predicate is not None else None
+            return
+        if self.source.files_pending:
             whole = plan_files(spark, self.source, predicate)
             self.source = self.source.with_files(whole.selected)
             plan = ScanPlan(whole.selected, whole.report, whole.predicate, whole.buckets,
                             np.ones(whole.selected.num_rows, dtype=bool), self.source)
-            plan.report = replace(plan.report, label=self.label, stages=static_stages(plan.report))
-            self.static = self.plan = plan
-        elif isinstance(self.source, Snapshot):
-            plan = plan_scan(self.source, predicate, within=self.within)
-            plan.report = replace(plan.report, label=self.label, stages=static_stages(plan.report))
-            self.static = self.plan = plan
         else:
-            self.where = to_sql(predicate) if predicate is not None else None
+            plan = plan_scan(self.source, predicate, within=self.within)
+        plan.report = replace(plan.report, label=self.label, stages=static_stages(plan.report))
+        self.static = self.plan = plan
 
     def plan_dynamic(self) -> None:
         """Re-plan the files from each occurrence's static and dynamic predicates (their OR)."""
