@@ -4,7 +4,9 @@ The module builds skiplake's own tables through every kind of commit and writer 
 (tests/interop_tables.py), and writes to copies of the golden tables delta-spark wrote
 (tests/data/golden/); then delta-spark reads them all in one batch of jobs, in one JVM
 (testing_support/delta_spark.py, started while skiplake builds), and each test compares with
-what skiplake reads. delta-spark writes nothing here: its writes to skiplake's tables are the
+what skiplake reads. The gate builds and reads a sample (the table through every kind of commit,
+deletion vectors, column mapping, an object store, three of delta-spark's tables after skiplake's
+writes); the full tier every table. delta-spark writes nothing here: its writes to skiplake's tables are the
 slow tier's (tests/test_delta_spark_writes.py), and what skiplake reads of its tables is
 tests/test_golden_tables.py's.
 """
@@ -91,116 +93,218 @@ def _query(name: str, sql: str) -> dict:
     return {"id": name, "op": "sql", "sql": sql}
 
 
-def _build_ours(spark, lake: skiplake.Lake) -> tuple[dict[str, int], dict[str, list]]:
-    """skiplake's own tables, with what skiplake reads of each."""
-    versions = build_main(spark, lake)
-    ws = lake.create_table(WSER, SCHEMA, partition_by=PARTITION_BY,
-                           properties={"delta.isolationLevel": "WriteSerializable"})
-    ws.append(frame(spark, range(0, 10)))
-    expected = {DV_OURS: build_dv_ours(spark, lake), CM_OURS: build_column_mapped(spark, lake),
-                **build_feature_tables(spark, lake)}
-    expected.update({f"{n}:changes": rows for n, rows in build_change_feed_tables(spark, lake).items()})
-    build_constraint_tables(spark, lake)
-    build_clustered_table(spark, lake)
-    build_row_tracking_table(spark, lake)
-    for name, columns in ((CK_OURS, ("id", "qty", "name")), (GEN_OURS, ("id", "ts", "d")), (ID_OURS, ("id", "name")),
-                          (CL_OURS, CL_COLUMNS), (WSER, COLUMNS), ("main", COLUMNS)):
-        expected[name] = rows_as_strings(lake.table(name).read(), list(columns))
-    expected[f"{RT_OURS}:ids"] = ids_of(lake.table(RT_OURS))
-    for n in (CDF_OURS, CDF_OURS_DV):
-        expected[n] = rows_as_strings(lake.table(n).read(), ["id", "part", "qty"])
-    return versions, expected
-
-
-# The golden tables skiplake writes to (copies of them), and the columns read back after.
-THEIRS = {"cm_name": CM_COLUMNS, "cdf_spark": ("id", "part", "qty"), "cl_spark": CL_COLUMNS, "rt_spark": ("id", "v"),
-          "tw_spark": TW_COLUMNS, "variant_spark": V_COLUMNS, "ck_spark": ("id", "qty", "name"),
-          "gen_spark": ("id", "ts", "d"), "id_spark": ("id", "name"), "dv_spark": ("id", "g", "s", "x")}
-
-
-def _write_to_theirs(spark, lake: skiplake.Lake) -> None:
-    """Copies of delta-spark's golden tables under the lake, each changed by skiplake."""
-    for name in THEIRS:
-        shutil.copytree(GOLDEN_DIR / name / "table", Path(lake.root) / name)
-    cm = lake.table("cm_name")
-    cm.delete("id % 10 = 1")
-    cm.append(spark.sql("SELECT 5000L + id AS id, CAST(id % 3 AS INT) AS g, concat('a', id) AS s2, "
-                        "named_struct('a', CAST(id AS INT), 'b', 'appended') AS st FROM range(6)"))
-    cdf = lake.table("cdf_spark")
-    cdf.update("id % 5 = 3", {"qty": "qty - 1000"})
-    cdf.delete("id % 5 = 4")
-    cl = lake.table("cl_spark")
-    cl.optimize(target_file_size=2048, min_cube_size=1)
-    cl.append(cl_rows(spark, 350, 380))
-    cl.cluster_by(["k", "id"])
-    rt = lake.table("rt_spark")
-    rt.append(spark.sql("SELECT id, CAST(id AS INT) AS v FROM range(10, 15)"))
-    rt.delete("id = 9")
-    lake.table("tw_spark").append(spark.sql("SELECT 7000000000L AS a, 0.5D AS f, CAST(1.5 AS DECIMAL(10,4)) AS d, "
-                                            "DATE'2026-01-01' AS dt, 200000 AS b, 'ours' AS s"))
-    lake.table("variant_spark").append(spark.sql("SELECT 99L AS id, parse_json('{\"k\":99}') AS v"))
-    lake.table("ck_spark").append(spark.sql("SELECT 3L AS id, 3 AS qty, 'c' AS name"))
-    lake.table("gen_spark").append(spark.sql("SELECT 2L AS id, TIMESTAMP'2024-02-06 04:00:00' AS ts"))
-    lake.table("id_spark").append(spark.sql("SELECT 'd' AS name UNION ALL SELECT 'e'"))
-    dv = lake.table("dv_spark")
-    dv.update("id % 17 = 0", {"s": "concat('ours', s)"})
-    dv.delete("g = 3 AND id < 1000")
-
-
+# What each test needs built and read, by part: a part is one table or a group of tables that
+# are built together, their rows as skiplake reads them, and delta-spark's jobs over them. The
+# fixture builds only the parts of the tests selected, so the gate builds and reads its sample
+# and the full tier everything.
+GATE_STEPS = ("append1", "update_partition", "merge", "append5", "delete_after_checkpoint")
+GATE_THEIRS = ("cm_name", "dv_spark", "tw_spark")
 S3_TABLE = "s3"   # a table of the lake on the S3-compatible test server: delta-spark reads it through S3A
 
 
-def _build_on_s3(spark, s3_lake: skiplake.Lake) -> list[tuple]:
-    """A partitioned table on the object store, after DML with deletion vectors."""
+def _build_main(spark, lake: skiplake.Lake, reads: Reads) -> None:
+    reads.versions.update(build_main(spark, lake))
+    reads.expected["main"] = rows_as_strings(lake.table("main").read(), COLUMNS)
+
+
+def _build_wser(spark, lake: skiplake.Lake, reads: Reads) -> None:
+    ws = lake.create_table(WSER, SCHEMA, partition_by=PARTITION_BY,
+                           properties={"delta.isolationLevel": "WriteSerializable"})
+    ws.append(frame(spark, range(0, 10)))
+    reads.expected[WSER] = rows_as_strings(ws.read(), COLUMNS)
+
+
+def _build_change_feeds(spark, lake: skiplake.Lake, reads: Reads) -> None:
+    reads.expected.update({f"{n}:changes": rows for n, rows in build_change_feed_tables(spark, lake).items()})
+    for n in (CDF_OURS, CDF_OURS_DV):
+        reads.expected[n] = rows_as_strings(lake.table(n).read(), ["id", "part", "qty"])
+
+
+def _build_constraints(spark, lake: skiplake.Lake, reads: Reads) -> None:
+    build_constraint_tables(spark, lake)
+    for name, columns in ((CK_OURS, ("id", "qty", "name")), (GEN_OURS, ("id", "ts", "d")), (ID_OURS, ("id", "name"))):
+        reads.expected[name] = rows_as_strings(lake.table(name).read(), list(columns))
+
+
+def _build_clustered(spark, lake: skiplake.Lake, reads: Reads) -> None:
+    build_clustered_table(spark, lake)
+    reads.expected[CL_OURS] = rows_as_strings(lake.table(CL_OURS).read(), list(CL_COLUMNS))
+
+
+def _build_row_tracking(spark, lake: skiplake.Lake, reads: Reads) -> None:
+    build_row_tracking_table(spark, lake)
+    reads.expected[f"{RT_OURS}:ids"] = ids_of(lake.table(RT_OURS))
+
+
+def _set(key: str, value):
+    def build(spark, lake: skiplake.Lake, reads: Reads) -> None:
+        reads.expected[key] = value(spark, lake)
+    return build
+
+
+# skiplake's own tables: part -> how it is built.
+OURS = {
+    "main": _build_main, WSER: _build_wser, DV_OURS: _set(DV_OURS, build_dv_ours),
+    CM_OURS: _set(CM_OURS, build_column_mapped),
+    "features": lambda spark, lake, reads: reads.expected.update(build_feature_tables(spark, lake)),
+    "change_feeds": _build_change_feeds, "constraints": _build_constraints, CL_OURS: _build_clustered,
+    RT_OURS: _build_row_tracking,
+}
+
+
+def _cm_name(spark, t) -> None:
+    t.delete("id % 10 = 1")
+    t.append(spark.sql("SELECT 5000L + id AS id, CAST(id % 3 AS INT) AS g, concat('a', id) AS s2, "
+                       "named_struct('a', CAST(id AS INT), 'b', 'appended') AS st FROM range(6)"))
+
+
+def _cdf_spark(spark, t) -> None:
+    t.update("id % 5 = 3", {"qty": "qty - 1000"})
+    t.delete("id % 5 = 4")
+
+
+def _cl_spark(spark, t) -> None:
+    t.optimize(target_file_size=2048, min_cube_size=1)
+    t.append(cl_rows(spark, 350, 380))
+    t.cluster_by(["k", "id"])
+
+
+def _rt_spark(spark, t) -> None:
+    t.append(spark.sql("SELECT id, CAST(id AS INT) AS v FROM range(10, 15)"))
+    t.delete("id = 9")
+
+
+def _dv_spark(spark, t) -> None:
+    t.update("id % 17 = 0", {"s": "concat('ours', s)"})
+    t.delete("g = 3 AND id < 1000")
+
+
+def _appends(sql: str):
+    return lambda spark, t: t.append(spark.sql(sql))
+
+
+# The golden tables skiplake writes to (copies of them): the columns read back after, and what
+# skiplake does to each.
+THEIRS = {
+    "cm_name": (CM_COLUMNS, _cm_name), "cdf_spark": (("id", "part", "qty"), _cdf_spark), "cl_spark": (CL_COLUMNS, _cl_spark),
+    "rt_spark": (("id", "v"), _rt_spark),
+    "tw_spark": (TW_COLUMNS, _appends("SELECT 7000000000L AS a, 0.5D AS f, CAST(1.5 AS DECIMAL(10,4)) AS d, "
+                                      "DATE'2026-01-01' AS dt, 200000 AS b, 'ours' AS s")),
+    "variant_spark": (V_COLUMNS, _appends("SELECT 99L AS id, parse_json('{\"k\":99}') AS v")),
+    "ck_spark": (("id", "qty", "name"), _appends("SELECT 3L AS id, 3 AS qty, 'c' AS name")),
+    "gen_spark": (("id", "ts", "d"), _appends("SELECT 2L AS id, TIMESTAMP'2024-02-06 04:00:00' AS ts")),
+    "id_spark": (("id", "name"), _appends("SELECT 'd' AS name UNION ALL SELECT 'e'")),
+    "dv_spark": (("id", "g", "s", "x"), _dv_spark),
+}
+
+
+def _write_to_theirs(spark, lake: skiplake.Lake, reads: Reads, name: str) -> None:
+    """A copy of one of delta-spark's golden tables under the lake, changed by skiplake."""
+    shutil.copytree(GOLDEN_DIR / name / "table", Path(lake.root) / name)
+    columns, change = THEIRS[name]
+    t = lake.table(name)
+    change(spark, t)
+    reads.expected[f"theirs:{name}"] = rows_as_strings(t.read(), list(columns))
+    if name == "cdf_spark":
+        reads.expected["cdf_spark:changes"] = changes_as_strings(t.changes(0))
+    if name == "rt_spark":
+        reads.expected["rt_spark:ids"] = ids_of(t)
+
+
+def _build_on_s3(spark, s3_lake: skiplake.Lake, reads: Reads) -> str:
+    """A partitioned table on the object store, after DML with deletion vectors; its path."""
     t = s3_lake.create_table("shared", "id long, p string, v double", partition_by=["p"],
                              properties={"delta.enableDeletionVectors": "true"})
-    t.append(spark.range(500).selectExpr("id", "concat('p', id % 4) p", "cast(id / 3 as double) v"))
+    t.append(spark.sql("SELECT id, concat('p', id % 4) AS p, CAST(id / 3 AS DOUBLE) AS v FROM range(500)"))
     t.delete("id % 5 = 0")
     t.update("id = 7", set={"v": "-1.0"})
-    return rows_as_strings(t.read(), ["id", "p", "v"])
+    reads.expected[S3_TABLE] = rows_as_strings(t.read(), ["id", "p", "v"])
+    reads.versions[S3_TABLE] = t.version
+    return s3_lake.path_of("shared")
 
 
-def _jobs(lake: skiplake.Lake, versions: dict[str, int], s3_path: str) -> list[dict]:
-    main = lake.path_of("main")
-    jobs = [_read("main", main, COLUMNS, history=True)]
-    jobs += [{"id": f"main@{s}", "op": "read", "path": main, "version": versions[s], "columns": COLUMNS}
-             for s in TIME_TRAVEL_STEPS]
-    jobs += [_read(n, lake.path_of(n), cols) for n, cols in (
-        (WSER, COLUMNS), (DV_OURS, COLUMNS), (CM_OURS, CM_OURS_COLUMNS), (V2_OURS, ("id", "g", "s")),
-        (VARIANT_OURS, V_COLUMNS), (CK_OURS, ("id", "qty", "name")), (GEN_OURS, ("id", "ts", "d")),
-        (ID_OURS, ("id", "name")), (CL_OURS, CL_COLUMNS), (CDF_OURS, ("id", "part", "qty")),
-        (CDF_OURS_DV, ("id", "part", "qty")))]
-    jobs += [_query(f"{n}:changes", changes_sql(lake.path_of(n))) for n in (CDF_OURS, CDF_OURS_DV, "cdf_spark")]
-    jobs += [_query(f"{n}:ids", ROW_IDS_SQL.replace("{t}", quote_path(lake.path_of(n)))) for n in (RT_OURS, "rt_spark")]
-    jobs += [{"id": f"{n}:detail", "op": "detail", "path": lake.path_of(n)} for n in (CL_OURS, CK_OURS, "cl_spark")]
-    jobs += [_read(f"theirs:{n}", lake.path_of(n), cols) for n, cols in THEIRS.items()]
-    # delta-spark's S3 log store is chosen by the scheme: s3a:// as S3A reads it.
-    jobs.append(_read(S3_TABLE, s3_path.replace("s3://", "s3a://", 1), ("id", "p", "v")))
+def _jobs(lake: skiplake.Lake, reads: Reads, parts: set[str], s3_path: str | None) -> list[dict]:
+    """delta-spark's jobs over the parts built."""
+    jobs = [_read("main", lake.path_of("main"), COLUMNS, history=True)] if "main" in parts else []
+    jobs += [{"id": f"main@{s}", "op": "read", "path": lake.path_of("main"), "version": reads.versions[s],
+              "columns": COLUMNS} for s in TIME_TRAVEL_STEPS if f"main@{s}" in parts]
+    reads_of = {WSER: [(WSER, COLUMNS)], DV_OURS: [(DV_OURS, COLUMNS)], CM_OURS: [(CM_OURS, CM_OURS_COLUMNS)],
+                "features": [(V2_OURS, ("id", "g", "s")), (VARIANT_OURS, V_COLUMNS)],
+                "constraints": [(CK_OURS, ("id", "qty", "name")), (GEN_OURS, ("id", "ts", "d")), (ID_OURS, ("id", "name"))],
+                CL_OURS: [(CL_OURS, CL_COLUMNS)],
+                "change_feeds": [(CDF_OURS, ("id", "part", "qty")), (CDF_OURS_DV, ("id", "part", "qty"))]}
+    for part, tables in reads_of.items():
+        if part in parts:
+            jobs += [_read(n, lake.path_of(n), cols) for n, cols in tables]
+    changed = [n for n in THEIRS if f"theirs:{n}" in parts]
+    feeds = [n for n in (CDF_OURS, CDF_OURS_DV) if "change_feeds" in parts] + \
+        (["cdf_spark"] if "cdf_spark" in changed else [])
+    jobs += [_query(f"{n}:changes", changes_sql(lake.path_of(n))) for n in feeds]
+    tracked = ([RT_OURS] if RT_OURS in parts else []) + (["rt_spark"] if "rt_spark" in changed else [])
+    jobs += [_query(f"{n}:ids", ROW_IDS_SQL.replace("{t}", quote_path(lake.path_of(n)))) for n in tracked]
+    detailed = [n for n, part in ((CL_OURS, CL_OURS), (CK_OURS, "constraints"), ("cl_spark", "theirs:cl_spark"))
+                if part in parts]
+    jobs += [{"id": f"{n}:detail", "op": "detail", "path": lake.path_of(n)} for n in detailed]
+    jobs += [_read(f"theirs:{n}", lake.path_of(n), THEIRS[n][0]) for n in changed]
+    if s3_path is not None:
+        # delta-spark's S3 log store is chosen by the scheme: s3a:// as S3A reads it.
+        jobs.append(_read(S3_TABLE, s3_path.replace("s3://", "s3a://", 1), ("id", "p", "v")))
     return jobs
 
 
+# The parts each test reads (the parametrized ones add their parameter's part: see _parts_of).
+NEEDS = {
+    "test_delta_spark_reads_skiplakes_table_through_every_kind_of_commit": {"main"},
+    "test_delta_spark_time_travel_matches_skiplake": {"main"},
+    "test_delta_spark_reads_a_write_serializable_table": {WSER},
+    "test_delta_spark_reads_skiplakes_deletion_vectors": {DV_OURS},
+    "test_delta_spark_reads_skiplakes_column_mapping": {CM_OURS},
+    "test_delta_spark_reads_skiplakes_v2_checkpoints_and_variants": {"features"},
+    "test_delta_spark_reads_skiplakes_change_feed": {"change_feeds"},
+    "test_delta_spark_reads_skiplakes_constraints_generated_and_identity_columns": {"constraints"},
+    "test_delta_spark_reads_skiplakes_clustered_table": {CL_OURS},
+    "test_delta_spark_reads_skiplakes_row_ids": {RT_OURS},
+    "test_delta_spark_reads_what_skiplake_wrote_to_its_tables": set(),
+    "test_delta_spark_reads_skiplakes_table_on_an_object_store": {S3_TABLE},
+}
+
+
+def _parts_of(item: pytest.Item) -> set[str]:
+    parts = set(NEEDS[getattr(item, "originalname", item.name)])
+    params = getattr(item, "callspec", None)
+    params = params.params if params is not None else {}
+    if "step" in params:
+        parts.add(f"main@{params['step']}")
+    if "name" in params and params["name"] in THEIRS:
+        parts.add(f"theirs:{params['name']}")
+    return parts
+
+
 @pytest.fixture(scope="module")
-def reads(spark, delta_spark: DeltaSpark, s3_server, tmp_path_factory) -> Reads:
+def reads(request, spark, delta_spark: DeltaSpark, s3_server, tmp_path_factory) -> Reads:
+    parts = set().union(*(_parts_of(i) for i in request.session.items if i.module is request.module))
     lake = skiplake.Lake(spark, str(tmp_path_factory.mktemp("delta_spark_reads") / "warehouse"))
+    reads = Reads(lake, {})
     started = time.time()
-    versions, expected = _build_ours(spark, lake)
-    _write_to_theirs(spark, lake)
-    for name, columns in THEIRS.items():
-        expected[f"theirs:{name}"] = rows_as_strings(lake.table(name).read(), list(columns))
-    expected["cdf_spark:changes"] = changes_as_strings(lake.table("cdf_spark").changes(0))
-    expected["rt_spark:ids"] = ids_of(lake.table("rt_spark"))
-    s3_lake = skiplake.Lake(spark, f"s3://{s3_server.new_bucket()}/warehouse", storage_options=s3_server.options)
-    expected[S3_TABLE] = _build_on_s3(spark, s3_lake)
-    s3_path = s3_lake.path_of("shared")
-    versions[S3_TABLE] = s3_lake.table("shared").version
+    for part, build in OURS.items():
+        if part in parts:
+            build(spark, lake, reads)
+    for name in THEIRS:
+        if f"theirs:{name}" in parts:
+            _write_to_theirs(spark, lake, reads, name)
+    s3_path = hadoop = None
+    if S3_TABLE in parts:
+        s3_lake = skiplake.Lake(spark, f"s3://{s3_server.new_bucket()}/warehouse", storage_options=s3_server.options)
+        s3_path = _build_on_s3(spark, s3_lake, reads)
+        # S3A's per-bucket settings, as skiplake gives its own session for the bucket.
+        hadoop = bucket_hadoop_conf(bucket_and_key(s3_path)[0], s3_server.options)
     built = time.time() - started
     delta_spark.check()
-    # S3A's per-bucket settings, as skiplake gives its own session for the bucket.
-    hadoop = bucket_hadoop_conf(bucket_and_key(s3_path)[0], s3_server.options)
-    result = delta_spark.run_batch(_jobs(lake, versions, s3_path), hadoop=hadoop)
+    result = delta_spark.run_batch(_jobs(lake, reads, parts, s3_path), hadoop=hadoop)
     print(f"\nskiplake's tables built in {built:.1f}s; delta-spark {result.get('delta_version')} read them in "
           f"{sum(j['seconds'] for j in result['jobs'].values()):.1f}s ({len(result['jobs'])} jobs)")
-    return Reads(lake, result["jobs"], versions, expected)
+    reads.jobs = result["jobs"]
+    return reads
 
 
 def test_delta_spark_reads_skiplakes_table_through_every_kind_of_commit(reads: Reads) -> None:
@@ -226,7 +330,8 @@ def test_delta_spark_reads_skiplakes_table_through_every_kind_of_commit(reads: R
     assert ops[v["delete"]] == "DELETE" and ops[v["update"]] == "UPDATE"
 
 
-@pytest.mark.parametrize("step", TIME_TRAVEL_STEPS)
+@pytest.mark.parametrize("step", [s if s in GATE_STEPS else pytest.param(s, marks=pytest.mark.slow)
+                                  for s in TIME_TRAVEL_STEPS])
 def test_delta_spark_time_travel_matches_skiplake(reads: Reads, step: str) -> None:
     t = reads.lake.table("main")
     version = reads.versions[step]
@@ -235,6 +340,7 @@ def test_delta_spark_time_travel_matches_skiplake(reads: Reads, step: str) -> No
     assert reads.rows(f"main@{step}") == rows_as_strings(t.read(version=version), COLUMNS)
 
 
+@pytest.mark.slow
 def test_delta_spark_reads_a_write_serializable_table(reads: Reads) -> None:
     """skiplake writes delta.isolationLevel = WriteSerializable (delta-spark's own writes to such a
     table are the slow tier's); delta-spark reads the table as it is."""
@@ -267,6 +373,7 @@ def test_delta_spark_reads_skiplakes_column_mapping(reads: Reads) -> None:
     assert (got["n"], got["s"]) == (len(kept), sum(kept))
 
 
+@pytest.mark.slow
 def test_delta_spark_reads_skiplakes_v2_checkpoints_and_variants(reads: Reads) -> None:
     for name in (V2_OURS, VARIANT_OURS):
         assert reads.rows(name) == reads.expected[name] and reads.expected[name]
@@ -275,6 +382,7 @@ def test_delta_spark_reads_skiplakes_v2_checkpoints_and_variants(reads: Reads) -
     assert list((log / "_sidecars").iterdir())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [CDF_OURS, CDF_OURS_DV])
 def test_delta_spark_reads_skiplakes_change_feed(reads: Reads, name: str) -> None:
     """delta-spark's table_changes over skiplake's DELETE, UPDATE, MERGE and replaceWhere gives
@@ -285,6 +393,7 @@ def test_delta_spark_reads_skiplakes_change_feed(reads: Reads, name: str) -> Non
     assert reads.rows(name) == reads.expected[name]
 
 
+@pytest.mark.slow
 def test_delta_spark_reads_skiplakes_constraints_generated_and_identity_columns(reads: Reads) -> None:
     for name in (CK_OURS, GEN_OURS, ID_OURS):
         assert reads.rows(name) == reads.expected[name], name
@@ -293,12 +402,14 @@ def test_delta_spark_reads_skiplakes_constraints_generated_and_identity_columns(
     assert "checkConstraints" in detail["tableFeatures"]
 
 
+@pytest.mark.slow
 def test_delta_spark_reads_skiplakes_clustered_table(reads: Reads) -> None:
     assert reads.rows(CL_OURS) == reads.expected[CL_OURS]
     detail = reads.job(f"{CL_OURS}:detail")["detail"]
     assert detail["clusteringColumns"] == ["k", "id"] and "clustering" in detail["tableFeatures"]
 
 
+@pytest.mark.slow
 def test_delta_spark_reads_skiplakes_row_ids(reads: Reads) -> None:
     ids = sorted(reads.rows(f"{RT_OURS}:ids"))
     assert ids == reads.expected[f"{RT_OURS}:ids"]
@@ -306,7 +417,7 @@ def test_delta_spark_reads_skiplakes_row_ids(reads: Reads) -> None:
     assert len(ids) == 18 and len({r[1] for r in ids}) == 18 and all(int(r[1]) < 20 for r in ids)
 
 
-@pytest.mark.parametrize("name", list(THEIRS))
+@pytest.mark.parametrize("name", [n if n in GATE_THEIRS else pytest.param(n, marks=pytest.mark.slow) for n in THEIRS])
 def test_delta_spark_reads_what_skiplake_wrote_to_its_tables(reads: Reads, name: str) -> None:
     """delta-spark's own tables (the golden ones), after skiplake's DML, appends, OPTIMIZE and a
     change of clustering keys, read by delta-spark as skiplake reads them."""

@@ -52,24 +52,33 @@ def tpcds(spark, tmp_path_factory):
         spark.conf.unset(k) if v is None else spark.conf.set(k, v)
 
 
-def test_answers_equal_duckdbs_with_dynamic_pruning(spark, tpcds):
+# The gate's sample, the quicker queries (about 8 s of the 25): a star join, a build holding a
+# scalar subquery, EXISTS subqueries, outer joins, a nested IN subquery as a build. The full tier
+# adds the UNION ALL probes, the IN subqueries as left semi joins (q14 alone takes about 13 s),
+# the chain of date builds and the CTE used four times.
+GATE_QUERIES = (3, 6, 10, 80, 83)
+
+
+@pytest.mark.parametrize("queries", [
+    pytest.param(GATE_QUERIES, id="sample"),
+    pytest.param(tuple(q for q in sorted(QUERIES) if q not in GATE_QUERIES), id="others", marks=pytest.mark.slow)])
+def test_answers_equal_duckdbs_with_dynamic_pruning(spark, tpcds, queries):
     lake, raw = tpcds
-    answers = check(spark, lake, raw, sorted(QUERIES))
+    answers = check(spark, lake, raw, list(queries))
     wrong = [(a.query, a.error or "different rows") for a in answers if not a.same]
     assert not wrong
+    pruned = [a.query for a in answers if any(read < total for read, total in a.fact_files.values())]
     if CONNECT:
         # Builds read in the driver only (one small dimension under its filters): the star joins
         # on date_dim and item prune; builds that are joins or aggregates do not.
-        pruned = [a.query for a in answers if any(read < total for read, total in a.fact_files.values())]
-        assert {3, 42}.issubset(pruned), pruned
-        assert len(pruned) >= len(QUERIES) // 2, pruned
+        assert {3, 42}.intersection(queries).issubset(pruned), pruned
+        assert len(pruned) >= len(queries) // 2, pruned
         return
     # Every join shape is a candidate; the cost model may still decline one (these tables are
     # small: a build reading three sales tables to prune one-file item does not pay), and says so.
     missing = [(a.query, QUERIES[a.query], a.candidates) for a in answers if QUERIES[a.query] not in a.candidates]
     assert not missing, "dynamic pruning did not apply where it should"
-    pruned = [a.query for a in answers if any(read < total for read, total in a.fact_files.values())]
-    assert len(pruned) >= len(QUERIES) - 2, pruned
+    assert len(pruned) >= len(queries) - 1, pruned
 
 
 def _filters_over_relations(spark, lake, prefix: str):
