@@ -139,20 +139,23 @@ def _rows(records: np.ndarray) -> int | None:
 def _report(snapshot: Snapshot, stats: StatsTable, mask: np.ndarray, scope: np.ndarray, predicate: str | None,
             node: Node | None, spec: BucketSpec | None, buckets: Buckets) -> ScanReport:
     files = snapshot.file_rows
-    parts = snapshot.partition_columns
     sizes = files.column("size").to_numpy() if files.num_rows else np.zeros(0, np.int64)
     records = stats.num_records - snapshot.deleted_rows  # logical rows: less what deletion vectors mark
-    partition_filters, data_filters = split_filters(node, parts)
+    partition_filters, data_filters = split_filters(node, snapshot.partition_columns)
+    # Of a table of millions of files, copies of its columns by a mask of all of them cost more
+    # than the plan: the whole table's figures are taken without one.
     everywhere = bool(scope.all())
+    everything = everywhere and bool(mask.all())
     return ScanReport(
         table=snapshot.table_path, version=snapshot.version, predicate=predicate,
         files_total=int(scope.sum()), files_selected=int(mask.sum()),
-        bytes_total=int(sizes[scope].sum()), bytes_selected=int(sizes[mask].sum()),
-        partitions_total=(len(stats.partition_keys) if everywhere else len(np.unique(stats.partition_ids[scope])))
-        if parts else 0,
-        partitions_selected=len(np.unique(stats.partition_ids[mask])) if parts else 0,
+        bytes_total=int((sizes if everywhere else sizes[scope]).sum()),
+        bytes_selected=int((sizes if everything else sizes[mask]).sum()),
+        partitions_total=stats.partition_count(None if everywhere else scope),
+        partitions_selected=stats.partition_count(None if everything else mask),
         buckets_total=spec.num_buckets if spec else 0,
         buckets_selected=(spec.num_buckets if buckets is None else len(buckets)) if spec else 0,
-        rows_total=_rows(records[scope]), rows_selected=_rows(records[mask]),
+        rows_total=_rows(records if everywhere else records[scope]),
+        rows_selected=_rows(records if everything else records[mask]),
         partition_filters=partition_filters, data_filters=data_filters,
     )

@@ -119,14 +119,32 @@ class StatsTable:
             self._partition_ids = np.zeros(n, dtype=np.int64)
             self._partition_keys = [()] if n else []
             return
-        pv = self.files.column("partitionValues")
-        cols = [pc.fill_null(map_value(pv, c), _NULL_KEY) for c in self.partition_columns]
-        joined = cols[0] if len(cols) == 1 else pc.binary_join_element_wise(*cols, _SEP)
-        encoded = pc.dictionary_encode(joined).combine_chunks()
+        encoded = pc.dictionary_encode(self._partition_tuples(self.files)).combine_chunks()
         self._partition_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        several = len(self.partition_columns) > 1
         self._partition_keys = [
-            tuple(None if v == _NULL_KEY else v for v in (key.split(_SEP) if len(cols) > 1 else [key]))
+            tuple(None if v == _NULL_KEY else v for v in (key.split(_SEP) if several else [key]))
             for key in encoded.dictionary.to_pylist()]
+
+    def _partition_tuples(self, files: pa.Table) -> pa.ChunkedArray:
+        """Each file's partition values as one string (NULL spelled as _NULL_KEY)."""
+        pv = files.column("partitionValues")
+        cols = [pc.fill_null(map_value(pv, c), _NULL_KEY) for c in self.partition_columns]
+        return cols[0] if len(cols) == 1 else pc.binary_join_element_wise(*cols, _SEP)
+
+    def partition_count(self, mask: np.ndarray | None = None) -> int:
+        """How many distinct partitions the files of `mask` (None: all files) are in; 0 for an
+        unpartitioned table. A scan's report needs the count only: unless the files' partitions
+        are numbered already, it is counted from the selected files' values, never by numbering
+        every file of the table (most of a plan's time at ten million files)."""
+        if not self.partition_columns or self.num_files == 0:
+            return 0
+        if self._partition_ids is not None:
+            if mask is None:
+                return len(self.partition_keys)
+            return int(np.count_nonzero(np.bincount(self._partition_ids[mask], minlength=1)))
+        files = self.files if mask is None else self.files.filter(pa.array(mask))
+        return int(pc.count_distinct(self._partition_tuples(files), mode="all").as_py()) if files.num_rows else 0
 
     @property
     def partition_ids(self) -> np.ndarray:
