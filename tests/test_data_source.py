@@ -90,6 +90,43 @@ def test_batch_read_gives_what_t_read_gives_on_delta_sparks_tables(lake):
         assert sorted(map(str, df.collect())) == sorted(map(str, t.read().collect())), name
 
 
+def test_batch_read_past_the_bound_plans_in_its_read_tasks(lake, tmp_path, monkeypatch):
+    """A table whose checkpoint holds at least replayJobMinFiles adds: the planning process reads
+    none of the checkpoint's files; each share of the checkpoint is a read task that plans its
+    own files and reads those it keeps, the commits' files are planned as usual. The same files
+    and rows as a plan of the whole table."""
+    from skiplake.expr.parse import bind
+    from skiplake.spark.source.batch import BatchReader, FileGroup, ShareGroup
+    from tests.test_log_job import WHERES, make_table
+
+    spark = lake.spark
+    root = str(tmp_path / "big")
+    make_table(spark, root, monkeypatch)
+    whole = skiplake.Table.open(spark, root)
+    schema = spark.read.format("skiplake").load(root).schema
+
+    def planned(reader, where):
+        reader.predicate = None if where is None else bind(where, whole.snapshot.schema)
+        parts = reader.partitions()
+        files = [f for p in parts for f in (p.files() if isinstance(p, ShareGroup) else p.files)]
+        rows = sorted(tuple(r.values()) for p in parts for b in reader.read(p) for r in b.to_pylist())
+        return parts, sorted(f.path for f in files), rows
+
+    for where in WHERES:
+        parts, files, rows = planned(BatchReader({"path": root, "replayJobMinFiles": "4"}, schema), where)
+        assert sum(isinstance(p, ShareGroup) for p in parts) == 1, where   # the checkpoint's 36 adds
+        assert all(isinstance(p, (ShareGroup, FileGroup)) for p in parts)
+        in_driver, in_driver_files, in_driver_rows = planned(BatchReader({"path": root}, schema), where)
+        assert not any(isinstance(p, ShareGroup) for p in in_driver)
+        assert files == in_driver_files == sorted(f.path for f in whole.scan(where).files), where
+        assert rows == in_driver_rows, where
+        df = spark.read.format("skiplake").option("replayJobMinFiles", 4).load(root)
+        got = sorted(map(tuple, (df if where is None else df.filter(where)).collect()))
+        assert got == sorted(map(tuple, whole.read(where).collect())), where
+    with pytest.raises(Exception, match="replayJobMinFiles"):
+        spark.read.format("skiplake").option("replayJobMinFiles", "many").load(root).collect()
+
+
 def test_batch_write_append_overwrite_and_new_table(lake, parted, tmp_path):
     spark = lake.spark
     rows_of(spark, 100, 106).write.format("skiplake").mode("append").save(parted.path)

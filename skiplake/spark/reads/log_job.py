@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import pickle
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
 from urllib.parse import urlparse
 
 import numpy as np
@@ -95,29 +95,58 @@ class _Question:
 
 
 @dataclass(frozen=True)
-class _Job:
-    """What each task needs: the table's head, the question, and the files the commits after
-    the checkpoint touched (picklable: no storage objects or clients)."""
+class Shares:
+    """A pending snapshot's checkpoint adds dealt into tasks, with what a task needs to load its
+    share of the files (picklable: no storage objects or clients). A Spark job plans a scan by
+    them (below); a read through the data source reads its shares' kept files in the same tasks."""
     table_path: str
     log_root: str
     bucket: str | None
     options: dict[str, str]
-    snapshot_head: tuple
-    question: _Question
-    touched: frozenset[FileKey]
+    head: tuple                      # the snapshot's version, protocol and metadata
+    touched: frozenset[FileKey]      # the files the commits after the checkpoint added or removed
     tasks: tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]   # each task's files and their row groups
 
-    def run(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
-        """Answer for the row groups of the tasks whose numbers `batches` hold (`id`): a row per file."""
+    @staticmethod
+    def of(snapshot: Snapshot) -> "Shares":
+        """The shares of `snapshot`, whose files are pending, in tasks of about ADDS_PER_TASK adds."""
+        pending = snapshot.pending
+        assert pending is not None
+        root = join(snapshot.table_path, LOG_DIR)
+        bucket = urlparse(root).netloc if is_remote(root) else None
+        return Shares(snapshot.table_path, root, bucket, bucket_options(bucket) if bucket else {},
+                      (snapshot.version, snapshot.protocol, snapshot.metadata),
+                      frozenset(pending.added) | frozenset(pending.removed), _tasks(pending.groups))
+
+    def snapshots(self, task: int) -> Iterator[Snapshot]:
+        """Task `task`'s shares, a snapshot of the files of each of its checkpoint files."""
         if self.bucket is not None:
             set_bucket_options(self.bucket, self.options)
         storage = storage_at(self.log_root)
-        version, protocol, metadata = self.snapshot_head
+        version, protocol, metadata = self.head
+        for name, groups in self.tasks[task]:
+            yield Snapshot.of_files(self.table_path, version, protocol, metadata, read_add_groups(storage, name, groups),
+                                    storage, self.touched)
+
+
+def commits_share(snapshot: Snapshot) -> Snapshot:
+    """The files the commits after the checkpoint of a pending snapshot added, as a snapshot of
+    their own: the driver's share (a commit's worth each)."""
+    return Snapshot.of_files(snapshot.table_path, snapshot.version, snapshot.protocol, snapshot.metadata,
+                             GroupAdds(_added_rows(snapshot), None, False), snapshot.storage)
+
+
+@dataclass(frozen=True)
+class _Job:
+    """A question over the shares, for the tasks of a Spark job."""
+    shares: Shares
+    question: _Question
+
+    def run(self, batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+        """Answer for the row groups of the tasks whose numbers `batches` hold (`id`): a row per file."""
         for batch in batches:
             for task in batch.column("id").to_pylist():
-                for name, groups in self.tasks[task]:
-                    share = Snapshot.of_files(self.table_path, version, protocol, metadata,
-                                              read_add_groups(storage, name, groups), storage, self.touched)
+                for share in self.shares.snapshots(task):
                     yield self.question.of(share)
 
 
@@ -225,20 +254,13 @@ def _plan_by_job(spark: "SparkSession", snapshot: Snapshot, where: str | Node | 
 def _run(spark: "SparkSession", snapshot: Snapshot, question: _Question, schema: str) -> tuple[list, Snapshot, int]:
     """The tasks' rows of a job answering `question` over the checkpoint's files, the snapshot of
     the commits' own files (the driver's share), and the number of tasks."""
-    pending = snapshot.pending
-    assert pending is not None
-    root = join(snapshot.table_path, LOG_DIR)
-    bucket = urlparse(root).netloc if is_remote(root) else None
-    tasks = _tasks(pending.groups)
-    job = _Job(snapshot.table_path, root, bucket, bucket_options(bucket) if bucket else {},
-               (snapshot.version, snapshot.protocol, snapshot.metadata), question,
-               frozenset(pending.added) | frozenset(pending.removed), tasks)
+    shares = Shares.of(snapshot)
+    tasks = len(shares.tasks)
     # One partition per task, numbered by spark.range: no shuffle before the tasks.
-    out = spark.range(0, len(tasks), 1, len(tasks)).mapInArrow(job.run, schema).collect() if tasks else []
-    # The commits' own adds, here: they are few (a commit's worth each).
-    local = Snapshot.of_files(snapshot.table_path, snapshot.version, snapshot.protocol, snapshot.metadata,
-                              GroupAdds(_added_rows(snapshot), None, False), snapshot.storage)
-    return out, local, len(tasks)
+    job = _Job(shares, question)
+    out = spark.range(0, tasks, 1, tasks).mapInArrow(job.run, schema).collect() if tasks else []
+    local = commits_share(snapshot)
+    return out, local, tasks
 
 
 def _tasks(groups: tuple[tuple[str, int, int], ...]) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], ...]:

@@ -32,9 +32,11 @@ from skiplake.log.column_mapping import mapping_mode
 from skiplake.log.location import bucket_and_key, is_remote, resolve
 from skiplake.log.s3 import OPTION_KEYS, set_bucket_options
 from skiplake.log.schema import Schema
-from skiplake.log.snapshot import Snapshot, list_log, log_storage
+from skiplake.log.snapshot import Snapshot, add_files_from_arrow, list_log, log_storage
 from skiplake.log.storage_for import has_log
 from skiplake.skipping.plan import plan_scan
+from skiplake.spark.reads.log_job import DEFAULT_MIN_FILES, Shares, commits_share
+from skiplake.spark.session.setting_values import conf_count
 from skiplake.spark.session.spark_types import from_spark
 from skiplake.spark.source.pushed_filters import predicate
 from skiplake.txn.arrow_writes import FileWritePlan, TaskFiles, discard, write_task
@@ -45,6 +47,7 @@ from skiplake.txn.file_compaction import MIN_FILES
 # default), and what each file counts for at least (spark.sql.files.openCostInBytes).
 TASK_BYTES = 128 << 20
 OPEN_COST = 4 << 20
+REPLAY_OPTION = "replayJobMinFiles"
 
 
 def option(options: Mapping[str, str], name: str) -> str | None:
@@ -75,8 +78,17 @@ def storage_options(options: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k.upper() in OPTION_KEYS or k.upper() == "AWS_DEFAULT_REGION"}
 
 
-def read_snapshot(options: Mapping[str, str]) -> Snapshot:
-    """The snapshot a batch read reads: the latest, or the one `versionAsOf` / `timestampAsOf` names."""
+def replay_bound(options: Mapping[str, str]) -> int:
+    """The option replayJobMinFiles: from how many adds in its checkpoint a table read through
+    the data source leaves its file list to the read tasks (as the session setting
+    spark.skiplake.log.replayJobMinFiles does for the table API; a data source's planning runs in
+    a Python worker, which sees options but not the session's settings)."""
+    return conf_count(REPLAY_OPTION, option(options, REPLAY_OPTION), DEFAULT_MIN_FILES)
+
+
+def read_snapshot(options: Mapping[str, str], files_later_from: int | None = None) -> Snapshot:
+    """The snapshot a batch read reads: the latest, or the one `versionAsOf` / `timestampAsOf`
+    names; its files left pending when its checkpoint holds at least `files_later_from` adds."""
     path = table_path(options)
     if not has_log(path):
         raise NotATableError(path)
@@ -86,8 +98,8 @@ def read_snapshot(options: Mapping[str, str]) -> Snapshot:
         raise InvalidArgumentError("give versionAsOf or timestampAsOf, not both")
     if timestamp is not None:
         _, at = versions_between(path, None, timestamp, list_log(log_storage(path)))
-        return Snapshot.load(path, at)
-    return Snapshot.load(path, int(version) if version is not None else None)
+        return Snapshot.load(path, at, files_later_from=files_later_from)
+    return Snapshot.load(path, int(version) if version is not None else None, files_later_from=files_later_from)
 
 
 class FileGroup(InputPartition):
@@ -97,6 +109,23 @@ class FileGroup(InputPartition):
         """A group of `files`."""
         super().__init__(files)
         self.files = files
+
+
+class ShareGroup(InputPartition):
+    """One task's share of a checkpoint too large to replay in the planning process: the task
+    plans it (the same planner, over just those files) and reads the files it keeps."""
+
+    def __init__(self, shares: Shares, task: int, predicate: Node | None) -> None:
+        """Task `task` of `shares`, planned by `predicate`."""
+        super().__init__(task)
+        self.shares = shares
+        self.task = task
+        self.predicate = predicate
+
+    def files(self) -> list[AddFile]:
+        """The files of the share the predicate keeps."""
+        return [f for share in self.shares.snapshots(self.task)
+                for f in add_files_from_arrow(plan_scan(share, self.predicate, describe=False).selected)]
 
 
 def file_groups(files: Sequence[Any], size_of: Any = lambda f: f.size, slots: int | None = None) -> list[list[Any]]:
@@ -160,8 +189,9 @@ class BatchReader(DataSourceReader):
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
         """The reader of the snapshot `options` name, giving rows of `schema`."""
-        snapshot = read_snapshot(options)
+        snapshot = read_snapshot(options, files_later_from=0)   # its files are the partitions' concern
         self.version = snapshot.version
+        self.replay_bound = replay_bound(options)
         self.layout = TableLayout.of(snapshot, options)
         self.arrow_schema = to_arrow_schema(schema)
         self.predicate: Node | None = None
@@ -172,15 +202,27 @@ class BatchReader(DataSourceReader):
         return filters
 
     def partitions(self) -> Sequence[InputPartition]:
-        """The planned files in tasks of about TASK_BYTES."""
-        snapshot = Snapshot.load(self.layout.path, self.version)
-        plan = plan_scan(snapshot, self.predicate)
-        return [FileGroup(g) for g in file_groups(plan.files)]
+        """The planned files in tasks of about TASK_BYTES. Of a table whose checkpoint holds at
+        least replayJobMinFiles adds, the checkpoint's files are not read here: each of its
+        shares (as a Spark job would plan them: skiplake.spark.reads.log_job) is a task that plans
+        and reads its own files; the commits' files are planned here."""
+        snapshot = Snapshot.load(self.layout.path, self.version, files_later_from=self.replay_bound)
+        if not snapshot.files_pending:
+            return [FileGroup(g) for g in file_groups(plan_scan(snapshot, self.predicate).files)]
+        shares = Shares.of(snapshot)
+        kept = plan_scan(commits_share(snapshot), self.predicate).files
+        return [ShareGroup(shares, task, self.predicate) for task in range(len(shares.tasks))] + \
+            [FileGroup(g) for g in file_groups(kept) if g]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of the task's files."""
-        assert isinstance(partition, FileGroup)
-        yield from read_batches(self.layout, partition.files, self.arrow_schema)
+        if isinstance(partition, ShareGroup):
+            self.layout.reach()   # before the share's checkpoint is read: an object store's options
+            files = partition.files()
+        else:
+            assert isinstance(partition, FileGroup)
+            files = partition.files
+        yield from read_batches(self.layout, files, self.arrow_schema)
 
 
 def read_batches(layout: TableLayout, files: Sequence[AddFile], arrow_schema: pa.Schema) -> Iterator[pa.RecordBatch]:

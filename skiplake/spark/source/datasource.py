@@ -38,7 +38,7 @@ class SkiplakeDataSource(DataSource):
         """The table's schema (with the change feed's columns under readChangeFeed)."""
         if _flag(option(self.options, "readChangeFeed")):
             return to_spark(change_schema(stream_snapshot(self.options).schema))
-        return to_spark(read_snapshot(self.options).schema)
+        return to_spark(read_snapshot(self.options, files_later_from=0).schema)   # no file needed
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """A batch read of the table."""
