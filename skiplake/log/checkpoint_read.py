@@ -346,10 +346,22 @@ def _reading(storage: Storage, name: str) -> Iterator[None]:
         raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
 
 
-def _parquet_file(storage: Storage, name: str) -> tuple[bytes, pq.ParquetFile]:
+def _parquet_file(storage: Storage, name: str) -> tuple[bytes | pa.Buffer, pq.ParquetFile]:
     with _reading(storage, name):
-        data = storage.read(name)
+        data = _whole_file(storage, name)
         return data, pq.ParquetFile(pa.BufferReader(data))
+
+
+def _whole_file(storage: Storage, name: str) -> bytes | pa.Buffer:
+    """A checkpoint file's bytes. A local file is memory-mapped: only the pages of the columns
+    read are touched, never copied (a checkpoint of 10M files is 0.7 GB, of which a plan reads a
+    few columns); checkpoints are written once and never changed in place. An object store's
+    file is fetched whole, in one request."""
+    path = storage.local_path(name)
+    if path is None:
+        return storage.read(name)
+    with pa.memory_map(path) as mapped:
+        return mapped.read_buffer()
 
 
 def _read_files(storage: Storage, names: list[str], columns: Callable[[pa.Schema], list[str]] | None = None,

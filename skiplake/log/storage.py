@@ -63,6 +63,10 @@ class Storage(ABC):
     def open_input(self, name: str, size: int | None = None) -> BinaryIO | io.RawIOBase:
         """A seekable binary reader of the file (Parquet footers are read from its end)."""
 
+    def local_path(self, name: str) -> str | None:
+        """The file's path on this machine's file system; None on an object store."""
+        return None
+
     @abstractmethod
     def walk(self) -> list[ObjectInfo]:
         """Every file below the root, at any depth."""
@@ -114,6 +118,10 @@ class LocalStorage(Storage):
 
     def _full(self, name: str) -> str:
         return os.path.join(self.root, name)
+
+    def local_path(self, name: str) -> str | None:
+        """The file's path on this machine's file system."""
+        return self._full(name)
 
     def read(self, name: str) -> bytes:
         """The whole file; FileNotFoundError if there is none."""
