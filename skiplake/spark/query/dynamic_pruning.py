@@ -549,14 +549,14 @@ def _own_query_keys(spark: "SparkSession", plan: QueryPlan, c: Candidate) -> tup
     ref, chain, keys = shape
     snapshot, static = ref.snapshot, ref.static
     assert snapshot is not None and static is not None
-    parts = [plan.condition_sql(n, ref) for n in chain if n.kind == "Filter"]
-    df = read_planned(spark, snapshot, static.files)
-    where = [logical_sql(p, ref) for p in parts if p is not None]
+    filters = [n for n in chain if n.kind == "Filter"]
     if plan.optimized is not None:
         # Catalyst's SQL of a condition names columns by the query's alias of the table: bound,
         # they are the table's own (a conjunct skiplake cannot bind is left out).
-        bound = [bind_conjuncts(w, ref.schema) for w in where]
-        where = [to_sql(b) for b in bound if b is not None]
+        where = [to_sql(b) for b in (_bound_filter(plan, ref, n) for n in filters) if b is not None]
+    else:
+        where = [logical_sql(p, ref) for p in (plan.condition_sql(n, ref) for n in filters) if p is not None]
+    df = read_planned(spark, snapshot, static.files)
     if where:
         df = df.where(" AND ".join(f"({w})" for w in where))
     cols = [F.col(f"`{k}`").cast(b.cast) if b.cast else F.col(f"`{k}`") for k, (_t, b) in zip(keys, c.pairs)]
@@ -620,13 +620,14 @@ def _key_column(ref: TableReference, columns: dict[int, str], b: Operand) -> str
 
 
 def _bound_filter(plan: QueryPlan, ref: TableReference, node: PlanNode) -> Node | None:
-    """A Filter's condition bound to the reference's table (once per text, as pushdown does)."""
+    """A Filter's condition bound to the reference's table, in its logical column names (once
+    per text and reference: pushdown's filters_above shares the cache, and binds alike)."""
     sql = plan.condition_sql(node, ref)
     if sql is None:
         return None
     key = (sql, id(ref))
     if key not in plan.bound:
-        plan.bound[key] = bind_conjuncts(sql, ref.schema)
+        plan.bound[key] = bind_conjuncts(logical_sql(sql, ref), ref.schema)
     return plan.bound[key]
 
 
