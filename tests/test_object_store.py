@@ -408,3 +408,31 @@ def test_log_cleanup_on_s3(s3_server):
     assert len(Snapshot.load(root, 20).add_files) == 20 and len(Snapshot.load(root).add_files) == 25
     with pytest.raises(VersionNotFoundError, match="readable versions are 20..25"):
         Snapshot.load(root, 19)
+
+
+@pytest.mark.slow   # a table of nine commits and a checkpoint on the store, planned three ways
+def test_a_table_past_the_replay_bound_on_s3(spark, s3_lake, s3_server, monkeypatch):
+    """Past the replay bound on an object store: the Spark job's tasks and the data source's
+    read tasks reach the bucket with the Lake's options and keep the files a plan in the driver
+    keeps, with the same rows."""
+    from skiplake.spark.reads import log_job
+    from tests.test_log_job import make_table
+
+    root = s3_lake.path_of("big")
+    make_table(spark, root, monkeypatch)
+    spark.conf.set(log_job.MIN_FILES_CONF, "4")
+    try:
+        big = skiplake.Table.open(spark, root)
+    finally:
+        spark.conf.unset(log_job.MIN_FILES_CONF)
+    small = skiplake.Table.open(spark, root)
+    assert big.snapshot.files_pending and not small.snapshot.files_pending
+    for where in (None, "p = '2' AND v >= 150", "id IN (3, 77, 310)"):
+        by_job, in_driver = big.scan(where), small.scan(where)
+        assert by_job.report.replay.startswith("a Spark job of 1 task"), where
+        assert sorted(f.path for f in by_job.files) == sorted(f.path for f in in_driver.files), where
+        expected = _rows(small.read(where))
+        assert _rows(big.read(where)) == expected, where
+        df = spark.read.format("skiplake").option("replayJobMinFiles", 4).options(**s3_server.options).load(root)
+        assert _rows(df if where is None else df.filter(where)) == expected, where
+    assert big.count() == small.count() == 360 - 40 + 10
