@@ -549,19 +549,22 @@ def _own_query_keys(spark: "SparkSession", plan: QueryPlan, c: Candidate) -> tup
     ref, chain, keys = shape
     snapshot, static = ref.snapshot, ref.static
     assert snapshot is not None and static is not None
-    filters = [n for n in chain if n.kind == "Filter"]
-    if plan.optimized is not None:
-        # Catalyst's SQL of a condition names columns by the query's alias of the table: bound,
-        # they are the table's own (a conjunct skiplake cannot bind is left out).
-        where = [to_sql(b) for b in (_bound_filter(plan, ref, n) for n in filters) if b is not None]
-    else:
-        where = [logical_sql(p, ref) for p in (plan.condition_sql(n, ref) for n in filters) if p is not None]
+    where = _filter_sql(plan, ref, [n for n in chain if n.kind == "Filter"])
     df = read_planned(spark, snapshot, static.files)
     if where:
         df = df.where(" AND ".join(f"({w})" for w in where))
     cols = [F.col(f"`{k}`").cast(b.cast) if b.cast else F.col(f"`{k}`") for k, (_t, b) in zip(keys, c.pairs)]
     found = distinct_keys(df, cols)
     return found, found.seconds
+
+
+def _filter_sql(plan: QueryPlan, ref: TableReference, filters: list[PlanNode]) -> list[str]:
+    """The conditions of a build's Filters as SQL over the table's own columns."""
+    if plan.optimized is not None:
+        # Catalyst's SQL of a condition names columns by the query's alias of the table: bound,
+        # they are the table's own (a conjunct skiplake cannot bind is left out).
+        return [to_sql(b) for b in (_bound_filter(plan, ref, n) for n in filters) if b is not None]
+    return [logical_sql(p, ref) for p in (plan.condition_sql(n, ref) for n in filters) if p is not None]
 
 
 def _local_shape(plan: QueryPlan, c: Candidate) -> tuple[TableReference, list[PlanNode], list[str]] | None:
