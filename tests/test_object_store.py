@@ -31,7 +31,8 @@ def _rows(df):
     return sorted(tuple(r) for r in df.collect())
 
 
-@pytest.mark.both_modes
+# Under Spark Connect in the full tier only: the gate's Connect pass writes, deletes and plans
+# on the store in the other both_modes tests of this module.
 def test_table_lifecycle_on_s3(spark, s3_lake, s3_server):
     t = s3_lake.create_table("sales", "id long, p int, v string", partition_by=["p"])
     assert t.path.startswith("s3://") and t.path.endswith("/warehouse/sales")
