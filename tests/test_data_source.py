@@ -131,6 +131,11 @@ def test_batch_read_past_the_bound_plans_in_its_read_tasks(lake, tmp_path, monke
         assert got == sorted(map(tuple, whole.read(where).collect())), where
     with pytest.raises(Exception, match="replayJobMinFiles"):
         spark.read.format("skiplake").option("replayJobMinFiles", "many").load(root).collect()
+    # A checkpoint of no adds, and no commit after it: no share, no file, one empty task.
+    emptied = lake.create_table("emptied", "id long", properties={"delta.checkpointInterval": "1"})
+    emptied.append(spark.range(3))
+    emptied.delete("id >= 0")
+    assert spark.read.format("skiplake").option("replayJobMinFiles", 0).load(emptied.path).count() == 0
 
 
 def test_batch_write_append_overwrite_and_new_table(lake, parted, tmp_path):

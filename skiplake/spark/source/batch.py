@@ -211,8 +211,9 @@ class BatchReader(DataSourceReader):
             return [FileGroup(g) for g in file_groups(plan_scan(snapshot, self.predicate).files)]
         shares = Shares.of(snapshot)
         kept = plan_scan(commits_share(snapshot), self.predicate).files
-        return [ShareGroup(shares, task, self.predicate) for task in range(len(shares.tasks))] + \
-            [FileGroup(g) for g in file_groups(kept) if g]
+        planned: list[InputPartition] = [ShareGroup(shares, task, self.predicate) for task in range(len(shares.tasks))]
+        planned += [FileGroup(g) for g in file_groups(kept) if g]
+        return planned or [FileGroup([])]   # a read has at least one task, as file_groups gives
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The rows of the task's files."""
