@@ -41,7 +41,6 @@ import pyarrow as pa
 from pyspark.sql import functions as F
 
 from skiplake.errors import InvalidPredicateError
-from skiplake.expr.parse import bind_conjuncts
 from skiplake.expr.sql import to_sql
 from skiplake.expr.tree import And, Col, Const, InList, IsNull, Node, Not, conjuncts
 from skiplake.layout.bucket_spec import bucket_spec_of
@@ -68,7 +67,7 @@ from skiplake.spark.query.join_candidates import Candidate, Target
 from skiplake.spark.query.model import ROW_FILTER_MAX_VALUES, Occurrence, QueryPlan, Resolver, TableReference
 from skiplake.spark.query.plan_text import Attr, Operand, PlanNode, split_top, trace
 from skiplake.spark.query.plan_text import conjuncts as text_conjuncts
-from skiplake.spark.query.pushdown import logical_sql
+from skiplake.spark.query.pushdown import bound_condition, logical_sql
 from skiplake.spark.reads.planned_reads import read_planned
 
 if TYPE_CHECKING:
@@ -623,15 +622,9 @@ def _key_column(ref: TableReference, columns: dict[int, str], b: Operand) -> str
 
 
 def _bound_filter(plan: QueryPlan, ref: TableReference, node: PlanNode) -> Node | None:
-    """A Filter's condition bound to the reference's table, in its logical column names (once
-    per text and reference: pushdown's filters_above shares the cache, and binds alike)."""
+    """A Filter's condition bound to the reference's table, as pushdown binds it (one cache)."""
     sql = plan.condition_sql(node, ref)
-    if sql is None:
-        return None
-    key = (sql, id(ref))
-    if key not in plan.bound:
-        plan.bound[key] = bind_conjuncts(logical_sql(sql, ref), ref.schema)
-    return plan.bound[key]
+    return None if sql is None else bound_condition(plan, ref, sql)
 
 
 def _positions(out: list[Attr] | None, c: Candidate) -> list[int] | None:

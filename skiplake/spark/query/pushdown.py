@@ -164,16 +164,21 @@ def filters_above(plan: QueryPlan, ref: TableReference, relation: PlanNode) -> N
     while node is not None and node.kind == "Filter" and node.children and node.children[0] is child:
         sql = null_tests_sql(node.text.strip()) or plan.condition_sql(node, ref)
         if sql is not None:
-            # Copies of a CTE (occurrences of one reference) repeat their filters: each text is
-            # parsed and bound once per reference.
-            key = (sql, id(ref))
-            if key not in plan.bound:
-                plan.bound[key] = bind_conjuncts(logical_sql(sql, ref), ref.schema)
-            part = plan.bound[key]
+            part = bound_condition(plan, ref, sql)
             if part is not None:
                 bound.append(part)
         child, node = node, node.parent
     return None if not bound else bound[0] if len(bound) == 1 else And(tuple(bound))
+
+
+def bound_condition(plan: QueryPlan, ref: TableReference, sql: str) -> Node | None:
+    """A Filter's condition (Spark's SQL of it) bound to the reference's table, in its logical
+    column names. Copies of a CTE (occurrences of one reference) repeat their filters: each text
+    is parsed and bound once per reference."""
+    key = (sql, id(ref))
+    if key not in plan.bound:
+        plan.bound[key] = bind_conjuncts(logical_sql(sql, ref), ref.schema)
+    return plan.bound[key]
 
 
 def _a_plain_file(snapshot: "Snapshot | None") -> bool:
