@@ -13,6 +13,12 @@ import pytest
 
 from testing_support.paths import setup_java
 from tests.modes import CONNECT
+from tests.tiers import FULL
+
+# The gate runs Spark's operators interpreted: on the suite's small tables compiling each query's
+# generated code costs more than it saves (about a tenth of the gate's time). The full tier runs
+# Spark as users do, with code generation.
+SESSION_CONF = {} if FULL else {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 # A test that uses one of these fixtures must carry its marker, so that `-m` selects by what a
 # test needs (`-m "not delta_spark"` on a machine without Maven Central, say). Checked at
@@ -60,7 +66,7 @@ def connect_server():
     from skiplake.spark.session import connect_server as server_module
     from skiplake.spark.session.session_setup import spark_conf
     server = server_module.start(spark_conf(app_name="skiplake-tests", shuffle_partitions=2,
-                                            driver_memory="3g", s3=True))
+                                            driver_memory="3g", conf=SESSION_CONF, s3=True))
     yield server
     server.stop()
 
@@ -76,7 +82,8 @@ def spark(request):
         session.stop()
         return
     # With S3A and its magic committer (tests/test_object_store.py); local tables are unaffected.
-    session = skiplake.local_spark(app_name="skiplake-tests", shuffle_partitions=2, driver_memory="3g", s3=True)
+    session = skiplake.local_spark(app_name="skiplake-tests", shuffle_partitions=2, driver_memory="3g",
+                                   conf=SESSION_CONF, s3=True)
     yield session
     session.stop()
 

@@ -114,8 +114,7 @@ def test_rows_a_delete_cannot_match_do_not_conflict_even_when_serializable(table
     assert ids(table, "p = 1") == list(range(1000, 1005))
 
 
-@pytest.mark.both_modes
-@pytest.mark.parametrize("level", ["WriteSerializable", "Serializable"])
+@pytest.mark.parametrize("level", [pytest.param("WriteSerializable", marks=pytest.mark.both_modes), "Serializable"])
 def test_merges_with_disjoint_source_keys_both_commit_on_a_clustered_table(lake, spark, level):
     """Each MERGE's target read is narrowed to the files its source's keys can match (dynamic
     file pruning of MERGE), so two jobs upserting disjoint key ranges of one unpartitioned table

@@ -4,11 +4,11 @@ The module builds skiplake's own tables through every kind of commit and writer 
 (tests/interop_tables.py), and writes to copies of the golden tables delta-spark wrote
 (tests/data/golden/); then delta-spark reads them all in one batch of jobs, in one JVM
 (testing_support/delta_spark.py, started while skiplake builds), and each test compares with
-what skiplake reads. The gate builds and reads a sample (the table through every kind of commit,
-deletion vectors, column mapping, an object store, three of delta-spark's tables after skiplake's
-writes); the full tier every table. delta-spark writes nothing here: its writes to skiplake's tables are the
-slow tier's (tests/test_delta_spark_writes.py), and what skiplake reads of its tables is
-tests/test_golden_tables.py's.
+what skiplake reads. The whole module is the slow tier's (delta-spark's JVM and its batch took
+over two minutes of the gate): there the gate's live peer is delta-rs
+(tests/test_deltalake_interop.py), and the tables delta-spark wrote are read from their committed
+copies (tests/test_golden_tables.py). delta-spark writes nothing here: its writes to skiplake's
+tables are tests/test_delta_spark_writes.py's.
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ from tests.interop_tables import (
     sort_rows,
 )
 
-pytestmark = [pytest.mark.spark, pytest.mark.delta_spark, pytest.mark.s3]
+pytestmark = [pytest.mark.spark, pytest.mark.delta_spark, pytest.mark.s3, pytest.mark.slow]
 
 WSER = "wser"   # a table whose metaData.configuration says delta.isolationLevel = WriteSerializable
 
@@ -95,10 +95,7 @@ def _query(name: str, sql: str) -> dict:
 
 # What each test needs built and read, by part: a part is one table or a group of tables that
 # are built together, their rows as skiplake reads them, and delta-spark's jobs over them. The
-# fixture builds only the parts of the tests selected, so the gate builds and reads its sample
-# and the full tier everything.
-GATE_STEPS = ("append1", "update_partition", "merge", "append5", "delete_after_checkpoint")
-GATE_THEIRS = ("cm_name", "dv_spark", "tw_spark")
+# fixture builds only the parts of the tests selected (a test run alone builds what it reads).
 S3_TABLE = "s3"   # a table of the lake on the S3-compatible test server: delta-spark reads it through S3A
 
 
@@ -330,8 +327,7 @@ def test_delta_spark_reads_skiplakes_table_through_every_kind_of_commit(reads: R
     assert ops[v["delete"]] == "DELETE" and ops[v["update"]] == "UPDATE"
 
 
-@pytest.mark.parametrize("step", [s if s in GATE_STEPS else pytest.param(s, marks=pytest.mark.slow)
-                                  for s in TIME_TRAVEL_STEPS])
+@pytest.mark.parametrize("step", TIME_TRAVEL_STEPS)
 def test_delta_spark_time_travel_matches_skiplake(reads: Reads, step: str) -> None:
     t = reads.lake.table("main")
     version = reads.versions[step]
@@ -340,7 +336,6 @@ def test_delta_spark_time_travel_matches_skiplake(reads: Reads, step: str) -> No
     assert reads.rows(f"main@{step}") == rows_as_strings(t.read(version=version), COLUMNS)
 
 
-@pytest.mark.slow
 def test_delta_spark_reads_a_write_serializable_table(reads: Reads) -> None:
     """skiplake writes delta.isolationLevel = WriteSerializable (delta-spark's own writes to such a
     table are the slow tier's); delta-spark reads the table as it is."""
@@ -373,7 +368,6 @@ def test_delta_spark_reads_skiplakes_column_mapping(reads: Reads) -> None:
     assert (got["n"], got["s"]) == (len(kept), sum(kept))
 
 
-@pytest.mark.slow
 def test_delta_spark_reads_skiplakes_v2_checkpoints_and_variants(reads: Reads) -> None:
     for name in (V2_OURS, VARIANT_OURS):
         assert reads.rows(name) == reads.expected[name] and reads.expected[name]
@@ -382,7 +376,6 @@ def test_delta_spark_reads_skiplakes_v2_checkpoints_and_variants(reads: Reads) -
     assert list((log / "_sidecars").iterdir())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", [CDF_OURS, CDF_OURS_DV])
 def test_delta_spark_reads_skiplakes_change_feed(reads: Reads, name: str) -> None:
     """delta-spark's table_changes over skiplake's DELETE, UPDATE, MERGE and replaceWhere gives
@@ -393,7 +386,6 @@ def test_delta_spark_reads_skiplakes_change_feed(reads: Reads, name: str) -> Non
     assert reads.rows(name) == reads.expected[name]
 
 
-@pytest.mark.slow
 def test_delta_spark_reads_skiplakes_constraints_generated_and_identity_columns(reads: Reads) -> None:
     for name in (CK_OURS, GEN_OURS, ID_OURS):
         assert reads.rows(name) == reads.expected[name], name
@@ -402,14 +394,12 @@ def test_delta_spark_reads_skiplakes_constraints_generated_and_identity_columns(
     assert "checkConstraints" in detail["tableFeatures"]
 
 
-@pytest.mark.slow
 def test_delta_spark_reads_skiplakes_clustered_table(reads: Reads) -> None:
     assert reads.rows(CL_OURS) == reads.expected[CL_OURS]
     detail = reads.job(f"{CL_OURS}:detail")["detail"]
     assert detail["clusteringColumns"] == ["k", "id"] and "clustering" in detail["tableFeatures"]
 
 
-@pytest.mark.slow
 def test_delta_spark_reads_skiplakes_row_ids(reads: Reads) -> None:
     ids = sorted(reads.rows(f"{RT_OURS}:ids"))
     assert ids == reads.expected[f"{RT_OURS}:ids"]
@@ -417,7 +407,7 @@ def test_delta_spark_reads_skiplakes_row_ids(reads: Reads) -> None:
     assert len(ids) == 18 and len({r[1] for r in ids}) == 18 and all(int(r[1]) < 20 for r in ids)
 
 
-@pytest.mark.parametrize("name", [n if n in GATE_THEIRS else pytest.param(n, marks=pytest.mark.slow) for n in THEIRS])
+@pytest.mark.parametrize("name", list(THEIRS))
 def test_delta_spark_reads_what_skiplake_wrote_to_its_tables(reads: Reads, name: str) -> None:
     """delta-spark's own tables (the golden ones), after skiplake's DML, appends, OPTIMIZE and a
     change of clustering keys, read by delta-spark as skiplake reads them."""

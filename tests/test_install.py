@@ -4,7 +4,8 @@ quick start must run as written and every feature of a missing extra must fail w
 MissingExtraError. A second venv adds [catalog] only, for the PostgreSQL extra's error.
 
 uv builds and installs (testing_support/install_env.py); with a warm package cache the venvs take about a
-second each, and the quick start (a fresh JVM, its Spark jobs) most of this module's time.
+second each, and the quick start (a fresh JVM, its Spark jobs) most of this module's time: it and the
+checks made in its session are the slow tier's.
 """
 from __future__ import annotations
 
@@ -132,6 +133,9 @@ def test_core_install_has_sqlglot_compiled(core_venv, tmp_path):
     assert proc.stdout.split()[1] == "True", proc.stdout
 
 
+# The quick start, and what runs in its session, are the slow tier's (a fresh JVM and its jobs:
+# about 50 s of the gate); the gate builds the wheel and installs it.
+@pytest.mark.slow
 def test_readme_quickstart_runs_in_the_core_install(quickstart):
     out = quickstart["stdout"]
     scan = out[out.index("Scan skiplake"):]
@@ -148,6 +152,7 @@ def test_readme_quickstart_runs_in_the_core_install(quickstart):
     assert quickstart["imported"] == []   # tables, Z-order, DML and lake.sql import no extra's package
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("feature, extra", [
     ("catalog database", "catalog"), ("postgres database", "postgres"), ("catalog endpoint", "catalog"),
     ("GlueCatalog", "catalog"),
@@ -160,6 +165,7 @@ def test_missing_extra_is_a_clear_error_where_used(quickstart, feature, extra):
     assert "pw@" not in check["message"]   # a database URL's password is not repeated
 
 
+@pytest.mark.slow
 def test_console_script(core_venv, quickstart):
     work, sales = quickstart["work"], Path(quickstart["root"]) / "sales"
     commands = {"version": ["--version"], "history": ["history", str(sales)], "catalog": ["catalog", "serve"],

@@ -31,8 +31,9 @@ def _rows(df):
     return sorted(tuple(r) for r in df.collect())
 
 
-# Under Spark Connect in the full tier only: the gate's Connect pass writes, deletes and plans
-# on the store in the other both_modes tests of this module.
+# This test, the concurrent appends and the bucketed tables run under Spark Connect in the full
+# tier only: the gate's Connect pass writes, deletes, plans and reads a catalog table on the store
+# in the other both_modes tests of this module.
 def test_table_lifecycle_on_s3(spark, s3_lake, s3_server):
     t = s3_lake.create_table("sales", "id long, p int, v string", partition_by=["p"])
     assert t.path.startswith("s3://") and t.path.endswith("/warehouse/sales")
@@ -100,7 +101,6 @@ def test_conditional_put_is_atomic_on_the_test_server(s3_server):
     assert len(storage.list(start_after=f"{rounds - 5:020d}.json")) == 4
 
 
-@pytest.mark.both_modes
 def test_concurrent_appends_and_conflicts_on_s3(spark, s3_lake):
     t = s3_lake.create_table("t", "id long, p int", partition_by=["p"])
     t.append(spark.range(10).selectExpr("id", "cast(id % 2 as int) p"))
@@ -271,7 +271,6 @@ def test_a_conflicting_conditional_write_is_retried(s3_server):
     assert S3Storage(f"s3://{bucket}/t/_delta_log").read("00000000000000000000.json") == b"first"
 
 
-@pytest.mark.both_modes
 def test_bucketed_tables_on_s3_join_without_a_shuffle(spark, s3_lake, s3_server):
     """On an object store Spark's bucketed writer names each file with its bucket id (no rename),
     so two tables bucketed alike still join bucket by bucket."""

@@ -9,7 +9,8 @@ delta-spark's `spark.sql` (all of a sequence in one batch of its JVM, while skip
 side). After each statement both tables must hold the same rows and schema and the statement
 the same result rows, or both sides must have refused it.
 
-The gate runs one sequence; the full tier all of them.
+The slow tier's, as every test that starts delta-spark's JVM: the gate checks the statements on
+their own (tests/test_sql_statements.py).
 """
 from __future__ import annotations
 
@@ -19,9 +20,8 @@ from dataclasses import dataclass
 import pytest
 
 from testing_support.delta_spark import quote_path, rows_as_strings
-from tests.tiers import gate_sample
 
-pytestmark = [pytest.mark.spark, pytest.mark.delta_spark]
+pytestmark = [pytest.mark.spark, pytest.mark.delta_spark, pytest.mark.slow]
 
 STEPS = 12
 SEEDS = list(range(8))
@@ -153,7 +153,7 @@ def _skiplake_side(lake, steps: list[Step], create: str) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize(("seed",), gate_sample([(s,) for s in SEEDS], lambda case: case[0] < 1))
+@pytest.mark.parametrize("seed", SEEDS)
 def test_statements_match_delta_spark(spark, lake, delta_spark, tmp_path, seed):
     steps = sequence(seed)
     create = _shape(seed)
