@@ -29,7 +29,7 @@ import datetime as dt
 import math
 import operator
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -117,8 +117,13 @@ def is_no_bound(value: Any) -> bool:
 
 # ------------------------------------------------------------------ stats to bounds: all files
 
+# A column's bounds over every file: one array, or the chunks a checkpoint's typed stats were read
+# in (joining them would copy every bound: about 0.2 s of a plan at ten million files).
+Bounds: TypeAlias = pa.Array | pa.ChunkedArray
 
-def bound_arrays(field: Field, lo: pa.Array, hi: pa.Array) -> tuple[pa.Array, pa.Array, np.ndarray]:
+
+
+def bound_arrays(field: Field, lo: Bounds, hi: Bounds) -> tuple[Bounds, Bounds, np.ndarray]:
     """`file_bounds` over arrays of every file's typed min and max (null: unknown)."""
     type_ = field.type
     exact = np.ones(len(lo), dtype=bool)
@@ -151,11 +156,11 @@ def null_fact_arrays(null_count: np.ndarray, num_records: np.ndarray) -> tuple[n
     return may_null, all_null, empty
 
 
-def _no_nan(values: pa.Array) -> pa.Array:
+def _no_nan(values: Bounds) -> Bounds:
     return pc.if_else(pc.fill_null(pc.is_nan(values), False), pa.scalar(None, values.type), values)
 
 
-def _as_float32(values: pa.Array) -> pa.Array:
+def _as_float32(values: Bounds) -> Bounds:
     return pc.cast(pc.cast(values, pa.float32(), safe=False), pa.float64())
 
 
@@ -188,7 +193,7 @@ def compare(op: str, lo: Any, hi: Any, exact: bool, v: Any) -> tuple[bool, bool]
     return may_true, may_false
 
 
-def compare_arrays(op: str, lo: pa.Array, hi: pa.Array, exact: np.ndarray,
+def compare_arrays(op: str, lo: Bounds, hi: Bounds, exact: np.ndarray,
                    v: pa.Scalar) -> tuple[np.ndarray, np.ndarray] | None:
     """`compare` over every file's bounds; None for an operator bounds cannot decide."""
     if op in EQUALITIES:
@@ -209,7 +214,7 @@ def in_list(lo: Any, hi: Any, exact: bool, values: Sequence[Any]) -> tuple[bool,
     return can_t, not (single and lo in values)
 
 
-def in_list_arrays(lo: pa.Array, hi: pa.Array, exact: np.ndarray, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+def in_list_arrays(lo: Bounds, hi: Bounds, exact: np.ndarray, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """`in_list` over every file's bounds; `values` holds the list in the column's Arrow type."""
     single = exact & _np(pc.equal(lo, hi), False) & _np(pc.is_in(lo, value_set=values), False)
     return _any_inside(lo, hi, values), ~single
@@ -224,7 +229,7 @@ def starts_with(lo: Any, hi: Any, prefix: str) -> tuple[bool, bool]:
     return can_t, not both
 
 
-def starts_with_arrays(lo: pa.Array, hi: pa.Array, prefix: str) -> tuple[np.ndarray, np.ndarray]:
+def starts_with_arrays(lo: Bounds, hi: Bounds, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     """`starts_with` over every file's string bounds."""
     head = pc.utf8_slice_codeunits(lo, 0, len(prefix))
     can_t = _np(pc.greater_equal(hi, prefix), True) & _np(pc.less_equal(head, prefix), True)
@@ -237,7 +242,7 @@ def _np(mask: pa.Array | pa.ChunkedArray, fill: bool) -> np.ndarray:
     return np.asarray(pc.fill_null(mask, fill), dtype=bool)
 
 
-def _any_inside(lo: pa.Array, hi: pa.Array, values: pa.Array) -> np.ndarray:
+def _any_inside(lo: Bounds, hi: Bounds, values: pa.Array) -> np.ndarray:
     """For each file, whether some value v has lo <= v <= hi (unknown bounds are open). A long
     list is matched by binary search, so 10,000 values cost about as much as one."""
     size = len(lo)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -26,8 +26,11 @@ from skiplake.log.deferred_stats import DeferredStats
 from skiplake.log.json_column import read_json_column
 from skiplake.log.schema import INTEGER_TYPES, Schema, is_decimal, is_primitive
 from skiplake.log.values import TIMESTAMP_TYPES, parse_partition_value
-from skiplake.skipping.bounds import bound_arrays, is_no_bound, null_fact_arrays, stat_value
+from skiplake.skipping.bounds import Bounds, bound_arrays, is_no_bound, null_fact_arrays, stat_value
 from skiplake.skipping.bucket_pruning import file_bucket_ids
+
+# Each file's numRecords, and each column's (min, max, null count) over every file.
+Parsed: TypeAlias = tuple[np.ndarray, dict[str, tuple[Bounds, Bounds, Bounds]]]
 
 # How a file's partition tuple is spelled as one string while numbering the partitions.
 _NULL_KEY = "\x00null"
@@ -67,8 +70,8 @@ def _json_type(type_: Any) -> pa.DataType:
 class ColumnStats:
     """What the log knows of one column in every file; arrays are aligned with the file table."""
     type: Any                 # the column's Delta type
-    min: pa.Array             # lower bounds of non-null values; null = unknown
-    max: pa.Array             # upper bounds; null = unknown
+    min: Bounds               # lower bounds of non-null values; null = unknown
+    max: Bounds               # upper bounds; null = unknown
     may_null: np.ndarray      # some value may be NULL
     all_null: np.ndarray      # every value is NULL (or the file has no rows)
     exact: np.ndarray         # min and max are values that occur, not widened bounds
@@ -233,7 +236,7 @@ class StatsTable:
         for name, (lo, hi, nulls) in columns.items():
             self._columns[name] = self._finish(name, lo, hi, nulls, records)
 
-    def _parse_json(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
+    def _parse_json(self, names: list[str]) -> Parsed:
         try:
             return self._parse_arrow(names)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -241,7 +244,7 @@ class StatsTable:
             # decimal with more digits than its scale): parse them one file at a time.
             return self._parse_python(names)
 
-    def _from_typed(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]] | None:
+    def _from_typed(self, names: list[str]) -> Parsed | None:
         """The stats of the files the checkpoint's typed stats cover, read from them; the JSON of
         the others (files added since) parsed. None when the typed stats lack a column."""
         keys = self._typed_keys(names)
@@ -250,7 +253,7 @@ class StatsTable:
         found, chosen = self._typed_rows(sorted(set(keys.values())))
         if not found.any():
             return None
-        columns: dict[str, tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray]] = {}
+        columns: dict[str, tuple[Bounds, Bounds, Bounds]] = {}
         for name in names:
             got = self._typed_column(chosen, name, keys[name])
             if got is None:
@@ -258,7 +261,7 @@ class StatsTable:
             columns[name] = got
         records = pc.struct_field(chosen, "numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
         if found.all():
-            return records, {name: (_joined(lo), _joined(hi), _joined(nc)) for name, (lo, hi, nc) in columns.items()}
+            return records, dict(columns)
         return self._with_the_rest(names, found, records, columns)
 
     def _typed_keys(self, names: list[str]) -> dict[str, str] | None:
@@ -301,15 +304,15 @@ class StatsTable:
         return found, chosen
 
     def _with_the_rest(self, names: list[str], found: np.ndarray, records: np.ndarray,
-                       columns: dict[str, tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray]]
-                       ) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
+                       columns: dict[str, tuple[Bounds, Bounds, Bounds]]
+                       ) -> Parsed:
         """The typed stats of the `found` files and the parsed JSON of the others (files added
         after the checkpoint), merged back into file order."""
         k = int(found.sum())
         if found[:k].all():   # the checkpoint's files first, the newer after them: no reordering
             rest = StatsTable(self._with_json(~found), self.schema, self.partition_columns)
             rest_records, rest_columns = rest._parse_json(names)
-            merged = {name: tuple(_joined(pa.chunked_array([*a.chunks, b], b.type))
+            merged = {name: tuple(pa.chunked_array([*a.chunks, *_chunks(b)], a.type)
                                   for a, b in zip(columns[name], rest_columns[name])) for name in names}
             return np.concatenate([records, rest_records]), merged
         rest = StatsTable(self._with_json(~found), self.schema, self.partition_columns)
@@ -317,7 +320,7 @@ class StatsTable:
         order = np.concatenate([np.flatnonzero(found), np.flatnonzero(~found)])
         assert len(order) == self.num_files
         back = np.argsort(order, kind="stable")
-        merged = {name: tuple(_joined(pa.chunked_array([*a.chunks, b], b.type)).take(pa.array(back))
+        merged = {name: tuple(pa.chunked_array([*a.chunks, *_chunks(b)], a.type).take(pa.array(back))
                               for a, b in zip(columns[name], rest_columns[name])) for name in names}
         return np.concatenate([records, rest_records])[back], merged
 
@@ -339,7 +342,7 @@ class StatsTable:
         return at.combine_chunks() if isinstance(at, pa.ChunkedArray) else at
 
     def _typed_column(self, stats: pa.ChunkedArray, name: str, key: str
-                      ) -> tuple[pa.ChunkedArray, pa.ChunkedArray, pa.ChunkedArray] | None:
+                      ) -> tuple[Bounds, Bounds, Bounds] | None:
         """(min, max, null count) of column `name` from typed stats, in the types planning compares."""
         target = arrow_type(self.schema.field(name).type)
         mins, maxs, nulls = (pc.struct_field(stats, k) for k in ("minValues", "maxValues", "nullCount"))
@@ -354,7 +357,7 @@ class StatsTable:
                 return None
         return out[0], out[1], pc.struct_field(nulls, key).cast(pa.int64())
 
-    def _parse_arrow(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
+    def _parse_arrow(self, names: list[str]) -> Parsed:
         n = self.num_files
         if n == 0:  # typed, as the string and timestamp adjustments of _finish need
             empty = {name: pa.nulls(0, arrow_type(self.schema.field(name).type) or pa.null()) for name in names}
@@ -380,7 +383,7 @@ class StatsTable:
                 out[name] = (lo, hi, _field(nulls, name))
         return np.nan_to_num(records, nan=np.nan), out
 
-    def _parse_python(self, names: list[str]) -> tuple[np.ndarray, dict[str, tuple[pa.Array, pa.Array, pa.Array]]]:
+    def _parse_python(self, names: list[str]) -> Parsed:
         records: list[float] = []
         cols: dict[str, tuple[list, list, list]] = {name: ([], [], []) for name in names}
         for text in self._json_stats().to_pylist():
@@ -401,7 +404,7 @@ class StatsTable:
             out[name] = (_safe_array(lo_l, at), _safe_array(hi_l, at), pa.array(nc_l, pa.int64()))
         return np.asarray(records, dtype=np.float64), out
 
-    def _finish(self, name: str, lo: pa.Array, hi: pa.Array, null_count: pa.Array, records: np.ndarray) -> ColumnStats:
+    def _finish(self, name: str, lo: Bounds, hi: Bounds, null_count: Bounds, records: np.ndarray) -> ColumnStats:
         field = self.schema.field(name)
         lo, hi, exact = bound_arrays(field, lo, hi)
         nc = null_count.to_numpy(zero_copy_only=False).astype(np.float64) if self.num_files else np.zeros(0)
@@ -409,9 +412,9 @@ class StatsTable:
         return ColumnStats(field.type, lo, hi, may_null, all_null, exact | empty, nc)
 
 
-def _joined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """One array of a column's values (a chunked one's chunks joined)."""
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+def _chunks(values: Bounds) -> list[pa.Array]:
+    """The arrays of `values`, chunked or not."""
+    return values.chunks if isinstance(values, pa.ChunkedArray) else [values]
 
 
 def _bools(mask: pa.Array | pa.ChunkedArray) -> np.ndarray:
