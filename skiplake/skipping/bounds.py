@@ -236,7 +236,7 @@ def starts_with_arrays(lo: Bounds, hi: Bounds, prefix: str) -> tuple[np.ndarray,
     return can_t, ~both
 
 
-def _np(mask: pa.Array | pa.ChunkedArray, fill: bool) -> np.ndarray:
+def _np(mask: Bounds, fill: bool) -> np.ndarray:
     """A comparison's result as booleans, an unknown bound's NULL read as `fill`."""
     return np.asarray(pc.fill_null(mask, fill), dtype=bool)
 

@@ -261,7 +261,7 @@ class StatsTable:
             columns[name] = got
         records = pc.struct_field(chosen, "numRecords").to_numpy(zero_copy_only=False).astype(np.float64)
         if found.all():
-            return records, dict(columns)
+            return records, columns
         return self._with_the_rest(names, found, records, columns)
 
     def _typed_keys(self, names: list[str]) -> dict[str, str] | None:
@@ -308,21 +308,19 @@ class StatsTable:
                        ) -> Parsed:
         """The typed stats of the `found` files and the parsed JSON of the others (files added
         after the checkpoint), merged back into file order."""
-        k = int(found.sum())
-        if found[:k].all():   # the checkpoint's files first, the newer after them: no reordering
-            rest = StatsTable(self._with_json(~found), self.schema, self.partition_columns)
-            rest_records, rest_columns = rest._parse_json(names)
-            merged = {name: tuple(pa.chunked_array([*a.chunks, *_chunks(b)], a.type)
-                                  for a, b in zip(columns[name], rest_columns[name])) for name in names}
-            return np.concatenate([records, rest_records]), merged
         rest = StatsTable(self._with_json(~found), self.schema, self.partition_columns)
         rest_records, rest_columns = rest._parse_json(names)
+        merged = {name: tuple(pa.chunked_array([*_chunks(a), *_chunks(b)], a.type)
+                              for a, b in zip(columns[name], rest_columns[name])) for name in names}
+        all_records = np.concatenate([records, rest_records])
+        k = int(found.sum())
+        if found[:k].all():   # the checkpoint's files first, the newer after them: no reordering
+            return all_records, merged
         order = np.concatenate([np.flatnonzero(found), np.flatnonzero(~found)])
         assert len(order) == self.num_files
         back = np.argsort(order, kind="stable")
-        merged = {name: tuple(pa.chunked_array([*a.chunks, *_chunks(b)], a.type).take(pa.array(back))
-                              for a, b in zip(columns[name], rest_columns[name])) for name in names}
-        return np.concatenate([records, rest_records])[back], merged
+        at = pa.array(back)
+        return all_records[back], {name: tuple(c.take(at) for c in cs) for name, cs in merged.items()}
 
     def _with_json(self, which: np.ndarray) -> pa.Table:
         """The files `which` selects, with their JSON stats (read in where the load left them)."""
