@@ -106,10 +106,11 @@ class Lake:
                              progress=progress)
 
     def table(self, name: str, version: int | None = None, timestamp: str | None = None) -> Table | CatalogTable:
-        """A table under the root, or else (with a catalog) the catalog's table of that name."""
+        """A table under the root, or else (with a catalog) the catalog's table of that name; at
+        `version` or `timestamp` when given (a Delta table's only)."""
         if self._under_root(name) or self.catalog is None:
             return Table.open(self.spark, self.path_of(name), version, timestamp)
-        return self.catalog_table(name)
+        return self.catalog_table(name, version, timestamp)
 
     def tables(self) -> list[str]:
         """The Delta tables under the root (not the catalog's)."""
@@ -117,9 +118,10 @@ class Lake:
             return []
         return [e for e in sorted(storage_at(self.root).dirs()) if has_log(join(self.root, e))]
 
-    def catalog_table(self, name: str) -> Table | CatalogTable:
+    def catalog_table(self, name: str, version: int | None = None, timestamp: str | None = None) -> Table | CatalogTable:
         """The catalog's table `name` (`db.table` or a table of this lake's database): a skiplake
-        Table when its location holds a Delta log, else a CatalogTable of Hive-style Parquet."""
+        Table when its location holds a Delta log (at `version` or `timestamp` when given), else a
+        CatalogTable of Hive-style Parquet, which has no versions."""
         if self.catalog is None:
             raise InvalidArgumentError("this Lake has no catalog; pass catalog= to Lake(...)")
         database, _, table = name.rpartition(".")
@@ -134,7 +136,10 @@ class Lake:
         except UnsupportedLocationError:
             path = ""  # a store only Spark reaches (gs://, hdfs://): read as Hive-style Parquet by Spark
         if path and has_log(path):
-            return Table.open(self.spark, path)
+            return Table.open(self.spark, path, version, timestamp)
+        if version is not None or timestamp is not None:
+            raise InvalidArgumentError(f"{database}.{table} is Parquet without a Delta log: it has no versions to read "
+                                       "(drop version= and timestamp=, or convert it: CONVERT TO DELTA)")
         return CatalogTable(self.spark, self.catalog, database, table, spec)
 
     def latest_snapshot(self, path: str) -> Snapshot:

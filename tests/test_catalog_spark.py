@@ -11,7 +11,7 @@ import skiplake
 from skiplake.catalog.service import GlueCatalog
 from skiplake.cli import main as cli_main
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.connect]   # catalog tables through Spark Connect too (full tier)
 
 
 @pytest.fixture()
@@ -76,6 +76,8 @@ def test_unknown_catalog_table(spark, hive_table):
     catalog, *_ = hive_table
     with pytest.raises(skiplake.errors.NotATableError, match="no such table"):
         skiplake.Lake(spark, catalog=catalog, database="sales").table("nope")
+    with pytest.raises(skiplake.errors.InvalidArgumentError, match="no versions"):
+        skiplake.Lake(spark, catalog=catalog, database="sales").table("sales_data", version=0)
 
 
 def test_lake_sql_prunes_catalog_partitions(spark, hive_table):

@@ -183,6 +183,7 @@ def test_names_paths_time_travel_and_conversion(lake, spark, tmp_path):
     assert rows(lake.sql(f"SELECT count(*) FROM delta.`{folder}` WHERE p = 1")) == [(3,)]
 
 
+@pytest.mark.connect
 def test_catalog_tables(spark, tmp_path):
     import skiplake
     from skiplake.catalog.service import GlueCatalog
@@ -194,6 +195,10 @@ def test_catalog_tables(spark, tmp_path):
     lake.sql("INSERT INTO sales.orders VALUES (1, 10.0), (2, 20.0)")
     assert rows(lake.sql("UPDATE orders SET amount = amount + 1 WHERE id = 2")) == [(1,)]
     assert rows(lake.sql("SELECT * FROM orders")) == [(1, 10.0), (2, 21.0)]
+    latest = lake.table("orders")
+    before = lake.table("sales.orders", version=latest.version - 1)   # the catalog's table, in time
+    assert before.version == latest.version - 1
+    assert sorted(map(tuple, before.read().collect())) == [(1, 10.0), (2, 20.0)]
     lake.sql("DROP TABLE sales.orders")
     with pytest.raises(NotATableError):
         lake.sql("SELECT * FROM orders")
