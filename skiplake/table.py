@@ -448,7 +448,11 @@ class Table:
         The VacuumResult counts and lists the files.
 
         A retention shorter than the table's `delta.deletedFileRetentionDuration` (7 days by default)
-        raises RetentionTooShortError unless force=True, safe only when no reader or writer runs."""
+        raises RetentionTooShortError unless force=True, safe only when no reader or writer runs.
+        A Table opened for time travel lists them (dry_run) but raises InvalidArgumentError on
+        deleting them: they may be the very files its version reads."""
+        if not dry_run:
+            self._check_writable()
         return vacuum(self.path, retention_hours, dry_run, force)
 
     def set_properties(self, properties: Mapping[str, str]) -> int:

@@ -220,6 +220,11 @@ def test_time_travel(sales, spark):
     assert old.read().count() == 300
     with pytest.raises(InvalidArgumentError, match="read-only"):
         old.append(make_rows(spark, 1))
+    # VACUUM deletes files the latest version dropped, which the pinned version reads.
+    assert old.vacuum(0, dry_run=True, force=True).files   # listing them is harmless
+    with pytest.raises(InvalidArgumentError, match="read-only"):
+        old.vacuum(0, force=True)
+    assert old.read().count() == 300
     with pytest.raises(VersionNotFoundError, match="version 99"):
         sales.read(version=99)
     with pytest.raises(TimestampNotFoundError):
