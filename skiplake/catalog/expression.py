@@ -7,7 +7,8 @@ Operators `= <> != > < >= <=` (`< >` with a space is `<>`), BETWEEN (inclusive),
 and `_` only, no regular expressions), IS [NOT] NULL, AND, OR, NOT, parentheses. Strings in
 single or double quotes (a doubled quote inside is one quote). Values are compared by the key's
 declared type: integers numerically, dates as dates (`2023-9-01` is September 1st), strings as
-strings. A literal that cannot be cast to its key's type, or a key the table does not have, is
+strings; numbers of a double, float or decimal key as Spark orders doubles (NaN equals itself
+and is above every other value). A literal that cannot be cast to its key's type, or a key the table does not have, is
 an InvalidInputError that names it.
 
 Stored partition values are strings; one that does not parse as its key's type (possible when no
@@ -16,6 +17,7 @@ index validated it) makes comparisons on it unknown, so it never matches.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import operator
 import re
 from dataclasses import dataclass
@@ -320,6 +322,28 @@ _INTEGER = re.compile(r"[-+]?\d+")
 _DATE = re.compile(r"\s*(\d{1,4})-(\d{1,2})-(\d{1,2})\s*")
 
 
+@functools.total_ordering
+class _NaN:
+    """NaN of a double, float or decimal key, ordered as Spark orders doubles: equal to itself and
+    above every number (+Infinity too). Decimal's own NaN refuses `<` and `>`, and Spark reads a
+    partition `x=NaN` as a value that `x > 1` matches: the catalog must return it."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _NaN)
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __hash__(self) -> int:
+        return hash("NaN")
+
+    def __repr__(self) -> str:
+        return "NaN"
+
+
+NAN = _NaN()
+
+
 def typed_value(raw: str, kind: str) -> Any:
     """A string (stored partition value or literal) as a value of `kind`; ValueError if it is not one."""
     if kind == "integer":
@@ -331,9 +355,10 @@ def typed_value(raw: str, kind: str) -> Any:
         return parse_date(raw)
     if kind == "number":
         try:
-            return Decimal(raw.strip())
+            number = Decimal(raw.strip())
         except InvalidOperation:
             raise ValueError(raw) from None
+        return NAN if number.is_nan() else number
     if kind == "boolean":
         if raw.strip().lower() not in ("true", "false"):
             raise ValueError(raw)

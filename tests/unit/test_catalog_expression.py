@@ -63,6 +63,22 @@ def test_values_compare_by_type():
     assert not matches(parse("NOT (month = 2)", KEYS), {**PART, "month": "foo"})
 
 
+@pytest.mark.parametrize("text, matched", [
+    ("score > 1", ["1.5", "Infinity", "NaN", "nan"]),          # NaN above every number, as in Spark
+    ("score < 'Infinity'", ["-Infinity", "1.5"]),
+    ("score >= 'Infinity'", ["Infinity", "NaN", "nan"]),
+    ("score = 'NaN'", ["NaN", "nan"]),                          # NaN equals itself
+    ("score <> 1.5", ["-Infinity", "Infinity", "NaN", "nan"]),
+    ("score BETWEEN 0 AND 'NaN'", ["1.5", "Infinity", "NaN", "nan"]),
+    ("score IN (1.5, 'NaN')", ["1.5", "NaN", "nan"]),
+    ("NOT (score <= 2)", ["Infinity", "NaN", "nan"]),
+])
+def test_double_keys_order_nan_and_infinities_as_spark(text, matched):
+    keys = [("score", "double")]
+    stored = ["NaN", "1.5", "Infinity", "-Infinity", "nan"]
+    assert sorted(v for v in stored if matches(parse(text, keys), {"score": v})) == matched
+
+
 @pytest.mark.parametrize("text, words", [
     ("nope = 1", "'nope' is not a partition key"),
     ("year = 'abc'", "'abc' cannot be compared with partition key 'year' of type int"),
