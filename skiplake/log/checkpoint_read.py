@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from skiplake.errors import CorruptLogError
+from skiplake.errors import CheckpointRemovedError, CorruptLogError
 from skiplake.log.actions import AddFile, DomainMetadata, Metadata, Protocol, RemoveFile, Txn, parse_action
 from skiplake.log.arrow_schema import FILES_SCHEMA, STRING_MAP, TOMBSTONES_SCHEMA, map_items
 from skiplake.log.parquet_actions import ActionReadError, ParquetActions, action_rows, read_actions
@@ -344,6 +344,19 @@ def _reading(storage: Storage, name: str) -> Iterator[None]:
         raise CorruptLogError(storage.where(name), "the checkpoint names this file, and it does not exist") from None
     except (pa.ArrowException, OSError) as e:
         raise CorruptLogError(storage.where(name), f"the checkpoint cannot be read ({e})") from None
+
+
+@contextmanager
+def still_there(storage: Storage, names: Iterable[str]) -> Iterator[None]:
+    """A read of checkpoint files `names` loaded before: its CorruptLogError becomes a
+    CheckpointRemovedError when log cleanup has removed one of them since."""
+    try:
+        yield
+    except CorruptLogError:
+        gone = [name for name in names if not storage.exists(name)]
+        if gone:
+            raise CheckpointRemovedError(storage.where(gone[0])) from None
+        raise
 
 
 def _parquet_file(storage: Storage, name: str) -> tuple[bytes | pa.Buffer, pq.ParquetFile]:

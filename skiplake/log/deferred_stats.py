@@ -15,8 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from skiplake.errors import CheckpointRemovedError, CorruptLogError
-from skiplake.log.checkpoint_read import TypedStats
+from skiplake.log.checkpoint_read import TypedStats, still_there
 
 
 @dataclass(frozen=True)
@@ -40,13 +39,8 @@ class DeferredStats:
         """The `stats` column of `files` (a file table whose leading rows these stats are), of
         the rows the mask `which` selects (None: all), the deferred strings read in.
         CheckpointRemovedError when log cleanup has removed the checkpoint since the load."""
-        try:
+        with still_there(self.typed.storage, self.typed.names):
             return self._column(files, which)
-        except CorruptLogError:
-            gone = [name for name in self.typed.names if not self.typed.storage.exists(name)]
-            if gone:
-                raise CheckpointRemovedError(self.typed.storage.where(gone[0])) from None
-            raise
 
     def _column(self, files: pa.Table, which: np.ndarray | None) -> pa.ChunkedArray:
         n = len(self.rows)

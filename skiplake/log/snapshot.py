@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from skiplake.errors import (
-    CheckpointRemovedError,
     CorruptLogError,
     NotATableError,
     ProtocolNotSupportedError,
@@ -43,6 +42,7 @@ from skiplake.log.checkpoint_read import (
     json_lines,
     read_checkpoint,
     read_checkpoint_head,
+    still_there,
 )
 from skiplake.log.column_mapping import logical_files, mapping_mode
 from skiplake.log.deferred_stats import DeferredStats
@@ -321,13 +321,8 @@ class PendingFiles:
     def load(self, protocol: Protocol, metadata: Metadata) -> FileState:
         """The files and tombstones, replayed in the driver from the checkpoint and the commits.
         CheckpointRemovedError when log cleanup has removed the checkpoint since."""
-        try:
+        with still_there(self.storage, self.names):
             cp = read_checkpoint(self.storage, list(self.names), defer_stats=True)
-        except CorruptLogError:
-            gone = [name for name in self.names if not self.storage.exists(name)]
-            if gone:
-                raise CheckpointRemovedError(self.storage.where(gone[0])) from None
-            raise
         return _file_state(_ReplayState(self.version, protocol, metadata, base_files=cp.adds,
                                          base_tombstones=cp.removes, added=dict(self.added),
                                          removed=dict(self.removed), parsed_stats=cp.parsed_stats,

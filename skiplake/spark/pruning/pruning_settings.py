@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from skiplake.errors import InvalidArgumentError
 from skiplake.skipping.dfp_cost import CostModel
 from skiplake.spark.session.gateway import is_connect
-from skiplake.spark.session.setting_values import conf_count
+from skiplake.spark.session.setting_values import conf_count, conf_number
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,15 +84,15 @@ class DynamicPruningSettings:
             max_ranges=max(1, conf_count(MAX_RANGES, conf.get(MAX_RANGES), d.max_ranges)),
             join_types=_join_types(types) if types else d.join_types,
             build_size_threshold=conf_bytes(conf.get(BUILD_SIZE_THRESHOLD), d.build_size_threshold),
-            max_file_overlap=_number(MAX_FILE_OVERLAP, conf.get(MAX_FILE_OVERLAP), d.max_file_overlap),
+            max_file_overlap=conf_number(MAX_FILE_OVERLAP, conf.get(MAX_FILE_OVERLAP), d.max_file_overlap),
             local_build_threshold=conf_bytes(conf.get(LOCAL_BUILD_THRESHOLD), d.local_build_threshold),
             unclustered_row_filter=_bool(conf.get(UNCLUSTERED_ROW_FILTER, "true")),
             cost_model=_bool(conf.get(COST_MODEL, "true")),
             scan_bytes_per_second=conf_bytes(conf.get(SCAN_BYTES_PER_SECOND), d.scan_bytes_per_second),
-            build_job_seconds=_number(BUILD_JOB_SECONDS, conf.get(BUILD_JOB_SECONDS), d.build_job_seconds),
-            speculative_build_share=_number(SPECULATIVE_BUILD_SHARE, conf.get(SPECULATIVE_BUILD_SHARE),
+            build_job_seconds=conf_number(BUILD_JOB_SECONDS, conf.get(BUILD_JOB_SECONDS), d.build_job_seconds),
+            speculative_build_share=conf_number(SPECULATIVE_BUILD_SHARE, conf.get(SPECULATIVE_BUILD_SHARE),
                                             d.speculative_build_share),
-            filtered_scan_share=_number(FILTERED_SCAN_SHARE, conf.get(FILTERED_SCAN_SHARE), d.filtered_scan_share),
+            filtered_scan_share=conf_number(FILTERED_SCAN_SHARE, conf.get(FILTERED_SCAN_SHARE), d.filtered_scan_share),
             materialize_builds=_bool(conf.get(MATERIALIZE_BUILDS, "true")),
         )
 
@@ -133,18 +133,6 @@ def conf_bytes(text: str | None, default: int) -> int:
     if unit not in _UNITS or not digits.strip():
         raise InvalidArgumentError(f"{text!r} is not a size; write it like 32MB, 10GB or a number of bytes")
     return int(float(digits) * _UNITS[unit])
-
-
-def _number(key: str, text: str | None, default: float) -> float:
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value >= 0:
-        raise InvalidArgumentError(f"{key}: {text!r} is not a number of at least 0")
-    return value
 
 
 _ALIASES = {"inner": "Inner", "leftsemi": "LeftSemi", "semi": "LeftSemi", "leftouter": "LeftOuter",
