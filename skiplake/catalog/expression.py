@@ -7,9 +7,9 @@ Operators `= <> != > < >= <=` (`< >` with a space is `<>`), BETWEEN (inclusive),
 and `_` only, no regular expressions), IS [NOT] NULL, AND, OR, NOT, parentheses. Strings in
 single or double quotes (a doubled quote inside is one quote). Values are compared by the key's
 declared type: integers numerically, dates as dates (`2023-9-01` is September 1st), strings as
-strings; numbers of a double, float or decimal key as Spark orders doubles (NaN equals itself
-and is above every other value). A literal that cannot be cast to its key's type, or a key the table does not have, is
-an InvalidInputError that names it.
+strings, the numbers of a double, float or decimal key as Spark orders doubles (NaN equals
+itself and is above every other value). A literal that cannot be cast to its key's type, or a
+key the table does not have, is an InvalidInputError that names it.
 
 Stored partition values are strings; one that does not parse as its key's type (possible when no
 index validated it) makes comparisons on it unknown, so it never matches.

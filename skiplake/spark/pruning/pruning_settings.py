@@ -91,7 +91,7 @@ class DynamicPruningSettings:
             scan_bytes_per_second=conf_bytes(conf.get(SCAN_BYTES_PER_SECOND), d.scan_bytes_per_second),
             build_job_seconds=conf_number(BUILD_JOB_SECONDS, conf.get(BUILD_JOB_SECONDS), d.build_job_seconds),
             speculative_build_share=conf_number(SPECULATIVE_BUILD_SHARE, conf.get(SPECULATIVE_BUILD_SHARE),
-                                            d.speculative_build_share),
+                                                d.speculative_build_share),
             filtered_scan_share=conf_number(FILTERED_SCAN_SHARE, conf.get(FILTERED_SCAN_SHARE), d.filtered_scan_share),
             materialize_builds=_bool(conf.get(MATERIALIZE_BUILDS, "true")),
         )
